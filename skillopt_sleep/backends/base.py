@@ -1,0 +1,200 @@
+"""The one small protocol every LLM backend implements, and the ledger every call goes through.
+
+A backend turns a ``ChatRequest`` into a ``ChatResult``. It never raises for a failed call: it returns
+``ChatResult(error=..., error_kind="fatal"|"transient")`` after its own retries. The ``CallLedger`` wraps a
+backend for one night: it records every call (``CallRecord``), enforces the night's budgets, and raises
+``BackendError`` on a fatal error so the night stops at once.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from skillopt_sleep.errors import BackendError, BudgetExhausted
+from skillopt_sleep.models import CallRecord, Role, RoleCost, Usage
+
+ErrorKind = Literal["fatal", "transient"]
+
+#: Text every backend puts into the prompts it sends, so the harvester recognizes (and skips) any
+#: transcript that a backend's own call left behind (e.g. ``claude -p`` writes a session file).
+SESSION_MARKER = "[skillopt-sleep:replay]"
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+class ChatRequest(BaseModel):
+    """One chat completion.
+
+    json_schema: a JSON schema the reply must satisfy (structured output), or None for free text.
+    temperature: float >= 0; max_tokens: int; seed: int or None.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    role: Role
+    messages: list[ChatMessage]
+    json_schema: dict[str, Any] | None = None
+    temperature: float = 0.0
+    max_tokens: int = 512
+    seed: int | None = None
+
+
+class ChatResult(BaseModel):
+    """The reply. ``error`` is set (and ``text`` empty) when the call failed; latency_s in seconds."""
+
+    model_config = ConfigDict(extra="forbid")
+    text: str = ""
+    usage: Usage = Field(default_factory=Usage)
+    latency_s: float = 0.0
+    model: str = ""
+    error: str | None = None
+    error_kind: ErrorKind | None = None
+    attempts: int = 1
+    tools_called: list[str] = Field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """An LLM backend. ``name`` is the registry name; ``model_for(role)`` the model used for a role."""
+
+    name: str
+
+    def model_for(self, role: Role) -> str: ...
+
+    def chat(self, request: ChatRequest) -> ChatResult: ...
+
+
+class Budget(BaseModel):
+    """Per-night limits across all roles; 0 (or None) means no limit."""
+
+    model_config = ConfigDict(extra="forbid")
+    max_calls: int = 0
+    max_tokens: int = 0
+    max_minutes: float = 0.0
+    max_usd: float = 0.0
+    usd_per_1k_tokens: float = 0.0
+
+
+class CallLedger:
+    """Wraps a backend for one night: records calls, enforces budgets, stops on fatal errors.
+
+    ``chat()`` raises ``BudgetExhausted`` before a call that a budget no longer allows, and
+    ``BackendError`` when the backend reports a fatal error (or a transient one after its retries, when
+    ``transient_is_fatal`` is set). Thread-safe (replay runs with ``workers`` threads).
+    """
+
+    def __init__(self, backend: Backend, budget: Budget | None = None, *, clock=time.monotonic):
+        self.backend = backend
+        self.budget = budget or Budget()
+        self.records: list[CallRecord] = []
+        self._clock = clock
+        self._started = clock()
+        self._lock = threading.Lock()
+        self._reserved = 0
+
+    # -- accounting
+    @property
+    def calls(self) -> int:
+        return len(self.records)
+
+    @property
+    def tokens(self) -> int:
+        return sum(r.usage.total for r in self.records)
+
+    def usd(self) -> float:
+        return self.tokens / 1000.0 * self.budget.usd_per_1k_tokens
+
+    def elapsed_minutes(self) -> float:
+        return (self._clock() - self._started) / 60.0
+
+    def remaining_calls(self) -> int | None:
+        if not self.budget.max_calls:
+            return None
+        return max(0, self.budget.max_calls - self.calls - self._reserved)
+
+    def check_budget(self) -> None:
+        """Raise ``BudgetExhausted`` if any budget is already spent."""
+        budget = self.budget
+        if budget.max_calls and self.calls + self._reserved >= budget.max_calls:
+            raise BudgetExhausted(f"max_calls_per_night={budget.max_calls} reached", limit="max_calls_per_night")
+        if budget.max_tokens and self.tokens >= budget.max_tokens:
+            raise BudgetExhausted(f"max_tokens_per_night={budget.max_tokens} reached", limit="max_tokens_per_night")
+        if budget.max_minutes and self.elapsed_minutes() >= budget.max_minutes:
+            raise BudgetExhausted(f"max_minutes_per_night={budget.max_minutes} reached",
+                                  limit="max_minutes_per_night")
+        if budget.max_usd and budget.usd_per_1k_tokens and self.usd() >= budget.max_usd:
+            raise BudgetExhausted(f"max_usd_per_night={budget.max_usd} reached", limit="max_usd_per_night")
+
+    def cost_by_role(self) -> dict[str, RoleCost]:
+        out: dict[str, RoleCost] = {}
+        for record in self.records:
+            cost = out.setdefault(record.role, RoleCost())
+            cost.calls += 1
+            cost.failed_calls += 0 if record.ok else 1
+            cost.cached_calls += 1 if record.cached else 0
+            cost.prompt_tokens += record.usage.prompt_tokens
+            cost.completion_tokens += record.usage.completion_tokens
+            cost.seconds += record.latency_s
+        return out
+
+    def errors(self) -> list[dict[str, Any]]:
+        return [
+            {"role": r.role, "model": r.model, "backend": r.backend, "kind": r.error_kind, "message": r.error,
+             "attempts": r.attempts}
+            for r in self.records if not r.ok
+        ]
+
+    # -- calls
+    def chat(self, request: ChatRequest, *, fail_on_error: bool = True) -> ChatResult:
+        """Make one call through the backend and record it.
+
+        fail_on_error: raise ``BackendError`` for any error that survived the backend's retries (fatal
+        ones always raise). With False, a transient error is returned in the result for the caller to
+        count (e.g. one judge call that timed out).
+        """
+        with self._lock:
+            self.check_budget()
+            self._reserved += 1
+        try:
+            result = self.backend.chat(request)
+        except BackendError:
+            raise
+        except Exception as exc:  # a backend bug must not look like a score of 0
+            result = ChatResult(error=f"{type(exc).__name__}: {exc}", error_kind="fatal")
+        finally:
+            with self._lock:
+                self._reserved -= 1
+        record = CallRecord(
+            role=request.role,
+            backend=self.backend.name,
+            model=result.model or self.backend.model_for(request.role),
+            ok=result.ok,
+            usage=result.usage,
+            latency_s=result.latency_s,
+            attempts=result.attempts,
+            error=result.error,
+            error_kind=result.error_kind,
+        )
+        with self._lock:
+            self.records.append(record)
+        if not result.ok and (result.error_kind == "fatal" or fail_on_error):
+            raise BackendError(
+                result.error or "unknown error",
+                role=request.role,
+                model=record.model,
+                backend=self.backend.name,
+                fatal=result.error_kind == "fatal",
+                kind=result.error_kind or "error",
+            )
+        return result

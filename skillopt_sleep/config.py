@@ -1,0 +1,246 @@
+"""Configuration: one pydantic model, four layered sources (later wins).
+
+defaults < TOML file (``paths.config_file()``, or ``--config`` / ``$SKILLOPT_SLEEP_CONFIG``)
+< environment ``SKILLOPT_SLEEP_<KEY>`` (upper-case key) < CLI flags.
+
+Unknown keys and invalid values raise ``ConfigError`` naming the source (file path, env var, flag) and the key.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any, Literal
+
+import tomlkit
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from skillopt_sleep import paths
+from skillopt_sleep.errors import ConfigError
+from skillopt_sleep.fsio import write_text_atomic
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+ENV_PREFIX = "SKILLOPT_SLEEP_"
+#: Environment variables with our prefix that are not config keys.
+_NON_KEY_ENV = {"CONFIG", "CONFIG_DIR", "STATE_DIR", "DATA_DIR", "HOME", "RAISE_ERRORS"}
+
+
+class SleepConfig(BaseModel):
+    """Every setting of skillopt-sleep. Attribute docstrings are the reference (``config show``)."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    # -- harvest
+    source: Literal["auto", "claude", "codex"] = "auto"
+    """Which transcripts to read: ``auto`` = every source that has sessions (never a silent fallback)."""
+    scope: Literal["project", "all"] = "project"
+    """``project``: only sessions whose cwd is the project or below it; ``all``: every session."""
+    claude_home: Path | None = None
+    """Claude Code root (default ``$CLAUDE_CONFIG_DIR`` or ``~/.claude``)."""
+    codex_home: Path | None = None
+    """Codex CLI root (default ``$CODEX_HOME`` or ``~/.codex``)."""
+    include_sdk_sessions: bool = False
+    """Also mine headless Claude Code runs (``entrypoint: sdk-cli``, i.e. ``claude -p``)."""
+    lookback_hours: float = Field(72.0, ge=0)
+    """First night only: how far back to read (0 = all history). Later nights read what is new."""
+
+    # -- mining and splits
+    llm_mine: bool | None = None
+    """Ask the optimizer model for ``{intent, checks, rubric, outcome}`` per task. None = on for real backends."""
+    val_fraction: float = Field(0.3, ge=0, lt=1)
+    """Share of tasks held out for the gate (by a hash of the task id, stable across nights)."""
+    test_fraction: float = Field(0.15, ge=0, lt=1)
+    """Share of tasks held out for the report only (never reflected on, never gated on)."""
+    max_tasks_per_night: int = Field(40, ge=1)
+    """Most tasks a night replays (recurring and corrected tasks first)."""
+
+    # -- backend
+    backend: Literal["auto", "openai", "local", "claude", "codex", "mock"] = "auto"
+    """LLM backend. ``auto``: configured endpoint/key > your agent CLI > embedded local model > error."""
+    base_url: str | None = None
+    """OpenAI-compatible endpoint (default ``$OPENAI_BASE_URL``)."""
+    api_key: str | None = None
+    """API key (prefer ``$OPENAI_API_KEY``; never printed)."""
+    target_model: str = "gpt-4o-mini"
+    """Model replayed as the agent (openai backend)."""
+    optimizer_model: str = "gpt-4o-mini"
+    """Model that mines, reflects and judges (openai backend)."""
+    judge_model: str | None = None
+    """Rubric judge model (default: the optimizer model)."""
+    model_path: Path | None = None
+    """GGUF file for ``backend = local`` (default: the bundled SmolLM2-135M-Instruct)."""
+    claude_bin: str = "claude"
+    """``claude`` executable: a name looked up on PATH or an absolute path."""
+    codex_bin: str = "codex"
+    """``codex`` executable: a name looked up on PATH or an absolute path."""
+    request_timeout_s: float = Field(120.0, gt=0)
+    """Seconds before one LLM call times out (then retried as transient)."""
+    max_retries: int = Field(3, ge=0)
+    """Retries for transient errors (429, 5xx, timeouts, empty replies), exponential backoff with jitter."""
+    workers: int = Field(4, ge=1, le=64)
+    """Concurrent replay calls."""
+
+    # -- the step
+    edit_budget: int = Field(3, ge=1)
+    """Most edits a night may apply (the textual learning rate; max of the scheduler)."""
+    min_edit_budget: int = Field(1, ge=1)
+    """Floor of the edit-budget scheduler."""
+    edit_budget_schedule: Literal["constant", "linear", "cosine", "autonomous"] = "constant"
+    """How the budget changes across nights."""
+    edit_budget_horizon: int = Field(30, ge=1)
+    """Nights over which ``linear``/``cosine`` decay from ``edit_budget`` to ``min_edit_budget``."""
+    rollouts_k: int = Field(1, ge=1, le=8)
+    """Samples per train task; > 1 enables K-rollout contrastive reflection."""
+    rollout_temperature: float = Field(0.7, ge=0, le=2)
+    """Sampling temperature for K > 1 rollouts."""
+    evolve_skill: bool = True
+    """Let the night edit the skill document."""
+    evolve_memory: bool = True
+    """Let the night edit the memory document (CLAUDE.md / AGENTS.md)."""
+
+    # -- the gate
+    gate_mode: Literal["on", "off"] = "on"
+    """``on``: accept only if held-out (val) tasks improve; ``off``: accept greedily (daily use)."""
+    gate_metric: Literal["hard", "soft", "mixed"] = "hard"
+    """Score the gate compares: hard, soft, or ``(1-w)*hard + w*soft``."""
+    gate_mixed_weight: float = Field(0.3, ge=0, le=1)
+    """w of the mixed metric."""
+    gate_rule: Literal["strict"] = "strict"
+    """``strict``: candidate mean must be strictly higher than the baseline mean on the same val tasks."""
+
+    # -- documents
+    skill_path: str | None = None
+    """Skill document, relative to the project (default ``.claude/skills/skillopt-sleep/SKILL.md`` for Claude
+    Code; none for Codex)."""
+    memory_path: str | None = None
+    """Memory document, relative to the project (default ``CLAUDE.md`` for Claude Code, ``AGENTS.md`` for Codex)."""
+    auto_adopt: bool = False
+    """Write accepted documents to the project (atomically, with a backup) instead of only staging them."""
+
+    # -- budgets
+    max_calls_per_night: int = Field(400, ge=0)
+    """All roles together; 0 = unlimited."""
+    max_tokens_per_night: int = Field(400_000, ge=0)
+    """Prompt + completion tokens, all roles; 0 = unlimited."""
+    max_minutes_per_night: float = Field(90.0, ge=0)
+    """Wall-clock minutes; 0 = unlimited."""
+    max_usd_per_night: float = Field(0.0, ge=0)
+    """Only enforced when ``usd_per_1k_tokens`` is set; 0 = unlimited."""
+    usd_per_1k_tokens: float = Field(0.0, ge=0)
+    """Price used for ``max_usd_per_night``."""
+
+    # -- misc
+    seed: int = 0
+    """Seed for sampling and splits."""
+    keep_nights: int = Field(60, ge=1)
+    """Night directories kept per project."""
+
+    @field_validator("claude_home", "codex_home", "model_path", mode="before")
+    @classmethod
+    def _expand(cls, value: Any) -> Any:
+        if isinstance(value, str) and value:
+            return Path(value).expanduser()
+        return value
+
+    def public_dump(self) -> dict[str, Any]:
+        """Return the config as JSON-able data with secrets masked (for diagnostics and ``config show``)."""
+        data = self.model_dump(mode="json")
+        if data.get("api_key"):
+            data["api_key"] = "***"
+        return data
+
+
+def _errors_to_config_error(exc: ValidationError, source: str) -> ConfigError:
+    first = exc.errors()[0]
+    key = ".".join(str(part) for part in first["loc"]) or "?"
+    if first["type"] == "extra_forbidden":
+        return ConfigError(f"unknown key (see 'skillopt-sleep config show' for the valid keys)", source=source,
+                           key=key)
+    return ConfigError(f"{first['msg']} (got {first.get('input')!r})", source=source, key=key)
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """Return the TOML file as a dict ({} when it does not exist). Raises ConfigError on bad TOML."""
+    try:
+        raw = Path(path).read_bytes()
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        raise ConfigError(f"cannot read: {exc}", source=str(path)) from None
+    try:
+        return tomllib.loads(raw.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"invalid TOML: {exc}", source=str(path)) from None
+
+
+def env_overrides(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """Return ``{key: value}`` from ``SKILLOPT_SLEEP_<KEY>`` variables (unknown keys are kept, and rejected)."""
+    environ = os.environ if environ is None else environ
+    out = {}
+    for name, value in environ.items():
+        if name.startswith(ENV_PREFIX) and name[len(ENV_PREFIX):] not in _NON_KEY_ENV:
+            out[name[len(ENV_PREFIX):].lower()] = value
+    return out
+
+
+def _apply_layer(merged: dict[str, Any], layer: dict[str, Any], source: str) -> dict[str, Any]:
+    candidate = {**merged, **layer}
+    try:
+        SleepConfig.model_validate(candidate)
+    except ValidationError as exc:
+        raise _errors_to_config_error(exc, source) from None
+    return candidate
+
+
+def load_config(
+    config_path: Path | None = None,
+    cli_overrides: dict[str, Any] | None = None,
+    environ: dict[str, str] | None = None,
+) -> SleepConfig:
+    """Load the layered config.
+
+    config_path: TOML file (default ``paths.config_file()``); a missing default file is fine, a missing
+    explicit file is a ConfigError. cli_overrides: ``{key: value}`` of flags the user set (None values ignored).
+    Raises ConfigError naming the source and the key for an unknown key or an invalid value.
+    """
+    explicit = config_path is not None
+    path = Path(config_path) if explicit else paths.config_file()
+    if explicit and not path.exists():
+        raise ConfigError("config file not found", source=str(path))
+    merged: dict[str, Any] = {}
+    merged = _apply_layer(merged, read_config_file(path), str(path))
+    for key, value in env_overrides(environ).items():
+        merged = _apply_layer(merged, {key: value}, f"environment {ENV_PREFIX}{key.upper()}")
+    flags = {k: v for k, v in (cli_overrides or {}).items() if v is not None}
+    for key, value in flags.items():
+        merged = _apply_layer(merged, {key: value}, f"--{key.replace('_', '-')}")
+    return SleepConfig.model_validate(merged)
+
+
+def set_config_value(key: str, value: str, config_path: Path | None = None) -> Path:
+    """Validate ``key = value`` and write it into the TOML file atomically, keeping comments and other keys.
+
+    Returns the file written. Raises ConfigError for an unknown key or an invalid value.
+    """
+    path = Path(config_path) if config_path else paths.config_file()
+    if key not in SleepConfig.model_fields:
+        raise ConfigError("unknown key (see 'skillopt-sleep config show')", source=str(path), key=key)
+    existing = read_config_file(path)
+    _apply_layer(existing, {key: value}, f"config set {key}")
+    parsed = SleepConfig.model_validate({**existing, key: value})
+    typed = parsed.model_dump(mode="json")[key]
+    try:
+        document = tomlkit.parse(path.read_text("utf-8")) if path.exists() else tomlkit.document()
+    except OSError as exc:
+        raise ConfigError(f"cannot read: {exc}", source=str(path)) from None
+    if typed is None:
+        document.pop(key, None)
+    else:
+        document[key] = typed
+    write_text_atomic(path, tomlkit.dumps(document))
+    return path

@@ -1,0 +1,1 @@
+"""Transcript harvesters, one module per source."""

@@ -1,0 +1,366 @@
+"""The data that flows through a night (pydantic v2 models).
+
+harvest -> ``Session`` (with ``Turn``s) -> mine -> ``TaskRecord`` (with a ``Judge``) -> replay -> ``ReplayResult``
+-> reflect -> ``EditRecord`` -> gate -> ``GateDecision`` -> ``Diagnostics`` (``diagnostics.json``).
+
+All texts stored in these models are already secret-redacted (see ``skillopt_sleep.redact``).
+All datetimes are timezone-aware (UTC).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+SourceName = Literal["claude", "codex"]
+Role = Literal["miner", "target", "judge", "optimizer"]
+Split = Literal["train", "val", "test"]
+Reaction = Literal["approval", "correction", "reask", "interrupted", "rejected", "aborted", "none"]
+CheckOp = Literal[
+    "contains",
+    "not_contains",
+    "regex",
+    "starts_with",
+    "ends_with",
+    "max_chars",
+    "max_words",
+    "section_present",
+    "json_valid",
+    "tool_called",
+]
+EditOp = Literal["add", "insert_after", "replace", "delete"]
+EditTarget = Literal["skill", "memory"]
+EditStatus = Literal["proposed", "applied", "unmatched", "rejected"]
+NightStatus = Literal["accepted", "rejected", "no_sessions", "no_tasks", "backend_error", "budget_exhausted", "dry_run"]
+GateVerdict = Literal["accept_new_best", "accept", "reject", "skipped"]
+
+DIAGNOSTICS_FORMAT = "skillopt-sleep-diagnostics/1"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# --------------------------------------------------------------------------- harvest
+
+
+class ToolUse(_Model):
+    """One tool call the agent really made (evidence from the transcript, never from model text)."""
+
+    name: str
+    input_head: str = ""
+    """First ~200 characters of the tool input (JSON or free text), redacted."""
+    error: str | None = None
+    """Head of the error text when the tool result was an error (``is_error`` / non-zero exit)."""
+
+
+class Turn(_Model):
+    """One human request in a session and what followed it up to the next human request."""
+
+    index: int
+    request: str
+    """The user's own words (slash command: ``/name args``), redacted. Injected text is never here."""
+    timestamp: datetime | None = None
+    cwd: str | None = None
+    kind: Literal["prompt", "command", "plan"] = "prompt"
+    final_answer: str = ""
+    """Text of the last non-synthetic assistant message of the span, redacted."""
+    tools: list[ToolUse] = Field(default_factory=list)
+    interrupted: bool = False
+    """``[Request interrupted by user]`` (Claude) inside the span."""
+    rejected_tool: bool = False
+    """The user rejected a tool use (Claude) inside the span."""
+    aborted: bool = False
+    """``turn_aborted`` (Codex) ended the span."""
+    rejection_feedback: str | None = None
+    queued_messages: list[str] = Field(default_factory=list)
+    """Text typed while the agent was busy (steering)."""
+
+    @property
+    def tool_errors(self) -> int:
+        return sum(1 for tool in self.tools if tool.error)
+
+
+class Session(_Model):
+    """One agent session (a transcript file, or the part of it read since the last checkpoint)."""
+
+    source: SourceName
+    session_id: str
+    path: str
+    cwd: str | None = None
+    version: str | None = None
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    entrypoint: str | None = None
+    """Claude ``entrypoint`` (``cli``/``sdk-cli``) or Codex ``originator``/``source``."""
+    turns: list[Turn] = Field(default_factory=list)
+
+
+class HarvestStats(_Model):
+    """Counts of what a harvest looked at; every skip has a reason."""
+
+    files_scanned: int = 0
+    files_unchanged: int = 0
+    """Skipped by the checkpoint: same size and mtime as last night."""
+    files_grown: int = 0
+    """Read from the stored byte offset."""
+    bytes_read: int = 0
+    sessions_harvested: int = 0
+    sessions_skipped: dict[str, int] = Field(default_factory=dict)
+    """reason -> count (``subagent``, ``sdk_cli``, ``own_marker``, ``out_of_scope``, ``too_old``, ``no_requests``,
+    ``unreadable``, ...)."""
+    malformed_lines: dict[str, int] = Field(default_factory=dict)
+    """reason -> count (``bad_json``, ``truncated_last_line``, ``not_an_object``, ``binary``, ``too_long``, ...)."""
+    records_unknown: int = 0
+    requests: int = 0
+    secrets_redacted: int = 0
+
+    def skip(self, reason: str, count: int = 1) -> None:
+        self.sessions_skipped[reason] = self.sessions_skipped.get(reason, 0) + count
+
+    def malformed(self, reason: str, count: int = 1) -> None:
+        self.malformed_lines[reason] = self.malformed_lines.get(reason, 0) + count
+
+    def merge(self, other: HarvestStats) -> None:
+        for name in ("files_scanned", "files_unchanged", "files_grown", "bytes_read", "sessions_harvested",
+                     "records_unknown", "requests", "secrets_redacted"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        for reason, count in other.sessions_skipped.items():
+            self.skip(reason, count)
+        for reason, count in other.malformed_lines.items():
+            self.malformed(reason, count)
+
+
+class FileCheckpoint(_Model):
+    """Where the harvest stopped in one transcript file."""
+
+    size: int
+    mtime_ns: int
+    offset: int
+    """Byte offset just after the last complete line that was read."""
+    session_id: str | None = None
+
+
+# --------------------------------------------------------------------------- tasks and judges
+
+
+class Check(_Model):
+    """One deterministic rule check on a response.
+
+    ``value`` is a string for text ops, an int for ``max_chars``/``max_words``, a heading text for
+    ``section_present``, a tool name for ``tool_called`` and ``None`` for ``json_valid``.
+    """
+
+    op: CheckOp
+    value: str | int | None = None
+    case_sensitive: bool = False
+    origin: str = "rule"
+    """Where it came from: ``correction``, ``house_rule``, ``llm_miner``, ``config``."""
+    rule: str | None = None
+    """The rule in the user's own words, when the check was derived from one."""
+
+
+class Judge(_Model):
+    """How a task's response is scored. hard in {0, 1}: all checks pass (and reference matches if set);
+    soft in [0, 1]: fraction of checks passed, or the rubric score when there are no checks."""
+
+    checks: list[Check] = Field(default_factory=list)
+    rubric: str | None = None
+    reference: str | None = None
+
+    @property
+    def empty(self) -> bool:
+        return not self.checks and not self.rubric and not self.reference
+
+
+class TaskEvidence(_Model):
+    """How the original session went for this request (input for reflection, never for the target)."""
+
+    final_answer: str = ""
+    tools: list[str] = Field(default_factory=list)
+    tool_errors: list[str] = Field(default_factory=list)
+    reaction: Reaction = "none"
+    reaction_text: str = ""
+    """The user's next message when it reacted to this turn (correction, re-ask, thanks), redacted."""
+
+
+class TaskRecord(_Model):
+    """A replayable task mined from a real user request."""
+
+    id: str
+    """Stable id: ``t-`` + 12 hex of sha256 of the normalized request (so a task keeps its split)."""
+    source: SourceName
+    project: str | None = None
+    request: str
+    """The request with the follow-ups that refined it, redacted."""
+    intent: str | None = None
+    session_ids: list[str] = Field(default_factory=list)
+    recurrence: int = 1
+    """How many near-duplicate requests were merged into this task."""
+    evidence: TaskEvidence = Field(default_factory=TaskEvidence)
+    rules: list[str] = Field(default_factory=list)
+    """Rules the user stated, in their own words (the strongest signal a session holds)."""
+    judge: Judge = Field(default_factory=Judge)
+    split: Split = "train"
+    first_seen: datetime | None = None
+    last_seen: datetime | None = None
+    rejected_checks: list[str] = Field(default_factory=list)
+    """Checks dropped at mining time, each with its reason (e.g. a regex that does not compile)."""
+
+
+# --------------------------------------------------------------------------- replay
+
+
+class Usage(_Model):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+class ReplayResult(_Model):
+    """One scored rollout of a task. hard in {0, 1}; soft in [0, 1]; latency_s in seconds."""
+
+    task_id: str
+    sample: int = 0
+    response: str = ""
+    hard: int = 0
+    soft: float = 0.0
+    fail_reason: str | None = None
+    rationale: str = ""
+    tools_called: list[str] = Field(default_factory=list)
+    usage: Usage = Field(default_factory=Usage)
+    latency_s: float = 0.0
+    error: str | None = None
+    """Set when the target call itself failed: the result is then not a score of the skill."""
+    cached: bool = False
+
+    @field_validator("soft")
+    @classmethod
+    def _clamp_soft(cls, value: float) -> float:
+        return min(1.0, max(0.0, float(value)))
+
+
+# --------------------------------------------------------------------------- reflect and edit
+
+
+class EditRecord(_Model):
+    """One bounded edit proposed by reflection, and what became of it."""
+
+    target: EditTarget
+    op: EditOp
+    anchor: str | None = None
+    """Exact line (inside the managed block) that ``insert_after``/``replace``/``delete`` act on."""
+    content: str = ""
+    rationale: str = ""
+    evidence: list[str] = Field(default_factory=list)
+    """Task ids that motivated the edit."""
+    status: EditStatus = "proposed"
+    reason: str = ""
+    """Why it was rejected / unmatched."""
+
+
+# --------------------------------------------------------------------------- calls and diagnostics
+
+
+class CallRecord(_Model):
+    """One LLM call made by the night (successful or not)."""
+
+    role: Role
+    backend: str
+    model: str
+    ok: bool
+    usage: Usage = Field(default_factory=Usage)
+    latency_s: float = 0.0
+    attempts: int = 1
+    error: str | None = None
+    error_kind: str | None = None
+    cached: bool = False
+
+
+class RoleCost(_Model):
+    calls: int = 0
+    failed_calls: int = 0
+    cached_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    seconds: float = 0.0
+
+
+class Scores(_Model):
+    """Mean scores over a set of replays. hard, soft, gate: floats in [0, 1]; n = number of results."""
+
+    hard: float = 0.0
+    soft: float = 0.0
+    gate: float = 0.0
+    n: int = 0
+
+
+class TaskComparison(_Model):
+    """Per held-out (val) task: baseline vs candidate."""
+
+    task_id: str
+    request_head: str = ""
+    baseline: list[ReplayResult] = Field(default_factory=list)
+    candidate: list[ReplayResult] = Field(default_factory=list)
+    outcome: Literal["win", "loss", "tie", "n/a"] = "n/a"
+
+
+class GateDecision(_Model):
+    mode: Literal["on", "off"]
+    metric: str
+    rule: str = "strict"
+    verdict: GateVerdict
+    reason: str
+    baseline: Scores = Field(default_factory=Scores)
+    candidate: Scores = Field(default_factory=Scores)
+    per_task: list[TaskComparison] = Field(default_factory=list)
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+class Diagnostics(_Model):
+    """``diagnostics.json``: what happened tonight and why. See README "Diagnostics fields"."""
+
+    format: str = DIAGNOSTICS_FORMAT
+    night_id: str
+    status: NightStatus
+    summary: str
+    """One human line; for failures it says what to fix."""
+    project: str | None = None
+    started_at: datetime
+    finished_at: datetime | None = None
+    sources: list[str] = Field(default_factory=list)
+    backend: dict[str, Any] = Field(default_factory=dict)
+    """name, models per role, and why it was chosen."""
+    harvest: HarvestStats = Field(default_factory=HarvestStats)
+    tasks: dict[str, int] = Field(default_factory=dict)
+    """Counts per split (train/val/test) and ``total``."""
+    edit_budget: int = 0
+    baseline: Scores = Field(default_factory=Scores)
+    candidate: Scores = Field(default_factory=Scores)
+    test: dict[str, Scores] = Field(default_factory=dict)
+    gate: GateDecision | None = None
+    train_results: list[ReplayResult] = Field(default_factory=list)
+    edits: list[EditRecord] = Field(default_factory=list)
+    optimizer_raw_head: str = ""
+    proposed: list[str] = Field(default_factory=list)
+    """Documents written under ``proposed/`` (only those that changed)."""
+    applied: list[str] = Field(default_factory=list)
+    errors: list[dict[str, Any]] = Field(default_factory=list)
+    """Call and stage errors: role, model, kind, message (redacted)."""
+    failure: dict[str, Any] | None = None
+    """For ``backend_error``/``budget_exhausted``: role, model, reason, fix."""
+    cost: dict[str, RoleCost] = Field(default_factory=dict)
+    """Calls and tokens by role (miner, target, judge, optimizer)."""
+    stage_seconds: dict[str, float] = Field(default_factory=dict)
+    config: dict[str, Any] = Field(default_factory=dict)
+    versions: dict[str, str] = Field(default_factory=dict)
+
+
+def diagnostics_json_schema() -> dict[str, Any]:
+    """Return the JSON schema of ``diagnostics.json`` (exported as ``docs/diagnostics.schema.json``)."""
+    return Diagnostics.model_json_schema()

@@ -1,0 +1,38 @@
+"""Hermetic test environment: a temporary HOME and private config/state/data dirs for every test.
+
+No test reads the real ~/.claude or ~/.codex, and no test reaches the network except 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).parent / "fixtures"
+TRANSCRIPTS = FIXTURES / "transcripts"
+
+
+def pytest_configure(config):
+    sys._called_from_test = True  # the CLI re-raises unexpected errors under tests
+
+
+@pytest.fixture(autouse=True)
+def hermetic_env(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("SKILLOPT_SLEEP_HOME", str(tmp_path / "skillopt-home"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(home / ".local" / "state"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(home / ".local" / "share"))
+    for name in list(os.environ):
+        if name.startswith("SKILLOPT_SLEEP_") and name != "SKILLOPT_SLEEP_HOME":
+            monkeypatch.delenv(name, raising=False)
+    for name in ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "OPENAI_API_KEY", "OPENAI_BASE_URL", "STATE_DIRECTORY",
+                 "ANTHROPIC_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    return home
