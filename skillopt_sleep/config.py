@@ -33,7 +33,7 @@ _NON_KEY_ENV = {"CONFIG", "CONFIG_DIR", "STATE_DIR", "DATA_DIR", "HOME", "RAISE_
 class SleepConfig(BaseModel):
     """Every setting of skillopt-sleep. Attribute docstrings are the reference (``config show``)."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, use_attribute_docstrings=True)
 
     # -- harvest
     source: Literal["auto", "claude", "codex"] = "auto"

@@ -58,4 +58,6 @@ class BudgetExhausted(SleepError):
 
 
 class LockedError(SleepError):
-    """Another night for the same project is running."""
+    """Another night for the same project is running (exit code 4)."""
+
+    exit_code = 4

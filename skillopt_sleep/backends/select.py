@@ -1,0 +1,95 @@
+"""Choose the night's backend (``backend = "auto"``) and say why.
+
+Order for ``auto``: a configured OpenAI-compatible endpoint or key (``base_url``/``api_key`` or
+``$OPENAI_BASE_URL``/``$OPENAI_API_KEY``) > the user's own agent CLI for the harvested source when it is
+installed and logged in (``claude`` for Claude Code, ``codex`` for Codex) > the embedded local model when the
+``[local]`` extra is installed > a ``ConfigError`` that says how to configure one. Never a silent fallback.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+from dataclasses import dataclass
+
+from skillopt_sleep.backends.base import Backend
+from skillopt_sleep.config import SleepConfig
+from skillopt_sleep.errors import ConfigError
+
+NO_BACKEND_HELP = (
+    "no LLM backend available: set OPENAI_BASE_URL/OPENAI_API_KEY (or 'skillopt-sleep config set base_url URL'), "
+    "install and log in to the 'claude' or 'codex' CLI, or install the embedded model with "
+    "pip install 'skillopt-sleep[local]'"
+)
+
+
+@dataclass
+class BackendChoice:
+    backend: Backend
+    name: str
+    reason: str
+    note: str = ""
+
+
+def _build(name: str, config: SleepConfig) -> Backend:
+    from skillopt_sleep.backends import get_backend
+
+    if name == "openai":
+        return get_backend(
+            "openai",
+            base_url=config.base_url,
+            api_key=config.api_key,
+            target_model=config.target_model,
+            optimizer_model=config.optimizer_model,
+            judge_model=config.judge_model,
+            timeout_s=config.request_timeout_s,
+            max_retries=config.max_retries,
+        )
+    if name == "mock":
+        return get_backend("mock")
+    if name == "local":
+        return get_backend("local", model_path=config.model_path, seed=config.seed)
+    if name == "claude":
+        return get_backend("claude", binary=config.claude_bin, timeout_s=max(config.request_timeout_s, 60.0),
+                           max_retries=config.max_retries)
+    if name == "codex":
+        return get_backend("codex", binary=config.codex_bin, timeout_s=max(config.request_timeout_s, 60.0),
+                           max_retries=config.max_retries)
+    raise ConfigError(f"unknown backend '{name}'", key="backend")
+
+
+def _cli_ready(name: str, config: SleepConfig) -> bool:
+    try:
+        module = importlib.import_module(f"skillopt_sleep.backends.{name}_cli")
+    except ImportError:
+        return False
+    binary = config.claude_bin if name == "claude" else config.codex_bin
+    if not module.find_binary(binary):
+        return False
+    probe = getattr(module, f"{name}_logged_in", None)
+    return bool(probe and probe(binary))
+
+
+def local_available() -> bool:
+    """True when llama-cpp-python is importable (the ``[local]`` extra)."""
+    return importlib.util.find_spec("llama_cpp") is not None
+
+
+def choose_backend(config: SleepConfig, sources: list[str]) -> BackendChoice:
+    """Return the backend for tonight and why. Raises ConfigError when ``auto`` finds none."""
+    if config.backend != "auto":
+        return BackendChoice(_build(config.backend, config), config.backend, f"backend = '{config.backend}' (configured)")
+    if config.base_url or config.api_key or os.environ.get("OPENAI_BASE_URL") or os.environ.get("OPENAI_API_KEY"):
+        return BackendChoice(_build("openai", config), "openai", "an OpenAI-compatible endpoint/key is configured")
+    for source, cli in (("claude", "claude"), ("codex", "codex")):
+        if source in sources and _cli_ready(cli, config):
+            return BackendChoice(_build(cli, config), cli,
+                                 f"sessions come from {source} and the '{cli}' CLI is installed and logged in")
+    if local_available():
+        choice = BackendChoice(_build("local", config), "local",
+                               "no endpoint or logged-in agent CLI found; using the embedded local model")
+        choice.note = ("the embedded model is tiny: expect few accepted edits tonight (configure a real model "
+                       "for real learning)")
+        return choice
+    raise ConfigError(NO_BACKEND_HELP, key="backend")

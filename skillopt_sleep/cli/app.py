@@ -1,0 +1,134 @@
+"""The ``skillopt-sleep`` command (typer). Each command parses, calls one library function, and renders."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from skillopt_sleep import __version__
+from skillopt_sleep.cli import config_cmd
+from skillopt_sleep.cli.common import emit_json, resolve_config, stderr, stdout, user_errors
+
+app = typer.Typer(
+    name="skillopt-sleep",
+    help="A nightly sleep cycle for coding agents: learn your house rules from your own sessions.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.add_typer(config_cmd.app, name="config")
+
+ConfigOpt = Annotated[Optional[Path], typer.Option("--config", help="Config TOML file (default: user config dir).",
+                                                    envvar="SKILLOPT_SLEEP_CONFIG")]
+ProjectOpt = Annotated[Optional[Path], typer.Option("--project", help="Project directory (default: current directory).")]
+ScopeOpt = Annotated[Optional[str], typer.Option("--scope", help="project | all")]
+SourceOpt = Annotated[Optional[str], typer.Option("--source", help="claude | codex | auto")]
+LookbackOpt = Annotated[Optional[float], typer.Option("--lookback-hours", help="First-night lookback (0 = all).")]
+ClaudeHomeOpt = Annotated[Optional[Path], typer.Option("--claude-home", help="Claude Code root to read.")]
+CodexHomeOpt = Annotated[Optional[Path], typer.Option("--codex-home", help="Codex CLI root to read.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON to stdout.")]
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(__version__)
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                                help="Print the version.")] = False) -> None:
+    """skillopt-sleep"""
+
+
+@app.command("run-now")
+def run_now(
+    project: ProjectOpt = None,
+    scope: ScopeOpt = None,
+    source: SourceOpt = None,
+    backend: Annotated[Optional[str], typer.Option("--backend", help="auto | openai | local | claude | codex | mock")] = None,
+    model_path: Annotated[Optional[Path], typer.Option("--model-path", help="GGUF file for --backend local.")] = None,
+    gate_mode: Annotated[Optional[str], typer.Option("--gate-mode", help="on | off")] = None,
+    lookback_hours: LookbackOpt = None,
+    claude_home: ClaudeHomeOpt = None,
+    codex_home: CodexHomeOpt = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Harvest and mine only: no LLM call, nothing saved.")] = False,
+    apply: Annotated[bool, typer.Option("--apply", help="Write accepted documents to the project (atomic, with backup).")] = False,
+    json_: JsonOpt = False,
+    config_file: ConfigOpt = None,
+) -> None:
+    """Run one night now: harvest -> mine -> replay -> reflect -> bounded edits -> gate -> diagnostics.json."""
+    from skillopt_sleep.night import run_night
+
+    with user_errors():
+        config = resolve_config(config_file, scope=scope, source=source, backend=backend, model_path=model_path,
+                                gate_mode=gate_mode, lookback_hours=lookback_hours, claude_home=claude_home,
+                                codex_home=codex_home)
+        result = run_night(config, project=project or Path.cwd(), dry_run=dry_run, apply=apply)
+    diagnostics = result.diagnostics
+    if json_:
+        emit_json({"night_dir": str(result.night_dir), "exit_code": result.exit_code,
+                   **diagnostics.model_dump(mode="json")})
+    else:
+        color = {"accepted": "green", "rejected": "yellow", "backend_error": "red",
+                 "budget_exhausted": "red"}.get(diagnostics.status, "cyan")
+        stdout.print(f"[{color}]{diagnostics.summary}[/{color}]", highlight=False)
+        backend = diagnostics.backend
+        if backend:
+            stdout.print(f"backend: {backend.get('name')} ({backend.get('reason')}); models: "
+                         f"{backend.get('models', {}).get('target')} / {backend.get('models', {}).get('optimizer')}",
+                         highlight=False)
+            if backend.get("note"):
+                stdout.print(f"note: {backend['note']}", highlight=False)
+        if diagnostics.proposed:
+            stdout.print("proposed: " + ", ".join(diagnostics.proposed), highlight=False)
+        if diagnostics.applied:
+            stdout.print("applied: " + ", ".join(diagnostics.applied), highlight=False)
+        stdout.print(f"diagnostics: {result.night_dir / 'diagnostics.json'}", highlight=False)
+    raise typer.Exit(code=result.exit_code)
+
+
+@app.command("harvest")
+def harvest_cmd(
+    project: ProjectOpt = None,
+    scope: ScopeOpt = None,
+    source: SourceOpt = None,
+    lookback_hours: LookbackOpt = None,
+    claude_home: ClaudeHomeOpt = None,
+    codex_home: CodexHomeOpt = None,
+    output: Annotated[Optional[Path], typer.Option("--output", help="Write the mined tasks (JSONL, mode 0600).")] = None,
+    json_: JsonOpt = False,
+    config_file: ConfigOpt = None,
+) -> None:
+    """Show the sessions and tasks a night would use (does not advance the checkpoint)."""
+    from skillopt_sleep.preview import preview_harvest
+
+    with user_errors():
+        config = resolve_config(config_file, scope=scope, source=source, lookback_hours=lookback_hours,
+                                claude_home=claude_home, codex_home=codex_home)
+        preview = preview_harvest(config, project=project or Path.cwd(), output=output)
+    if json_:
+        emit_json(preview)
+        return
+    stats = preview["harvest"]
+    stdout.print(f"sources: {', '.join(preview['sources']) or 'none found'}; files scanned {stats['files_scanned']}, "
+                 f"sessions {stats['sessions_harvested']}, requests {stats['requests']}, "
+                 f"secrets redacted {stats['secrets_redacted']}", highlight=False)
+    if stats["sessions_skipped"]:
+        stdout.print("skipped sessions: " + ", ".join(f"{k} {v}" for k, v in stats["sessions_skipped"].items()),
+                     highlight=False)
+    if stats["malformed_lines"]:
+        stdout.print("malformed lines: " + ", ".join(f"{k} {v}" for k, v in stats["malformed_lines"].items()),
+                     highlight=False)
+    for task in preview["tasks"]:
+        rules = f"  rules: {'; '.join(task['rules'])}" if task["rules"] else ""
+        stdout.print(f"[{task['split']:>5}] {task['id']} x{task['recurrence']} {task['reaction']:<11} "
+                     f"{task['request_head']}{rules}", highlight=False, markup=False)
+    if output:
+        stderr.print(f"tasks written to {output}", highlight=False)
+
+
+def main() -> None:
+    app()

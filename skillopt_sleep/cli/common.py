@@ -1,0 +1,53 @@
+"""What every command shares: loading the config from flags, printing, and turning errors into one line."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+
+from skillopt_sleep.config import SleepConfig, load_config
+from skillopt_sleep.errors import SleepError
+
+stdout = Console(soft_wrap=True)
+stderr = Console(stderr=True, soft_wrap=True)
+
+
+def emit_json(data: Any) -> None:
+    """Print JSON to stdout (nothing else goes to stdout with --json)."""
+    typer.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
+
+
+@contextmanager
+def user_errors():
+    """Show a SleepError / ValidationError as one red line and exit 1; re-raise anything else under tests."""
+    try:
+        yield
+    except SleepError as exc:
+        stderr.print(f"[red]error:[/red] {exc}", highlight=False)
+        raise typer.Exit(code=getattr(exc, "exit_code", 1)) from None
+    except ValidationError as exc:
+        for error in exc.errors():
+            location = ".".join(str(part) for part in error["loc"])
+            stderr.print(f"[red]error:[/red] {location}: {error['msg']}", highlight=False)
+        raise typer.Exit(code=1) from None
+    except (typer.Exit, typer.Abort, KeyboardInterrupt):
+        raise
+    except Exception as exc:  # a bug: show it, but keep the traceback for tests and developers
+        if getattr(sys, "_called_from_test", False) or os.environ.get("SKILLOPT_SLEEP_RAISE_ERRORS"):
+            raise
+        stderr.print(f"[red]internal error:[/red] {type(exc).__name__}: {exc} "
+                     "(set SKILLOPT_SLEEP_RAISE_ERRORS=1 for a traceback)", highlight=False)
+        raise typer.Exit(code=70) from None
+
+
+def resolve_config(config_file: Path | None, **flags: Any) -> SleepConfig:
+    """Load the layered config with the flags the user set (None = not set)."""
+    return load_config(config_file, cli_overrides=flags)

@@ -1,0 +1,376 @@
+"""One night: harvest -> mine -> replay -> reflect -> bounded edits -> gate -> stage, and ``diagnostics.json``.
+
+``run_night(config, project=...)`` is the whole nightly job; the CLI's ``run-now`` only renders its result.
+A night that fails (backend error, budget) never touches the user's files, stages nothing, and leaves the
+harvest checkpoint where it was, so the next night reads the same sessions again.
+"""
+
+from __future__ import annotations
+
+import platform
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+
+from filelock import FileLock, Timeout
+
+from skillopt_sleep import __version__
+from skillopt_sleep.backends.base import Budget, CallLedger
+from skillopt_sleep.backends.select import choose_backend
+from skillopt_sleep.config import SleepConfig
+from skillopt_sleep.documents import apply_proposal, load_documents, prompt_view, stage_proposal
+from skillopt_sleep.engine.edit_budget import next_edit_budget, update_edit_budget_state
+from skillopt_sleep.engine.edits import apply_edits
+from skillopt_sleep.engine.gate import decide
+from skillopt_sleep.engine.judges import gate_score, make_rubric_judge
+from skillopt_sleep.engine.reflect import reflect
+from skillopt_sleep.engine.replay import ReplayCache, replay_tasks
+from skillopt_sleep.errors import BackendError, BudgetExhausted, LockedError
+from skillopt_sleep.fsio import write_json_atomic, write_jsonl_atomic
+from skillopt_sleep.harvest import harvest
+from skillopt_sleep.harvest.checkpoint import load_checkpoints, save_checkpoints
+from skillopt_sleep.mine import mine_tasks
+from skillopt_sleep.models import Diagnostics, GateDecision, ReplayResult, Scores, TaskRecord
+from skillopt_sleep.redact import redact_text
+from skillopt_sleep.rules import make_llm_miner
+from skillopt_sleep.state import ProjectPaths, load_state, save_state
+
+#: Exit codes of ``run-now``: 0 completed night (accepted, rejected, nothing to do), 2 backend error,
+#: 3 budget exhausted, 4 another night is running.
+EXIT_CODES = {"backend_error": 2, "budget_exhausted": 3}
+
+
+@dataclass
+class NightResult:
+    diagnostics: Diagnostics
+    night_dir: Path | None
+    exit_code: int
+
+
+class _Stages:
+    """Wall-clock seconds per stage."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @contextmanager
+    def stage(self, name: str):
+        start = time.monotonic()
+        try:
+            yield
+        finally:
+            self.seconds[name] = round(self.seconds.get(name, 0.0) + time.monotonic() - start, 3)
+
+
+def _versions() -> dict[str, str]:
+    out = {"skillopt-sleep": __version__, "python": platform.python_version()}
+    for package in ("openai", "pydantic", "llama_cpp_python"):
+        try:
+            out[package] = metadata.version(package.replace("_", "-"))
+        except metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+def _scores(results: list[ReplayResult], config: SleepConfig) -> Scores:
+    scored = [r for r in results if r.error is None]
+    if not scored:
+        return Scores()
+    hard = sum(r.hard for r in scored) / len(scored)
+    soft = sum(r.soft for r in scored) / len(scored)
+    return Scores(hard=round(hard, 4), soft=round(soft, 4),
+                  gate=round(gate_score(hard, soft, config.gate_metric, config.gate_mixed_weight), 4), n=len(scored))
+
+
+def _new_night_id(nights_dir: Path, now: datetime) -> str:
+    base = now.strftime("%Y-%m-%dT%H%M%SZ")
+    night_id, counter = base, 1
+    while (nights_dir / night_id).exists():
+        counter += 1
+        night_id = f"{base}-{counter}"
+    return night_id
+
+
+def _failure_fix(exc: BackendError) -> str:
+    message = str(exc).lower()
+    if "401" in message or "403" in message or "auth" in message or "key" in message or "log in" in message:
+        return "check the API key / log in to the agent CLI, then run 'skillopt-sleep run-now' again"
+    if "not found" in message and ("model" in message or "404" in message):
+        return "check target_model / optimizer_model ('skillopt-sleep config show')"
+    if "binary" in message or "not installed" in message or "no such file" in message:
+        return "install the CLI or set claude_bin / codex_bin to its absolute path"
+    return "check that the backend is reachable ('skillopt-sleep config show'), then run again"
+
+
+def _summary(diagnostics: Diagnostics) -> str:
+    status = diagnostics.status
+    tasks = diagnostics.tasks
+    if status == "no_sessions":
+        return f"no new sessions for this project ({', '.join(diagnostics.sources) or 'no source found'}); nothing to learn tonight"
+    if status == "no_tasks":
+        return f"{diagnostics.harvest.sessions_harvested} sessions but no replayable user requests; nothing to learn tonight"
+    if status == "dry_run":
+        return (f"dry run: {diagnostics.harvest.sessions_harvested} sessions, {tasks.get('total', 0)} tasks "
+                f"(train {tasks.get('train', 0)}, val {tasks.get('val', 0)}, test {tasks.get('test', 0)}); no LLM calls")
+    if status == "backend_error":
+        failure = diagnostics.failure or {}
+        return (f"BACKEND ERROR ({failure.get('role', '?')} via {failure.get('backend', '?')}/{failure.get('model', '?')}): "
+                f"{failure.get('reason', '')} -- fix: {failure.get('fix', '')}")
+    if status == "budget_exhausted":
+        failure = diagnostics.failure or {}
+        return f"BUDGET EXHAUSTED: {failure.get('reason', '')}; nothing was staged ({failure.get('fix', '')})"
+    gate = diagnostics.gate
+    applied = sum(1 for e in diagnostics.edits if e.status == "applied")
+    head = (f"{status.upper()}: {applied} edit(s) applied of {len(diagnostics.edits)} proposed; "
+            f"tasks train {tasks.get('train', 0)} / val {tasks.get('val', 0)} / test {tasks.get('test', 0)}")
+    if gate is not None:
+        head += f"; gate {gate.verdict}: {gate.reason}"
+    return head
+
+
+def run_night(config: SleepConfig, *, project: Path, dry_run: bool = False, apply: bool = False,
+              state_root: Path | None = None, now: datetime | None = None) -> NightResult:
+    """Run one night for ``project`` and write its night directory.
+
+    Returns a NightResult whose ``diagnostics`` is also saved as ``<night dir>/diagnostics.json``.
+    Raises LockedError when another night for the same project holds the lock; ConfigError for a bad config or
+    no available backend. Backend and budget failures do not raise: they are a night with status
+    ``backend_error`` / ``budget_exhausted`` and a non-zero ``exit_code``.
+    """
+    project = Path(project).expanduser().resolve()
+    paths = ProjectPaths(project if config.scope == "project" else project, state_root)
+    paths.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+    lock = FileLock(str(paths.lock), timeout=0)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise LockedError(f"another night is running for {project} (lock {paths.lock}); try again later") from None
+    try:
+        return _run_locked(config, project=project, paths=paths, dry_run=dry_run, apply=apply, now=now)
+    finally:
+        lock.release()
+
+
+def _run_locked(config: SleepConfig, *, project: Path, paths: ProjectPaths, dry_run: bool, apply: bool,
+                now: datetime | None) -> NightResult:
+    started = now or datetime.now(timezone.utc)
+    stages = _Stages()
+    state = load_state(paths)
+    night_id = _new_night_id(paths.nights, started)
+    night_dir = paths.nights / night_id
+    diagnostics = Diagnostics(night_id=night_id, status="no_sessions", summary="", project=str(project),
+                              started_at=started, config=config.public_dump(), versions=_versions())
+
+    def finish(status: str, exit_code: int = 0, commit_checkpoints: dict | None = None) -> NightResult:
+        diagnostics.status = status
+        diagnostics.finished_at = datetime.now(timezone.utc)
+        diagnostics.stage_seconds = stages.seconds
+        diagnostics.summary = _summary(diagnostics)
+        write_json_atomic(night_dir / "diagnostics.json", diagnostics.model_dump(mode="json"), mode=0o600)
+        if commit_checkpoints is not None and not dry_run:
+            save_checkpoints(paths.checkpoints, commit_checkpoints)
+        if not dry_run and status not in EXIT_CODES:
+            state.nights_completed += 1
+        state.project = str(project)
+        state.last_night_id = night_id
+        state.last_status = status
+        state.last_finished_at = diagnostics.finished_at
+        if not dry_run:
+            save_state(paths, state)
+        return NightResult(diagnostics, night_dir, exit_code)
+
+    # ------------------------------------------------------------------ harvest
+    with stages.stage("harvest"):
+        result = harvest(
+            source=config.source,
+            scope=config.scope,
+            project=project if config.scope == "project" else None,
+            claude_home=config.claude_home,
+            codex_home=config.codex_home,
+            include_sdk_sessions=config.include_sdk_sessions,
+            lookback_hours=config.lookback_hours,
+            checkpoints=load_checkpoints(paths.checkpoints),
+            now=started,
+        )
+    diagnostics.harvest = result.stats
+    diagnostics.sources = result.sources
+    if not result.sessions:
+        return finish("no_sessions", commit_checkpoints=result.checkpoints)
+
+    # ------------------------------------------------------------------ mine
+    with stages.stage("mine"):
+        mined = mine_tasks(result.sessions, project=str(project), val_fraction=config.val_fraction,
+                           test_fraction=config.test_fraction, max_tasks=config.max_tasks_per_night)
+    tasks = mined.tasks
+    diagnostics.tasks = _split_counts(tasks)
+    night_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if not tasks:
+        return finish("no_tasks", commit_checkpoints=result.checkpoints)
+    if dry_run:
+        write_jsonl_atomic(night_dir / "tasks.jsonl", [t.model_dump(mode="json") for t in tasks], mode=0o600)
+        return finish("dry_run")
+
+    # ------------------------------------------------------------------ backend
+    choice = choose_backend(config, result.sources)
+    ledger = CallLedger(choice.backend, Budget(
+        max_calls=config.max_calls_per_night, max_tokens=config.max_tokens_per_night,
+        max_minutes=config.max_minutes_per_night, max_usd=config.max_usd_per_night,
+        usd_per_1k_tokens=config.usd_per_1k_tokens))
+    diagnostics.backend = {
+        "name": choice.name,
+        "reason": choice.reason,
+        "note": choice.note,
+        "models": {role: choice.backend.model_for(role) for role in ("miner", "target", "judge", "optimizer")},
+    }
+    documents = load_documents(project, result.sources, skill_path=config.skill_path,
+                               memory_path=config.memory_path, evolve_skill=config.evolve_skill,
+                               evolve_memory=config.evolve_memory)
+    skill = documents["skill"].baseline_text if "skill" in documents else ""
+    memory = documents["memory"].baseline_text
+    edit_budget = next_edit_budget(config.edit_budget_schedule, max_budget=config.edit_budget,
+                                   min_budget=min(config.min_edit_budget, config.edit_budget),
+                                   horizon=config.edit_budget_horizon, state=state.edit_budget)
+    diagnostics.edit_budget = edit_budget
+    train = [t for t in tasks if t.split == "train"]
+    val = [t for t in tasks if t.split == "val"]
+    test = [t for t in tasks if t.split == "test"]
+
+    try:
+        _preflight(ledger, config, train, val)
+        llm_mine = config.llm_mine if config.llm_mine is not None else choice.name != "mock"
+        if llm_mine:
+            with stages.stage("mine_llm"):
+                mined = mine_tasks(result.sessions, project=str(project), val_fraction=config.val_fraction,
+                                   test_fraction=config.test_fraction, max_tasks=config.max_tasks_per_night,
+                                   miner=make_llm_miner(ledger))
+                tasks = mined.tasks
+                train = [t for t in tasks if t.split == "train"]
+                val = [t for t in tasks if t.split == "val"]
+                test = [t for t in tasks if t.split == "test"]
+        write_jsonl_atomic(night_dir / "tasks.jsonl", [t.model_dump(mode="json") for t in tasks], mode=0o600)
+        cache = ReplayCache(paths.replay_cache)
+        rubric_judge = make_rubric_judge(ledger)
+        replay_kwargs = dict(ledger=ledger, workers=config.workers, cache=cache, rubric_judge=rubric_judge,
+                             seed=config.seed)
+        skill_view, memory_view = prompt_view(skill), prompt_view(memory)
+
+        # -------------------------------------------------------------- replay (baseline)
+        with stages.stage("replay_baseline"):
+            train_results = replay_tasks(train, skill=skill_view, memory=memory_view,
+                                         samples=config.rollouts_k,
+                                         temperature=config.rollout_temperature if config.rollouts_k > 1 else 0.0,
+                                         **replay_kwargs)
+            baseline_val = (replay_tasks(val, skill=skill_view, memory=memory_view, **replay_kwargs)
+                            if config.gate_mode == "on" else [])
+        diagnostics.train_results = train_results
+        diagnostics.baseline = _scores(baseline_val or train_results, config)
+
+        # -------------------------------------------------------------- reflect
+        with stages.stage("reflect"):
+            outcome = reflect(tasks=train, results=train_results, skill=skill, memory=memory,
+                              edit_budget=edit_budget, ledger=ledger, contrastive=config.rollouts_k > 1,
+                              evolve_skill=config.evolve_skill and "skill" in documents,
+                              evolve_memory=config.evolve_memory)
+        diagnostics.optimizer_raw_head = redact_text(outcome.raw_head)
+        if outcome.error:
+            diagnostics.errors.append({"stage": "reflect", "message": redact_text(outcome.error)})
+
+        # -------------------------------------------------------------- update
+        candidate = {"skill": skill, "memory": memory}
+        edits = list(outcome.rejected)
+        for kind in ("skill", "memory"):
+            if kind not in documents:
+                continue
+            wanted = [e for e in outcome.edits if e.target == kind]
+            if wanted:
+                candidate[kind], applied = apply_edits(candidate[kind], wanted, kind)
+                edits.extend(applied)
+        diagnostics.edits = edits
+        changed = [k for k in documents if candidate[k] != (skill if k == "skill" else memory)]
+
+        # -------------------------------------------------------------- gate
+        with stages.stage("gate"):
+            if not changed:
+                gate = GateDecision(mode=config.gate_mode, metric=config.gate_metric, rule=config.gate_rule,
+                                    verdict="reject", reason="no edit changed a document: nothing to test",
+                                    baseline=diagnostics.baseline)
+            else:
+                candidate_val = (replay_tasks(val, skill=prompt_view(candidate["skill"]),
+                                              memory=prompt_view(candidate["memory"]), **replay_kwargs)
+                                 if config.gate_mode == "on" else [])
+                gate = decide(mode=config.gate_mode, metric=config.gate_metric,
+                              mixed_weight=config.gate_mixed_weight, rule=config.gate_rule,
+                              baseline=baseline_val, candidate=candidate_val,
+                              best_gate_score=state.best_gate_score,
+                              request_heads={t.id: t.request[:120] for t in val})
+                diagnostics.candidate = _scores(candidate_val, config) if candidate_val else Scores()
+        diagnostics.gate = gate
+        accepted = gate.verdict in ("accept", "accept_new_best")
+
+        # -------------------------------------------------------------- test split (report only)
+        if test:
+            with stages.stage("test"):
+                diagnostics.test["baseline"] = _scores(
+                    replay_tasks(test, skill=skill_view, memory=memory_view, **replay_kwargs), config)
+                if accepted:
+                    diagnostics.test["candidate"] = _scores(
+                        replay_tasks(test, skill=prompt_view(candidate["skill"]),
+                                     memory=prompt_view(candidate["memory"]), **replay_kwargs), config)
+        cache.save()
+    except BackendError as exc:
+        diagnostics.cost = ledger.cost_by_role()
+        diagnostics.errors.extend(_redacted(ledger.errors()))
+        diagnostics.failure = {"role": exc.role, "model": exc.model, "backend": exc.backend or choice.name,
+                               "kind": exc.kind, "reason": redact_text(str(exc)), "fix": _failure_fix(exc)}
+        return finish("backend_error", EXIT_CODES["backend_error"])
+    except BudgetExhausted as exc:
+        diagnostics.cost = ledger.cost_by_role()
+        diagnostics.errors.extend(_redacted(ledger.errors()))
+        diagnostics.failure = {"limit": exc.limit, "reason": str(exc),
+                               "fix": f"raise {exc.limit} ('skillopt-sleep config set {exc.limit} N') or lower "
+                                      "max_tasks_per_night / rollouts_k"}
+        return finish("budget_exhausted", EXIT_CODES["budget_exhausted"])
+
+    diagnostics.cost = ledger.cost_by_role()
+    diagnostics.errors.extend(_redacted(ledger.errors()))
+
+    # ------------------------------------------------------------------ stage / adopt
+    state.edit_budget = update_edit_budget_state(state.edit_budget, budget_used=edit_budget, accepted=accepted)
+    if accepted:
+        entries = stage_proposal(night_dir, documents, candidate)
+        diagnostics.proposed = [e["target"] for e in entries]
+        if gate.verdict == "accept_new_best" or state.best_gate_score is None:
+            state.best_gate_score = gate.candidate.gate if config.gate_mode == "on" else state.best_gate_score
+            state.best_documents = {e["kind"]: e["proposed_sha256"] for e in entries}
+        state.current_documents = {e["kind"]: e["proposed_sha256"] for e in entries}
+        if entries and (apply or config.auto_adopt):
+            diagnostics.applied = apply_proposal(night_dir, entries, paths.backups)
+    return finish("accepted" if accepted else "rejected", commit_checkpoints=result.checkpoints)
+
+
+def _redacted(errors: list[dict]) -> list[dict]:
+    return [{**e, "message": redact_text(e.get("message") or "")} for e in errors]
+
+
+def _split_counts(tasks: list[TaskRecord]) -> dict[str, int]:
+    counts = {"total": len(tasks), "train": 0, "val": 0, "test": 0}
+    for task in tasks:
+        counts[task.split] += 1
+    return counts
+
+
+def _preflight(ledger: CallLedger, config: SleepConfig, train: list[TaskRecord], val: list[TaskRecord]) -> None:
+    """Skip (BudgetExhausted) before spending when one full reflect -> gate round cannot be afforded.
+
+    Minimal round: K samples per train task + baseline and candidate on val (gate on) + 1 reflect call.
+    """
+    needed = len(train) * config.rollouts_k + 1 + (2 * len(val) if config.gate_mode == "on" else 0)
+    remaining = ledger.remaining_calls()
+    if remaining is not None and remaining < needed:
+        raise BudgetExhausted(
+            f"max_calls_per_night={config.max_calls_per_night} cannot afford one reflect -> gate round "
+            f"({needed} calls for {len(train)} train and {len(val)} val tasks); skipped before spending",
+            limit="max_calls_per_night")

@@ -1,0 +1,52 @@
+"""``skillopt-sleep harvest``: what a night would read, without advancing the checkpoint or calling a model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from skillopt_sleep.config import SleepConfig
+from skillopt_sleep.fsio import write_jsonl_atomic
+from skillopt_sleep.harvest import harvest
+from skillopt_sleep.harvest.checkpoint import load_checkpoints
+from skillopt_sleep.mine import mine_tasks
+from skillopt_sleep.state import ProjectPaths
+
+
+def preview_harvest(config: SleepConfig, *, project: Path, output: Path | None = None) -> dict[str, Any]:
+    """Harvest and mine with the night's sources, scope, checkpoint and lookback; change nothing.
+
+    Returns ``{"sources", "harvest" (HarvestStats as dict), "sessions": [...], "tasks": [...]}``.
+    output: when set, the mined TaskRecords are written there as JSONL (mode 0600).
+    """
+    project = Path(project).expanduser().resolve()
+    paths = ProjectPaths(project)
+    result = harvest(
+        source=config.source,
+        scope=config.scope,
+        project=project if config.scope == "project" else None,
+        claude_home=config.claude_home,
+        codex_home=config.codex_home,
+        include_sdk_sessions=config.include_sdk_sessions,
+        lookback_hours=config.lookback_hours,
+        checkpoints=load_checkpoints(paths.checkpoints),
+    )
+    mined = mine_tasks(result.sessions, project=str(project), val_fraction=config.val_fraction,
+                       test_fraction=config.test_fraction, max_tasks=config.max_tasks_per_night)
+    if output is not None:
+        write_jsonl_atomic(Path(output), [t.model_dump(mode="json") for t in mined.tasks], mode=0o600)
+    return {
+        "sources": result.sources,
+        "harvest": result.stats.model_dump(mode="json"),
+        "sessions": [
+            {"source": s.source, "session_id": s.session_id, "path": s.path, "cwd": s.cwd,
+             "requests": len(s.turns), "started_at": s.started_at.isoformat() if s.started_at else None}
+            for s in result.sessions
+        ],
+        "tasks": [
+            {"id": t.id, "split": t.split, "recurrence": t.recurrence, "reaction": t.evidence.reaction,
+             "request_head": t.request[:100].replace("\n", " "), "rules": t.rules,
+             "checks": [c.model_dump(mode="json") for c in t.judge.checks]}
+            for t in mined.tasks
+        ],
+    }
