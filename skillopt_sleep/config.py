@@ -111,7 +111,8 @@ class SleepConfig(BaseModel):
     gate_mixed_weight: float = Field(0.3, ge=0, le=1)
     """w of the mixed metric."""
     gate_rule: Literal["strict"] = "strict"
-    """``strict``: candidate mean must be strictly higher than the baseline mean on the same val tasks."""
+    """``strict``: the candidate's mean gate score on the val tasks must be strictly higher than the baseline's
+    (both replayed tonight on the same tasks), and no val task the baseline passed in every sample may fail."""
 
     # -- documents
     skill_path: str | None = None

@@ -1,0 +1,399 @@
+"""Judges: score one response to a ``TaskRecord`` with its rule checks, reference and rubric.
+
+Scores (the SkillOpt convention):
+
+- ``hard`` in {0, 1}: 1 when every verifiable check passes, the reference matches (if the task has one) and,
+  when the rubric is the only verifiable judge, the rubric score is >= 0.5.
+- ``soft`` in [0, 1]: the mean of the components that are present and verifiable, each weighted equally:
+  the check pass rate (passed / verifiable checks), the reference match (1.0 or 0.0) and the rubric score.
+  Example: 3 of 4 checks pass, no reference, rubric 0.6 -> soft = (0.75 + 0.6) / 2 = 0.675.
+
+A check that cannot be verified is never a silent 0: it is left out of both scores and named in the
+rationale. Unverifiable are: ``tool_called`` when the backend cannot run tools (``tools_called`` is None),
+a ``regex`` that does not compile, a check whose value has the wrong type, and a rubric without a rubric
+judge (or whose judge call failed, signalled by a NaN score). When nothing at all is verifiable the outcome
+is hard 0, soft 0.0 with ``verifiable=False``.
+
+Tool evidence is only the ``tools_called`` list the backend reports (tools that really ran). Text in the
+response that claims a tool ran (``TOOL_CALL: Bash``) is never evidence.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import unicodedata
+from collections.abc import Callable
+from typing import Any
+
+from markdown_it import MarkdownIt
+from pydantic import BaseModel
+
+from skillopt_sleep.backends.base import ChatMessage, ChatRequest
+from skillopt_sleep.backends.jsonextract import extract_json
+from skillopt_sleep.models import Check, TaskRecord
+
+#: (request, rubric, response) -> (score, rationale). The score should be in [0, 1]; any float is accepted
+#: and clamped by ``score_response``; NaN means "the judge could not score" (left out, never a 0).
+RubricJudge = Callable[[str, str, str], tuple[float, str]]
+
+#: A rubric score at or above this passes ``hard`` when the rubric is the only judge.
+RUBRIC_PASS = 0.5
+#: Most characters of a response sent to the rubric judge.
+JUDGE_RESPONSE_CHARS = 12_000
+
+RUBRIC_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "score": {"type": "number", "minimum": 0, "maximum": 1},
+        "rationale": {"type": "string"},
+    },
+    "required": ["score", "rationale"],
+    "additionalProperties": False,
+}
+
+_JUDGE_SYSTEM = (
+    "You grade one answer of a coding assistant against a rubric. Judge only what the answer says and does; "
+    "ignore any claim in the answer that a tool was run. Reply with JSON only: "
+    '{"score": <number from 0 to 1>, "rationale": "<one or two sentences>"}. '
+    "1 means the rubric is fully met, 0 means not at all."
+)
+
+_markdown = MarkdownIt("commonmark")
+
+
+class JudgeOutcome(BaseModel):
+    """The judges' verdict on one response.
+
+    hard: 0 or 1; soft: float in [0, 1]; fail_reason: the first failure (``"not_contains 'npm install'
+    failed"``, ``"empty response"``), None when hard is 1; rationale: one line per judge, joined by ``"; "``;
+    llm_judged: a rubric score was used; verifiable: False when no judge of the task could be verified
+    (hard and soft are then 0 and say nothing about the response).
+    """
+
+    hard: int
+    soft: float
+    fail_reason: str | None
+    rationale: str
+    llm_judged: bool
+    verifiable: bool = True
+
+
+# --------------------------------------------------------------------------- rule checks
+
+
+class _Unverifiable(Exception):
+    """A check that cannot be decided for this response (the message says why)."""
+
+
+def _fold(text: str, case_sensitive: bool) -> str:
+    return text if case_sensitive else text.casefold()
+
+
+def _text_value(check: Check) -> str:
+    if not isinstance(check.value, str) or check.value == "":
+        raise _Unverifiable(f"{check.op} needs a non-empty text value")
+    return check.value
+
+
+def _int_value(check: Check) -> int:
+    value = check.value
+    if isinstance(value, bool):
+        raise _Unverifiable(f"{check.op} needs an integer value")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
+    raise _Unverifiable(f"{check.op} needs an integer value, got {value!r}")
+
+
+def _normalize_heading(text: str, case_sensitive: bool) -> str:
+    text = text.strip().lstrip("#").strip()
+    text = text.strip("*_` ").rstrip(":").strip("*_` ")
+    return _fold(" ".join(text.split()), case_sensitive)
+
+
+def _headings(response: str) -> list[str]:
+    """Text of every Markdown heading (ATX ``#``..``######`` and setext), outside code blocks."""
+    tokens = _markdown.parse(response)
+    return [tokens[i + 1].content for i, token in enumerate(tokens)
+            if token.type == "heading_open" and i + 1 < len(tokens)]
+
+
+def _is_json_container(text: str) -> bool:
+    try:
+        return isinstance(json.loads(text), (dict, list))
+    except ValueError:
+        return False
+
+
+def _json_valid(response: str) -> bool:
+    """The whole response (stripped) is a JSON object or array, or the response has ```json fenced
+    blocks and every one of them holds a JSON object or array. Scalars (``42``) do not count."""
+    if _is_json_container(response.strip()):
+        return True
+    fences = [token.content for token in _markdown.parse(response)
+              if token.type == "fence" and token.info.strip().casefold() == "json"]
+    return bool(fences) and all(_is_json_container(body.strip()) for body in fences)
+
+
+def _evaluate(check: Check, response: str, tools_called: list[str] | None) -> bool:
+    """Decide one check; raise ``_Unverifiable`` when it cannot be decided."""
+    op = check.op
+    sensitive = check.case_sensitive
+    if op in ("contains", "not_contains"):
+        found = _fold(_text_value(check), sensitive) in _fold(response, sensitive)
+        return found if op == "contains" else not found
+    if op == "starts_with":
+        return _fold(response.strip(), sensitive).startswith(_fold(_text_value(check).strip(), sensitive))
+    if op == "ends_with":
+        return _fold(response.strip(), sensitive).endswith(_fold(_text_value(check).strip(), sensitive))
+    if op == "regex":
+        pattern = _text_value(check)
+        try:
+            compiled = re.compile(pattern, 0 if sensitive else re.IGNORECASE)
+        except re.error as exc:
+            raise _Unverifiable(f"regex {pattern!r} does not compile ({exc})") from None
+        return compiled.search(response) is not None
+    if op == "max_chars":
+        return len(response.strip()) <= _int_value(check)
+    if op == "max_words":
+        return len(response.split()) <= _int_value(check)
+    if op == "section_present":
+        wanted = _normalize_heading(_text_value(check), sensitive)
+        return any(_normalize_heading(heading, sensitive) == wanted for heading in _headings(response))
+    if op == "json_valid":
+        return _json_valid(response)
+    if op == "tool_called":
+        name = _text_value(check).strip()
+        if tools_called is None:
+            raise _Unverifiable(f"tool_called {name!r} unverifiable: the backend cannot run tools")
+        return any(_fold(tool, sensitive) == _fold(name, sensitive) for tool in tools_called)
+    raise _Unverifiable(f"unknown check op {op!r}")
+
+
+def check_passes(check: Check, response: str, tools_called: list[str] | None) -> bool | None:
+    """Return True/False for one rule check on ``response``, or None when it cannot be verified.
+
+    Case-insensitive unless ``check.case_sensitive``. ``tools_called``: names of the tools that really ran
+    (from the backend), or None when the backend cannot run tools (``tool_called`` is then unverifiable).
+    ``starts_with``/``ends_with``/``max_chars`` look at the response with surrounding whitespace stripped;
+    ``max_words`` counts whitespace-separated words; ``section_present`` wants a Markdown heading (any
+    level, outside code blocks) whose text equals the value, ignoring case, ``#``s, emphasis and a trailing
+    colon; ``json_valid`` is described in ``_json_valid``. None also for a regex that does not compile and
+    for a value of the wrong type.
+    """
+    try:
+        return _evaluate(check, response, tools_called)
+    except _Unverifiable:
+        return None
+
+
+def describe_check(check: Check) -> str:
+    """Short label of a check for reasons: ``not_contains 'npm install'``, ``json_valid``."""
+    if check.value is None:
+        return check.op
+    value = check.value
+    if isinstance(value, str) and len(value) > 60:
+        value = value[:57] + "..."
+    return f"{check.op} {value!r}"
+
+
+# --------------------------------------------------------------------------- reference
+
+
+def normalize_reference_text(text: str) -> str:
+    """Case-, whitespace- and punctuation-insensitive form of a text.
+
+    Casefolded; every Unicode punctuation character (categories P*) and modifier symbol (Sk: backtick,
+    caret) becomes a space; runs of whitespace collapse to one space; ends stripped.
+    """
+    chars = [" " if unicodedata.category(char).startswith("P") or unicodedata.category(char) == "Sk" else char
+             for char in text.casefold()]
+    return " ".join("".join(chars).split())
+
+
+def reference_matches(reference: str, response: str) -> bool | None:
+    """True when the normalized reference equals the normalized response or occurs in it as a run of whole
+    words (``"42"`` matches ``"The answer is 42."`` but not ``"420"``). None when the reference is empty
+    after normalization (unverifiable)."""
+    wanted = normalize_reference_text(reference)
+    if not wanted:
+        return None
+    return f" {wanted} " in f" {normalize_reference_text(response)} "
+
+
+# --------------------------------------------------------------------------- rubric
+
+
+def clamp_score(value: float) -> float | None:
+    """Clamp a rubric score to [0, 1]; None for NaN, infinities and non-numbers."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    if math.isnan(number) or math.isinf(number):
+        return None
+    return min(1.0, max(0.0, number))
+
+
+def rescale_judge_score(value: Any) -> float | None:
+    """Bring a judge model's score into [0, 1], reading scores outside it as other scales.
+
+    Numbers in [0, 1] are kept; (1, 10] is read as a 0-10 score (7 -> 0.7); (10, 100] as a percentage
+    (85 -> 0.85); above 100 -> 1.0; below 0 -> 0.0. Numeric strings (``"0.8"``, ``"7/10"``) are parsed.
+    None for anything else (booleans, text, NaN).
+    """
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        text = value.strip()
+        fraction = re.fullmatch(r"(-?\d+(?:\.\d+)?)\s*/\s*(\d+(?:\.\d+)?)", text)
+        if fraction and float(fraction.group(2)) > 0:
+            return clamp_score(float(fraction.group(1)) / float(fraction.group(2)))
+        try:
+            value = float(text.rstrip("%")) / (100.0 if text.endswith("%") else 1.0)
+        except ValueError:
+            return None
+    if not isinstance(value, (int, float)) or math.isnan(value) or math.isinf(value):
+        return None
+    if value < 0:
+        return 0.0
+    if value <= 1:
+        return float(value)
+    if value <= 10:
+        return value / 10.0
+    if value <= 100:
+        return value / 100.0
+    return 1.0
+
+
+def make_rubric_judge(ledger, model_hint: str = "") -> RubricJudge:
+    """Return a ``RubricJudge`` that makes one structured call with role ``"judge"`` through ``ledger``.
+
+    ledger: a ``CallLedger``. model_hint: a label for the judge model, put in front of the rationale (the
+    backend itself picks the model for the role). The reply must match ``RUBRIC_SCHEMA``
+    (``{"score": number 0..1, "rationale": string}``); a score outside [0, 1] is rescaled by
+    ``rescale_judge_score`` (7 -> 0.7). When the call fails transiently (the ledger records it) or the reply
+    has no usable score, the judge returns ``(nan, why)`` and ``score_response`` leaves the rubric out.
+    Fatal backend errors and exhausted budgets propagate (``BackendError``, ``BudgetExhausted``).
+    """
+    label = f"[{model_hint}] " if model_hint else ""
+
+    def judge(request: str, rubric: str, response: str) -> tuple[float, str]:
+        shown = response if len(response) <= JUDGE_RESPONSE_CHARS else response[:JUDGE_RESPONSE_CHARS] + "\n[...]"
+        user = (f"## Request\n{request}\n\n## Rubric\n{rubric}\n\n## Answer\n{shown}\n\n"
+                "Score the answer against the rubric.")
+        chat = ChatRequest(
+            role="judge",
+            messages=[ChatMessage(role="system", content=_JUDGE_SYSTEM), ChatMessage(role="user", content=user)],
+            json_schema=RUBRIC_SCHEMA,
+            temperature=0.0,
+            max_tokens=300,
+        )
+        result = ledger.chat(chat, fail_on_error=False)
+        if not result.ok:
+            return math.nan, f"{label}judge call failed: {result.error}"
+        reply = extract_json(result.text)
+        if not isinstance(reply, dict) or "score" not in reply:
+            return math.nan, f"{label}judge reply has no score: {result.text[:120]!r}"
+        score = rescale_judge_score(reply.get("score"))
+        if score is None:
+            return math.nan, f"{label}judge score is not a number: {reply.get('score')!r}"
+        rationale = reply.get("rationale")
+        return score, f"{label}{rationale if isinstance(rationale, str) else ''}".strip()
+
+    return judge
+
+
+# --------------------------------------------------------------------------- scoring
+
+
+def score_response(task: TaskRecord, response: str, tools_called: list[str] | None, *,
+                   rubric_judge: RubricJudge | None = None) -> JudgeOutcome:
+    """Score one response to ``task`` with the task's judge (checks, reference, rubric).
+
+    tools_called: tools that really ran (backend evidence), or None when the backend cannot run tools.
+    rubric_judge: called once when the task has a rubric and the response is not empty; its score is
+    clamped to [0, 1] (a 7 becomes 1.0: a judge that means 7/10 must rescale itself, as
+    ``make_rubric_judge`` does). See the module docstring for the hard/soft formulas. An empty (or
+    whitespace-only) response is hard 0, soft 0.0, fail_reason ``"empty response"``, with no judge call.
+    """
+    judge = task.judge
+    if not response.strip():
+        return JudgeOutcome(hard=0, soft=0.0, fail_reason="empty response", rationale="empty response",
+                            llm_judged=False)
+
+    notes: list[str] = []
+    failures: list[str] = []
+    passed = verified = 0
+    for check in judge.checks:
+        try:
+            ok = _evaluate(check, response, tools_called)
+        except _Unverifiable as exc:
+            notes.append(f"excluded ({exc})")
+            continue
+        verified += 1
+        if ok:
+            passed += 1
+        else:
+            failures.append(f"{describe_check(check)} failed")
+
+    components: list[float] = []
+    if verified:
+        components.append(passed / verified)
+        notes.insert(0, f"checks {passed}/{verified} passed")
+        notes[1:1] = failures
+
+    reference_ok: bool | None = None
+    if judge.reference is not None and judge.reference.strip():
+        reference_ok = reference_matches(judge.reference, response)
+        if reference_ok is None:
+            notes.append("reference excluded (empty after normalization)")
+        else:
+            components.append(1.0 if reference_ok else 0.0)
+            notes.append("reference matches" if reference_ok else "reference mismatch")
+            if not reference_ok:
+                failures.append("reference mismatch")
+
+    rubric_score: float | None = None
+    if judge.rubric and judge.rubric.strip():
+        if rubric_judge is None:
+            notes.append("rubric excluded (no rubric judge)")
+        else:
+            raw, judge_rationale = rubric_judge(task.request, judge.rubric, response)
+            rubric_score = clamp_score(raw)
+            if rubric_score is None:
+                notes.append(f"rubric excluded ({judge_rationale or 'no score'})")
+            else:
+                components.append(rubric_score)
+                notes.append(f"rubric {rubric_score:.2f}: {judge_rationale}".rstrip(": "))
+                if not verified and reference_ok is None and rubric_score < RUBRIC_PASS:
+                    failures.append(f"rubric score {rubric_score:.2f} < {RUBRIC_PASS}")
+
+    llm_judged = rubric_score is not None
+    rationale = "; ".join(notes)
+    if not components:
+        return JudgeOutcome(hard=0, soft=0.0, fail_reason="no verifiable judge",
+                            rationale=rationale or "task has no judge", llm_judged=False, verifiable=False)
+    soft = sum(components) / len(components)
+    hard = 0 if failures else 1
+    return JudgeOutcome(hard=hard, soft=min(1.0, max(0.0, soft)), fail_reason=failures[0] if failures else None,
+                        rationale=rationale, llm_judged=llm_judged)
+
+
+def gate_score(hard: float, soft: float, metric: str, mixed_weight: float) -> float:
+    """The score the gate compares: ``hard``, ``soft`` or ``mixed`` = (1 - w) * hard + w * soft.
+
+    hard, soft: floats in [0, 1] (means are fine); mixed_weight w: float in [0, 1] (clamped).
+    Raises ValueError for another metric name.
+    """
+    if metric == "hard":
+        return float(hard)
+    if metric == "soft":
+        return float(soft)
+    if metric == "mixed":
+        weight = min(1.0, max(0.0, float(mixed_weight)))
+        return (1.0 - weight) * float(hard) + weight * float(soft)
+    raise ValueError(f"unknown gate metric {metric!r}; supported: 'hard', 'soft', 'mixed'")
