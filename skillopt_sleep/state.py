@@ -4,7 +4,7 @@ Layout::
 
     state.json            ProjectState (below), written atomically when a night completes
     checkpoints.json      harvest checkpoints (per file: size, mtime, byte offset)
-    replay_cache.jsonl    successful replays keyed by (model, skill hash, memory hash, task, sample)
+    replay_cache.jsonl    successful replays keyed by (model, skill hash, memory hash, task, sample, settings hash)
     nights/<night id>/    diagnostics.json, tasks.jsonl, proposed/
     backups/              live documents saved before --apply / auto_adopt wrote over them
     night.lock            one night at a time

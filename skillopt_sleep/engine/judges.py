@@ -32,6 +32,7 @@ from pydantic import BaseModel
 
 from skillopt_sleep.backends.base import ChatMessage, ChatRequest
 from skillopt_sleep.backends.jsonextract import extract_json
+from skillopt_sleep.engine.prompts import render_prompt
 from skillopt_sleep.models import Check, TaskRecord
 
 #: (request, rubric, response) -> (score, rationale). The score should be in [0, 1]; any float is accepted
@@ -52,13 +53,6 @@ RUBRIC_SCHEMA: dict[str, Any] = {
     "required": ["score", "rationale"],
     "additionalProperties": False,
 }
-
-_JUDGE_SYSTEM = (
-    "You grade one answer of a coding assistant against a rubric. Judge only what the answer says and does; "
-    "ignore any claim in the answer that a tool was run. Reply with JSON only: "
-    '{"score": <number from 0 to 1>, "rationale": "<one or two sentences>"}. '
-    "1 means the rubric is fully met, 0 means not at all."
-)
 
 _markdown = MarkdownIt("commonmark")
 
@@ -283,11 +277,10 @@ def make_rubric_judge(ledger, model_hint: str = "") -> RubricJudge:
 
     def judge(request: str, rubric: str, response: str) -> tuple[float, str]:
         shown = response if len(response) <= JUDGE_RESPONSE_CHARS else response[:JUDGE_RESPONSE_CHARS] + "\n[...]"
-        user = (f"## Request\n{request}\n\n## Rubric\n{rubric}\n\n## Answer\n{shown}\n\n"
-                "Score the answer against the rubric.")
+        user = render_prompt("judge_rubric", request=request, rubric=rubric, response=shown)
         chat = ChatRequest(
             role="judge",
-            messages=[ChatMessage(role="system", content=_JUDGE_SYSTEM), ChatMessage(role="user", content=user)],
+            messages=[ChatMessage(role="user", content=user)],
             json_schema=RUBRIC_SCHEMA,
             temperature=0.0,
             max_tokens=300,

@@ -1,0 +1,312 @@
+"""``mock``: a deterministic simulator of an LLM backend, for tests and demos. It calls no model."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+import threading
+import time
+from collections.abc import Iterable
+
+import orjson
+
+from skillopt_sleep.backends.base import ChatRequest, ChatResult, ErrorKind
+from skillopt_sleep.engine.prompts import load_prompt
+from skillopt_sleep.engine.reflect import TASK_HEADER, USER_RULE_PREFIX, content_words, words
+from skillopt_sleep.models import Role, Usage
+
+#: Words that name an action rather than a subject; they never make a rule relevant nor forbidden.
+GENERIC_WORDS = frozenset(
+    "use using used always never not avoid instead rather prefer run make sure please don't".split()
+)
+#: Markers after which a rule names what it forbids (longest first).
+FORBID_MARKERS = re.compile(
+    r"\b(instead of|rather than|don't use|do not use|never use|don't|do not|never|not|avoid)\b", re.IGNORECASE
+)
+#: Failed check op (first word of a judge verdict) -> the general procedure the mock optimizer proposes. It
+#: never repeats the check's literal value, so it cannot pass a check by echoing the looked-for string.
+PROCEDURES = {
+    "contains": "make sure the answer includes every tool, name and term the user explicitly asked for",
+    "not_contains": "leave out anything the user said not to use",
+    "regex": "follow the exact format the user asked for",
+    "starts_with": "start the answer the way the user asked",
+    "ends_with": "end the answer the way the user asked",
+    "max_chars": "keep the answer as short as the user asked",
+    "max_words": "keep the answer as short as the user asked",
+    "section_present": "use the sections the user asked for, as Markdown headings",
+    "json_valid": "reply with valid JSON when the user asks for JSON",
+    "tool_called": "run the tools the task needs instead of describing them",
+}
+_CLAUSE_SPLIT = re.compile(r"[,;]|\.\s|\bbut\b", re.IGNORECASE)
+_BULLET = re.compile(r"^([-*+]|\d+[.)])\s+")
+_CORRECTION_WORDS = {"no", "not", "wrong", "don't", "instead", "never", "actually", "stop", "again"}
+_APPROVAL_WORDS = {"thanks", "thank", "great", "perfect", "works", "lgtm", "nice", "good"}
+
+
+def _stem(word: str) -> str:
+    return word[:-1] if len(word) > 3 and word.endswith("s") else word
+
+
+def _stems(text: str) -> set[str]:
+    return {_stem(word) for word in content_words(text)} - GENERIC_WORDS
+
+
+def _unit_hash(*parts: object) -> float:
+    """A number in [0, 1) from a hash of ``parts`` (reproducible 'randomness')."""
+    digest = hashlib.sha256("|".join(str(part) for part in parts).encode()).hexdigest()
+    return int(digest[:8], 16) / 2**32
+
+
+def parse_rule(rule: str) -> tuple[list[str], set[str]]:
+    """Split a rule into (positive forms, forbidden words).
+
+    The rule is cut into clauses at ``,`` ``;`` ``. `` and ``but``. In a clause, a forbid marker (``instead of``,
+    ``rather than``, ``don't use``, ``do not use``, ``never use``, ``don't``, ``do not``, ``never``, ``not``,
+    ``avoid``) splits it: the part before is a positive form (when it has a content word), the content words after
+    it are forbidden. A clause without a marker is a positive form. Words of the rule's positive forms are never
+    forbidden. ``"Use pnpm, not npm"`` -> ``(["Use pnpm"], {"npm"})``.
+    """
+    positives: list[str] = []
+    forbidden: set[str] = set()
+    for clause in _CLAUSE_SPLIT.split(rule.replace("\u2019", "'")):
+        clause = clause.strip(" .!")
+        if not clause:
+            continue
+        marker = FORBID_MARKERS.search(clause)
+        if marker is None:
+            if content_words(clause) - GENERIC_WORDS:
+                positives.append(clause)
+            continue
+        before, after = clause[: marker.start()].strip(), clause[marker.end():]
+        if content_words(before) - GENERIC_WORDS:
+            positives.append(before)
+        forbidden |= content_words(after) - GENERIC_WORDS
+    kept = set().union(*(content_words(positive) for positive in positives)) if positives else set()
+    return positives, forbidden - kept
+
+
+_TRAILING_INSTRUCTION = re.compile(r"\n\s*\n(Reply with|Score the answer)\b.*\Z", re.DOTALL)
+
+
+def _sections(text: str) -> dict[str, str]:
+    """Markdown ``## heading`` -> body (heading lower-cased). A closing instruction paragraph after the last
+    section (``Reply with ...``, ``Score the answer ...``) is not part of that section."""
+    found: dict[str, str] = {}
+    parts = re.split(r"^##\s+(.+?)\s*$", text, flags=re.MULTILINE)
+    for index in range(1, len(parts) - 1, 2):
+        body = _TRAILING_INSTRUCTION.sub("", parts[index + 1])
+        found.setdefault(parts[index].strip().lower(), body.strip())
+    return found
+
+
+def _section(sections: dict[str, str], *starts: str) -> str | None:
+    for heading, body in sections.items():
+        if heading.startswith(starts):
+            return body
+    return None
+
+
+class MockBackend:
+    """A deterministic SIMULATOR of an LLM backend for tests and demos. It runs no model and its answers are
+    not model output: they are computed from the prompt by the fixed rules below.
+
+    Roles (the model for role ``r`` is named ``mock-<r>``):
+
+    * ``target``: answers the request (the last user message) with an "unguided" answer,
+      ``Here is my answer to: <first 25 words of the request>``. It obeys rules in the system prompt (skill
+      document + memory): a rule is any non-empty line of the system prompt that is not a heading, an HTML
+      comment, a ``---`` line, a ``name:``/``description:`` line, ``(none)``, or a fixed line of the
+      ``target_system.md`` template (bullets are stripped). A rule applies when it shares a content word with
+      the request (3+ letters, not a stopword, a trailing ``s`` ignored) or starts with "always"/"never".
+      For each applied rule it appends ``Following the rule: <positive form>.`` and removes every forbidden word
+      (see ``parse_rule``) from the whole answer, as a whole word, case-insensitively. So with "Use pnpm, not
+      npm" in memory, "install the deps with npm" is answered without "npm" and with "pnpm"; without the rule
+      the answer contains "npm" and no "pnpm". At temperature > 0, each applicable rule is skipped in a sample
+      with probability temperature / 2, decided by a hash of (seed, rule): reproducible sampling noise for
+      K-rollout tests.
+    * ``optimizer``: reads the reflect prompt (``engine/reflect.py`` format) and proposes one ``add`` edit per
+      distinct user rule (lines ``- user rule: ...``) of the FAIL and MIXED tasks, skipping rules already in the
+      prompt's current documents, up to the schema's ``maxItems`` (default 3), targeting ``memory`` (``skill``
+      when the schema allows only that). Without such rules it proposes one generic procedure edit built from the
+      first failing task's judge verdict (``PROCEDURES``, by the failed check's op; never the check's literal
+      value); with no failing task, no edit. Reply: ``{"edits": [...]}``.
+    * ``judge``: reads the ``## Rubric`` and ``## Answer`` sections and replies
+      ``{"score": <share of the rubric's content words present in the answer>, "rationale": ...}``.
+    * ``miner``: reads the ``## Request`` and ``## ...reaction`` sections and replies ``{"intent": <first 12
+      words of the request>, "checks": [], "rubric": "A good answer addresses: <request head>", "outcome":
+      "failure" | "success" | "unknown"}`` (outcome from correction or approval words in the reaction).
+
+    Options: ``fail_with`` makes calls fail with ``ChatResult(error=fail_with, error_kind=fail_kind)`` (only for
+    ``fail_roles`` when given); ``scripted`` maps a role to replies returned in order before simulating.
+    Counters: ``calls``, ``calls_by_role``, ``requests`` (every request received). Usage is estimated as
+    characters / 4 (rounded up), so token budgets work. Thread-safe.
+    """
+
+    name = "mock"
+    runs_tools = False
+
+    def __init__(self, fail_with: str | None = None, fail_kind: ErrorKind = "fatal",
+                 fail_roles: Iterable[str] | None = None, scripted: dict[str, list[str]] | None = None):
+        self.fail_with = fail_with
+        self.fail_kind = fail_kind
+        self.fail_roles = set(fail_roles) if fail_roles is not None else None
+        self.scripted = {role: list(replies) for role, replies in (scripted or {}).items()}
+        self.calls = 0
+        self.calls_by_role: dict[str, int] = {}
+        self.requests: list[ChatRequest] = []
+        self._lock = threading.Lock()
+
+    def model_for(self, role: Role) -> str:
+        return f"mock-{role}"
+
+    # -- the protocol
+    def chat(self, request: ChatRequest) -> ChatResult:
+        started = time.perf_counter()
+        with self._lock:
+            self.calls += 1
+            self.calls_by_role[request.role] = self.calls_by_role.get(request.role, 0) + 1
+            self.requests.append(request)
+            script = self.scripted.get(request.role)
+            scripted_reply = script.pop(0) if script else None
+        prompt_chars = sum(len(message.content) for message in request.messages)
+        usage = Usage(prompt_tokens=math.ceil(prompt_chars / 4))
+        model = self.model_for(request.role)
+        if self.fail_with is not None and (self.fail_roles is None or request.role in self.fail_roles):
+            return ChatResult(error=self.fail_with, error_kind=self.fail_kind, usage=usage, model=model,
+                              latency_s=time.perf_counter() - started)
+        if scripted_reply is not None:
+            text = scripted_reply
+        elif request.role == "target":
+            text = self._target(request)
+        elif request.role == "optimizer":
+            text = self._optimizer(request)
+        elif request.role == "judge":
+            text = self._judge(request)
+        else:
+            text = self._miner(request)
+        usage.completion_tokens = math.ceil(len(text) / 4)
+        return ChatResult(text=text, usage=usage, model=model, latency_s=time.perf_counter() - started)
+
+    # -- target
+    @staticmethod
+    def _template_lines() -> set[str]:
+        template = load_prompt("target_system")
+        return {line.strip() for line in template.splitlines() if line.strip() and "{" not in line}
+
+    def rule_lines(self, system: str) -> list[str]:
+        """The lines of a system prompt that the simulated target treats as rules (see the class docstring)."""
+        frame = self._template_lines()
+        rules = []
+        for line in system.splitlines():
+            text = line.strip()
+            if (not text or text in frame or text.startswith(("#", "<!--", "---")) or text == "(none)"
+                    or text.lower().startswith(("name:", "description:"))):
+                continue
+            text = _BULLET.sub("", text).strip()
+            if text:
+                rules.append(text)
+        return rules
+
+    def _target(self, request: ChatRequest) -> str:
+        system = "\n".join(message.content for message in request.messages if message.role == "system")
+        users = [message.content for message in request.messages if message.role == "user"]
+        asked = users[-1] if users else ""
+        lines = ["Here is my answer to: " + " ".join(asked.split()[:25])]
+        asked_stems = _stems(asked)
+        forbidden: set[str] = set()
+        for rule in self.rule_lines(system):
+            general = rule.lower().startswith(("always", "never"))
+            if not general and not (_stems(rule) & asked_stems):
+                continue
+            if request.temperature > 0 and _unit_hash(request.seed, rule) < request.temperature / 2:
+                continue  # simulated sampling noise
+            positives, rule_forbidden = parse_rule(rule)
+            lines += [f"Following the rule: {positive}." for positive in positives]
+            forbidden |= rule_forbidden
+        text = "\n".join(lines)
+        for term in sorted(forbidden):
+            text = re.sub(rf"(?<![\w-]){re.escape(term)}(?![\w-])", "", text, flags=re.IGNORECASE)
+        return re.sub(r"[ \t]{2,}", " ", text)
+
+    # -- optimizer
+    @staticmethod
+    def _schema_limits(request: ChatRequest) -> tuple[list[str], int]:
+        targets, budget = ["memory", "skill"], 3
+        try:
+            edits = request.json_schema["properties"]["edits"]  # type: ignore[index]
+            targets = list(edits["items"]["properties"]["target"]["enum"]) or targets
+            budget = int(edits.get("maxItems", budget))
+        except (TypeError, KeyError, ValueError):
+            pass
+        return targets, budget
+
+    def _optimizer(self, request: ChatRequest) -> str:
+        prompt = "\n".join(message.content for message in request.messages if message.role == "user")
+        targets, budget = self._schema_limits(request)
+        target = "memory" if "memory" in targets else targets[0]
+        headers = list(TASK_HEADER.finditer(prompt))
+        documents = prompt[: headers[0].start()].lower() if headers else prompt.lower()
+        rules: dict[str, tuple[str, list[str]]] = {}
+        verdicts: list[tuple[str, str]] = []
+        for index, header in enumerate(headers):
+            task_id, status = header.group(1), header.group(2)
+            if status == "PASS":
+                continue
+            end = headers[index + 1].start() if index + 1 < len(headers) else len(prompt)
+            for line in prompt[header.end():end].splitlines():
+                line = line.strip()
+                if line.startswith(USER_RULE_PREFIX.strip()):
+                    rule = line[len(USER_RULE_PREFIX.strip()):].strip()
+                    if rule and rule.lower() not in documents:
+                        rules.setdefault(rule.lower(), (rule, []))[1].append(task_id)
+                elif line.startswith(("Judge:", "Judge on the failing answer:")):
+                    verdict = line.split(":", 1)[1].strip().split(" (", 1)[0]
+                    verdicts.append((task_id, verdict))
+        edits = [
+            {"target": target, "op": "add", "anchor": None, "content": rule,
+             "rationale": f"The user stated this rule; {len(ids)} failing task(s) broke it.", "evidence": ids}
+            for rule, ids in rules.values()
+        ]
+        if not edits and verdicts:
+            task_id, verdict = verdicts[0]
+            op = verdict.split(" ", 1)[0]
+            procedure = PROCEDURES.get(op, "check the answer against every requirement the user stated")
+            content = f"Before answering, {procedure}."
+            if content.lower() not in documents:
+                edits = [{"target": target, "op": "add", "anchor": None, "content": content,
+                          "rationale": f"Generic procedure for the failed check ({verdict}).",
+                          "evidence": [task_id]}]
+        return orjson.dumps({"edits": edits[: max(0, budget)]}).decode()
+
+    # -- judge and miner
+    def _judge(self, request: ChatRequest) -> str:
+        sections = _sections("\n".join(message.content for message in request.messages))
+        rubric = _section(sections, "rubric") or ""
+        answer = _section(sections, "answer", "response") or ""
+        wanted = _stems(rubric)
+        found = wanted & _stems(answer)
+        score = round(len(found) / len(wanted), 3) if wanted else 0.0
+        return orjson.dumps({"score": score,
+                             "rationale": f"{len(found)} of {len(wanted)} rubric words appear in the answer"}
+                            ).decode()
+
+    def _miner(self, request: ChatRequest) -> str:
+        text = "\n".join(message.content for message in request.messages if message.role == "user")
+        sections = _sections(text)
+        asked = _section(sections, "request") or text
+        reaction = next((body for heading, body in sections.items() if "reaction" in heading), "")
+        reaction_words = set(words(reaction))
+        if reaction_words & _CORRECTION_WORDS:
+            outcome = "failure"
+        elif reaction_words & _APPROVAL_WORDS:
+            outcome = "success"
+        else:
+            outcome = "unknown"
+        flat = " ".join(asked.split())
+        return orjson.dumps({
+            "intent": " ".join(flat.split()[:12]),
+            "checks": [],
+            "rubric": "A good answer addresses: " + flat[:120],
+            "outcome": outcome,
+        }).decode()

@@ -1,0 +1,470 @@
+"""Reflect: ask the optimizer model for at most ``edit_budget`` bounded edits to the skill document and memory.
+
+Two modes, one structured call each (``ChatRequest(role="optimizer", json_schema=edits_schema(...))``):
+
+* single-shot (``reflect.md``): failing and passing train tasks with the current skill document, memory, judge
+  verdicts, and the user's own rules (``TaskRecord.rules``) and reactions (``evidence.reaction_text``);
+* K-rollout contrastive (``reflect_contrastive.md``): for tasks whose K samples both passed and failed, a passing
+  and a failing answer side by side, asking which general rule explains the difference.
+
+The evidence is budgeted for a small local model (~4k tokens of context): at most ``MAX_TASKS_PER_CALL`` tasks
+and ``MAX_EVIDENCE_CHARS`` characters of evidence, every text cut to a few hundred characters, each document to
+``DOCUMENT_CHARS``. Only train tasks are shown: val/test tasks are held out and never
+reach reflection.
+
+The reply is parsed tolerantly (``backends.jsonextract.extract_json``: JSON inside prose or a fence). An invalid
+reply is retried once with a short follow-up; a second invalid reply is reported in ``ReflectOutcome.error``.
+Proposed edits are then filtered, each rejection with its reason (``EditRecord.status = "rejected"``):
+a target that may not evolve, a missing anchor or content, a restatement of one task (``reject_restatements``),
+a code fragment (``is_code_fragment``), and edits beyond the budget.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pydantic import BaseModel, Field, ValidationError
+
+from skillopt_sleep.backends.base import CallLedger, ChatMessage, ChatRequest
+from skillopt_sleep.backends.jsonextract import extract_json
+from skillopt_sleep.engine.edits import managed_block
+from skillopt_sleep.engine.prompts import render_prompt
+from skillopt_sleep.models import EditRecord, ReplayResult, TaskRecord
+
+#: Most tasks shown to the optimizer in one call.
+MAX_TASKS_PER_CALL = 12
+#: Of those, at most this many passing tasks (they show what must not break).
+MAX_PASSING_TASKS = 3
+#: Characters kept of a request or an answer (reactions, rules and verdicts keep fewer).
+HEAD_CHARS = 240
+#: Characters of all task evidence together (~2k tokens), so the prompt fits a ~4k-token local model.
+MAX_EVIDENCE_CHARS = 8000
+#: Characters kept of the current skill document and of the memory.
+DOCUMENT_CHARS = 1200
+#: Characters of the raw optimizer reply kept for diagnostics.
+RAW_HEAD_CHARS = 500
+#: Restatement: an edit sharing this many consecutive words with a task's request or final answer.
+RESTATEMENT_RUN = 8
+#: Restatement: an edit with at least this many distinct content words ...
+RESTATEMENT_MIN_CONTENT_WORDS = 10
+#: ... of which at least this share appears in one task's request + final answer.
+RESTATEMENT_SHARE = 0.75
+#: Code fragment: more than this share of the edit's non-empty lines look like code.
+CODE_LINE_SHARE = 0.5
+
+#: Prefix of a user-rule line in the rendered task evidence (the mock optimizer parses it).
+USER_RULE_PREFIX = "- user rule: "
+#: Header of one task in the rendered evidence: ``### task <id>: <PASS|FAIL|MIXED> (...)``.
+TASK_HEADER = re.compile(r"^### task (\S+): (PASS|FAIL|MIXED)\b", re.MULTILINE)
+
+RETRY_MESSAGE = (
+    "Your reply was not valid JSON matching the schema. Reply again with only the JSON object "
+    '{"edits": [...]}, nothing else.'
+)
+
+STOPWORDS = frozenset(
+    "a an and are as at be been but by can could do does for from had has have he her his how i if in into is it "
+    "its me my of on or our should so than that the their them then there these they this those to too us was we "
+    "were what when where which while who why will with would you your yours also just only any all each every "
+    "some such here".split()
+)
+
+_WORD = re.compile(r"[a-z0-9_]+(?:['.-][a-z0-9_]+)*")
+
+
+class ReflectOutcome(BaseModel):
+    """What reflection produced.
+
+    edits: accepted proposals (status ``proposed``), at most the edit budget; rejected: proposals dropped before
+    the gate (status ``rejected``, ``reason`` set); raw_head: first 500 characters of the last optimizer reply;
+    error: why no usable reply came back (None when the reply parsed); invalid_items: edit objects in the reply
+    that did not validate as an ``EditRecord`` (bad op or target) and were dropped.
+    """
+
+    edits: list[EditRecord] = Field(default_factory=list)
+    raw_head: str = ""
+    rejected: list[EditRecord] = Field(default_factory=list)
+    error: str | None = None
+    invalid_items: int = 0
+
+
+# --------------------------------------------------------------------------- text helpers
+
+
+def words(text: str) -> list[str]:
+    """Lower-cased word tokens of ``text`` (letters, digits, ``_``; inner ``'.-`` kept: ``don't``, ``v1.2``)."""
+    return _WORD.findall(text.lower())
+
+
+def content_words(text: str) -> set[str]:
+    """Distinct words of ``text`` that carry meaning: not a stopword, at least 3 characters."""
+    return {word for word in words(text) if word not in STOPWORDS and len(word) >= 3}
+
+
+def _head(text: str, limit: int = HEAD_CHARS) -> str:
+    flat = " ".join((text or "").split())
+    return flat if len(flat) <= limit else flat[: limit - 3].rstrip() + "..."
+
+
+def _longest_common_run(left: list[str], right: list[str]) -> int:
+    """Length of the longest run of consecutive words shared by two word lists (dynamic programming)."""
+    best = 0
+    previous = [0] * (len(right) + 1)
+    for left_word in left:
+        current = [0] * (len(right) + 1)
+        for index, right_word in enumerate(right, start=1):
+            if left_word == right_word and left_word:
+                current[index] = previous[index - 1] + 1
+                best = max(best, current[index])
+        previous = current
+    return best
+
+
+def _without_rules(text_words: list[str], rules: list[str]) -> list[str]:
+    """``text_words`` with every occurrence of a rule's word sequence blanked (runs cannot cross the gap)."""
+    out = list(text_words)
+    for rule in rules:
+        rule_words = words(rule)
+        size = len(rule_words)
+        if not size:
+            continue
+        for start in range(len(out) - size + 1):
+            if out[start:start + size] == rule_words:
+                out[start:start + size] = [""] * size
+    return out
+
+
+# --------------------------------------------------------------------------- rejection criteria
+
+
+def restatement_reason(content: str, task: TaskRecord) -> str | None:
+    """Why ``content`` merely restates ``task`` (None when it does not).
+
+    Criterion, against the task's request and its original final answer (never against the user's rules):
+
+    1. it shares a run of at least ``RESTATEMENT_RUN`` (8) consecutive words with either text, or
+    2. it has at least ``RESTATEMENT_MIN_CONTENT_WORDS`` (10) distinct content words and at least
+       ``RESTATEMENT_SHARE`` (75%) of them occur in the request + final answer.
+
+    The user's own rules (``task.rules``) are blanked out of the request first: a request refined by a
+    correction holds the rule's words, and an edit that states that rule is what reflection should produce.
+    A short rule (fewer than 8 words, e.g. "Use pnpm, never npm") can therefore never be a restatement.
+    """
+    edit_words = words(content)
+    for label, text in (("request", task.request), ("final answer", task.evidence.final_answer)):
+        source_words = _without_rules(words(text), task.rules)
+        run = _longest_common_run(edit_words, source_words)
+        if run >= RESTATEMENT_RUN:
+            return f"restates task {task.id}: {run} consecutive words copied from its {label}"
+    edit_content = {word for word in edit_words if word not in STOPWORDS and len(word) >= 3}
+    if len(edit_content) >= RESTATEMENT_MIN_CONTENT_WORDS:
+        source = " ".join(w for w in _without_rules(words(task.request), task.rules) if w)
+        source += " " + task.evidence.final_answer.lower()
+        copied = edit_content & content_words(source)
+        share = len(copied) / len(edit_content)
+        if share >= RESTATEMENT_SHARE:
+            return (f"restates task {task.id}: {len(copied)} of {len(edit_content)} content words copied from "
+                    f"its request and final answer")
+    return None
+
+
+def reject_restatements(edits: list[EditRecord], tasks: list[TaskRecord]) -> list[EditRecord]:
+    """Mark every edit that restates one of ``tasks`` (see ``restatement_reason``) as rejected, with the reason.
+
+    Returns the same list (edits are updated in place); edits already rejected are left as they are.
+    """
+    for edit in edits:
+        if edit.status == "rejected" or not edit.content.strip():
+            continue
+        for task in tasks:
+            reason = restatement_reason(edit.content, task)
+            if reason:
+                edit.status = "rejected"
+                edit.reason = reason
+                break
+    return edits
+
+
+_CODE_START = re.compile(
+    r"^(```|~~~|def |class |import |from \S+ import |return\b|const |let |var |function\b|#include|"
+    r"public |private |if\s*\(|for\s*\(|while\s*\(|[}\])]|\$ |>>> )"
+)
+_CODE_CHARS = set("{}[]()<>=;$|&\\*`/")
+
+
+def looks_like_code(line: str) -> bool:
+    """True for a line that reads as code rather than prose.
+
+    A line (markdown bullet stripped) is code when it starts with a fence, a keyword (``def``, ``import``,
+    ``const``, ``if (``...), a closing bracket or a shell/REPL prompt (``$ ``, ``>>> ``); when it ends with
+    ``;`` or ``{``; or when more than 15% of its characters are code punctuation (``{}[]()<>=;$|&\\*`/``).
+    """
+    text = line.strip()
+    text = re.sub(r"^([-*+]|\d+[.)])\s+", "", text)
+    if not text:
+        return False
+    if _CODE_START.match(text) or text.endswith((";", "{")):
+        return True
+    punctuation = sum(1 for char in text if char in _CODE_CHARS)
+    return len(text) >= 4 and punctuation / len(text) > 0.15
+
+
+def is_code_fragment(content: str) -> bool:
+    """True when more than ``CODE_LINE_SHARE`` (50%) of the non-empty lines of ``content`` look like code."""
+    lines = [line for line in content.splitlines() if line.strip()]
+    if not lines:
+        return False
+    return sum(1 for line in lines if looks_like_code(line)) / len(lines) > CODE_LINE_SHARE
+
+
+# --------------------------------------------------------------------------- schema
+
+
+def edits_schema(edit_budget: int, targets: list[str]) -> dict[str, Any]:
+    """JSON schema of the optimizer reply: ``{"edits": [edit, ...]}`` with at most ``edit_budget`` items.
+
+    Each edit: target (one of ``targets``), op (add | insert_after | replace | delete), anchor (string or
+    null: an exact line of the managed block for insert_after/replace/delete), content, rationale, evidence
+    (task ids). Every property is required and no other is allowed (valid for strict structured outputs).
+    """
+    edit = {
+        "type": "object",
+        "properties": {
+            "target": {"type": "string", "enum": list(targets)},
+            "op": {"type": "string", "enum": ["add", "insert_after", "replace", "delete"]},
+            "anchor": {"type": ["string", "null"]},
+            "content": {"type": "string"},
+            "rationale": {"type": "string"},
+            "evidence": {"type": "array", "items": {"type": "string"}},
+        },
+        "required": ["target", "op", "anchor", "content", "rationale", "evidence"],
+        "additionalProperties": False,
+    }
+    return {
+        "type": "object",
+        "properties": {"edits": {"type": "array", "items": edit, "maxItems": max(0, int(edit_budget))}},
+        "required": ["edits"],
+        "additionalProperties": False,
+    }
+
+
+# --------------------------------------------------------------------------- evidence
+
+
+def _task_lines(task: TaskRecord) -> list[str]:
+    lines = [f"Request: {_head(task.request)}"]
+    lines += [f"{USER_RULE_PREFIX}{_head(rule, 160)}" for rule in task.rules[:4]]
+    if task.evidence.reaction_text and task.evidence.reaction != "none":
+        lines.append(f"User reaction ({task.evidence.reaction}): {_head(task.evidence.reaction_text, 160)}")
+    return lines
+
+
+def _verdict(result: ReplayResult) -> str:
+    verdict = result.fail_reason or "passed"
+    if result.rationale:
+        verdict += f" ({_head(result.rationale, 160)})"
+    return verdict
+
+
+def _single_block(task: TaskRecord, results: list[ReplayResult]) -> tuple[str, str]:
+    failing = [r for r in results if not r.hard]
+    shown = failing[0] if failing else results[0]
+    status = "FAIL" if failing else "PASS"
+    header = f"### task {task.id}: {status} (hard {shown.hard}, soft {shown.soft:.2f})"
+    lines = [header, *_task_lines(task), f"Answer: {_head(shown.response)}", f"Judge: {_verdict(shown)}"]
+    return status, "\n".join(lines)
+
+
+def _contrast_block(task: TaskRecord, results: list[ReplayResult]) -> tuple[str, str]:
+    passing = [r for r in results if r.hard]
+    failing = [r for r in results if not r.hard]
+    if not (passing and failing):
+        return _single_block(task, results)
+    header = f"### task {task.id}: MIXED ({len(passing)} of {len(results)} samples passed)"
+    lines = [
+        header,
+        *_task_lines(task),
+        f"Passing answer (sample {passing[0].sample}): {_head(passing[0].response, 200)}",
+        f"Failing answer (sample {failing[0].sample}): {_head(failing[0].response, 200)}",
+        f"Judge on the failing answer: {_verdict(failing[0])}",
+    ]
+    return "MIXED", "\n".join(lines)
+
+
+def _select_blocks(tasks: list[TaskRecord], results: list[ReplayResult], contrastive: bool) -> list[str]:
+    """Render the evidence blocks: MIXED first, then FAIL (tasks with user rules first), then a few PASS."""
+    by_task: dict[str, list[ReplayResult]] = {}
+    for result in results:
+        if result.error is None:  # a failed call is not a score of the skill
+            by_task.setdefault(result.task_id, []).append(result)
+    ranked: list[tuple[int, int, str]] = []
+    for position, task in enumerate(tasks):
+        scored = sorted(by_task.get(task.id, []), key=lambda r: r.sample)
+        if not scored:
+            continue
+        status, block = (_contrast_block if contrastive else _single_block)(task, scored)
+        rank = {"MIXED": 0, "FAIL": 1 if task.rules or task.evidence.reaction_text else 2, "PASS": 3}[status]
+        ranked.append((rank, position, block))
+    ranked.sort(key=lambda item: (item[0], item[1]))
+    blocks: list[str] = []
+    passing = used = 0
+    for rank, _position, block in ranked:
+        if len(blocks) >= MAX_TASKS_PER_CALL:
+            break
+        if used + len(block) > MAX_EVIDENCE_CHARS:
+            continue
+        if rank == 3:
+            if passing >= MAX_PASSING_TASKS:
+                continue
+            passing += 1
+        blocks.append(block)
+        used += len(block) + 2
+    return blocks
+
+
+def _document_view(text: str) -> str:
+    """The document as shown to the optimizer: whole when short, else its head and its managed block (the
+    editable lines that anchors must be copied from), within ``DOCUMENT_CHARS``."""
+    text = (text or "").strip()
+    if not text:
+        return "(empty)"
+    if len(text) <= DOCUMENT_CHARS:
+        return text
+    block = managed_block(text)
+    if not block:
+        return text[:DOCUMENT_CHARS].rstrip() + "\n[... truncated]"
+    block = block[: DOCUMENT_CHARS * 2 // 3]
+    head = text[: max(200, DOCUMENT_CHARS - len(block))].rstrip()
+    return f"{head}\n[... truncated]\nEditable lines (managed block):\n{block}"
+
+
+def build_prompt(*, tasks: list[TaskRecord], results: list[ReplayResult], skill: str, memory: str,
+                 edit_budget: int, targets: list[str], contrastive: bool) -> str:
+    """Render the reflect prompt (``reflect.md`` or ``reflect_contrastive.md``) with budgeted evidence."""
+    blocks = _select_blocks(tasks, results, contrastive)
+    return render_prompt(
+        "reflect_contrastive" if contrastive else "reflect",
+        edit_budget=edit_budget,
+        targets=", ".join(targets),
+        skill=_document_view(skill),
+        memory=_document_view(memory),
+        tasks="\n\n".join(blocks) if blocks else "(no scored tasks)",
+    )
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+def parse_edits(text: str) -> tuple[list[EditRecord], int] | None:
+    """Parse an optimizer reply into edits; None when it is not a JSON reply with an ``edits`` list.
+
+    Accepted shapes: ``{"edits": [...]}``, a bare list of edits, or one edit object. Returns
+    ``(edits, invalid_items)``; when every item is invalid (and there was at least one), returns None.
+    """
+    data = extract_json(text)
+    if isinstance(data, dict) and isinstance(data.get("edits"), list):
+        items = data["edits"]
+    elif isinstance(data, list):
+        items = data
+    elif isinstance(data, dict) and "op" in data and "target" in data:
+        items = [data]
+    else:
+        return None
+    edits: list[EditRecord] = []
+    invalid = 0
+    for item in items:
+        if not isinstance(item, dict):
+            invalid += 1
+            continue
+        fields = {key: item[key] for key in ("target", "op", "anchor", "content", "rationale") if key in item}
+        fields["content"] = fields.get("content") or ""
+        fields["rationale"] = fields.get("rationale") or ""
+        evidence = item.get("evidence")
+        fields["evidence"] = [str(e) for e in evidence] if isinstance(evidence, list) else []
+        try:
+            edits.append(EditRecord(**fields))
+        except ValidationError:
+            invalid += 1
+    if items and not edits:
+        return None
+    return edits, invalid
+
+
+def _reject(edit: EditRecord, reason: str) -> None:
+    edit.status = "rejected"
+    edit.reason = reason
+
+
+def screen_edits(edits: list[EditRecord], tasks: list[TaskRecord], *, edit_budget: int, evolve_skill: bool,
+                 evolve_memory: bool) -> tuple[list[EditRecord], list[EditRecord]]:
+    """Split proposals into (accepted, rejected). Accepted keep status ``proposed``, at most ``edit_budget``."""
+    allowed = {"skill": evolve_skill, "memory": evolve_memory}
+    for edit in edits:
+        if not allowed[edit.target]:
+            _reject(edit, f"the {edit.target} document may not evolve (evolve_{edit.target} = false)")
+        elif edit.op != "add" and not (edit.anchor or "").strip():
+            _reject(edit, f"op {edit.op} needs an anchor (an exact line of the managed block)")
+        elif edit.op != "delete" and not edit.content.strip():
+            _reject(edit, f"op {edit.op} needs content")
+        elif edit.op != "delete" and is_code_fragment(edit.content):
+            _reject(edit, "mostly code: more than half of its lines look like code; state a rule instead")
+    reject_restatements([edit for edit in edits if edit.op != "delete"], tasks)
+    accepted: list[EditRecord] = []
+    rejected: list[EditRecord] = []
+    for edit in edits:
+        if edit.status == "rejected":
+            rejected.append(edit)
+        elif len(accepted) >= edit_budget:
+            _reject(edit, f"over the edit budget ({edit_budget})")
+            rejected.append(edit)
+        else:
+            accepted.append(edit)
+    return accepted, rejected
+
+
+# --------------------------------------------------------------------------- reflect
+
+
+def reflect(*, tasks: list[TaskRecord], results: list[ReplayResult], skill: str, memory: str, edit_budget: int,
+            ledger: CallLedger, contrastive: bool = False, evolve_skill: bool = True,
+            evolve_memory: bool = True) -> ReflectOutcome:
+    """Ask the optimizer for at most ``edit_budget`` edits from the train replays; see the module docstring.
+
+    tasks: the train tasks (tasks of another split are ignored: held-out tasks never reach reflection);
+    results: their replays (errored results are skipped: they are not scores); contrastive: K samples per
+    task at temperature > 0 were replayed and pass-vs-fail pairs are shown. Makes one optimizer call, two
+    when the first reply is not valid JSON matching the schema. Raises ``BackendError`` / ``BudgetExhausted``
+    from the ledger (the night stops).
+    """
+    targets = [name for name, allowed in (("memory", evolve_memory), ("skill", evolve_skill)) if allowed]
+    if not targets:
+        return ReflectOutcome(error="neither the skill document nor the memory may evolve")
+    if edit_budget < 1:
+        return ReflectOutcome(error=f"edit budget is {edit_budget}: nothing to propose")
+    train = [task for task in tasks if task.split == "train"]
+    prompt = build_prompt(tasks=train, results=results, skill=skill, memory=memory, edit_budget=edit_budget,
+                          targets=targets, contrastive=contrastive)
+    schema = edits_schema(edit_budget, targets)
+    max_tokens = min(1500, 200 + 200 * edit_budget)
+    messages = [ChatMessage(role="user", content=prompt)]
+    raw = ""
+    parsed = None
+    for attempt in range(2):
+        result = ledger.chat(ChatRequest(role="optimizer", messages=messages, json_schema=schema,
+                                         temperature=0.0, max_tokens=max_tokens))
+        raw = result.text
+        parsed = parse_edits(raw)
+        if parsed is not None:
+            break
+        if attempt == 0:
+            messages = [*messages, ChatMessage(role="assistant", content=raw[:2000] or "(empty)"),
+                        ChatMessage(role="user", content=RETRY_MESSAGE)]
+    raw_head = raw[:RAW_HEAD_CHARS]
+    if parsed is None:
+        return ReflectOutcome(raw_head=raw_head,
+                              error="optimizer reply was not valid JSON matching the edits schema (retried once)")
+    edits, invalid = parsed
+    accepted, rejected = screen_edits(edits, train, edit_budget=edit_budget, evolve_skill=evolve_skill,
+                                      evolve_memory=evolve_memory)
+    return ReflectOutcome(edits=accepted, rejected=rejected, raw_head=raw_head, invalid_items=invalid)

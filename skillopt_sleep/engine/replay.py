@@ -1,0 +1,210 @@
+"""Replay: run tasks through the target model with a skill document and memory, and score each answer.
+
+Every call goes through the night's ``CallLedger`` (``ChatRequest(role="target")``), with at most ``workers``
+calls in flight. Nothing is replayed twice: successful results are cached by ``ReplayCache`` under the key
+``(target model, skill hash, memory hash, task id, sample index, settings hash)``, where the settings hash covers
+what else changes the answer or its score (temperature, seed, max_tokens, the system prompt template and the task's
+request and judge). A failed call is never cached, so it is tried again next time.
+
+Errors: a fatal backend error or an exhausted budget raises from the ledger (``BackendError`` /
+``BudgetExhausted``) and stops the replay; a transient error that survived the backend's retries, or an empty
+reply, becomes ``ReplayResult(error=...)``, which is not a score of the skill (hard 0, soft 0, ``error`` set).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from pathlib import Path
+from typing import Any
+
+import orjson
+from pydantic import ValidationError
+
+from skillopt_sleep.backends.base import CallLedger, ChatMessage, ChatRequest
+from skillopt_sleep.engine import judges
+from skillopt_sleep.engine.prompts import load_prompt, render
+from skillopt_sleep.fsio import write_jsonl_atomic
+from skillopt_sleep.models import ReplayResult, TaskRecord, Usage
+
+#: (target model, skill hash, memory hash, task id, sample index, settings hash)
+CacheKey = tuple[str, str, str, str, int, str]
+
+EMPTY_DOCUMENT = "(none)"
+
+
+def doc_hash(text: str) -> str:
+    """First 16 hex characters of the sha256 of ``text`` (UTF-8)."""
+    return hashlib.sha256((text or "").encode("utf-8")).hexdigest()[:16]
+
+
+def system_prompt(skill: str, memory: str) -> str:
+    """The system message given to the target: ``target_system.md`` with the skill document and memory.
+
+    An empty document is shown as ``(none)``.
+    """
+    return render(load_prompt("target_system"), {
+        "skill": (skill or "").strip() or EMPTY_DOCUMENT,
+        "memory": (memory or "").strip() or EMPTY_DOCUMENT,
+    })
+
+
+def cache_key(*, model: str, skill: str, memory: str, task: TaskRecord, sample: int, settings: str) -> CacheKey:
+    """Build the cache key of one rollout. ``settings`` is the hash of the rollout settings (see module doc)."""
+    task_hash = doc_hash(task.request + "\x00" + task.judge.model_dump_json())
+    return (model, doc_hash(skill), doc_hash(memory), task.id, sample, doc_hash(settings + "\x00" + task_hash))
+
+
+class ReplayCache:
+    """Successful replay results by ``CacheKey``, in memory and optionally in a JSONL file.
+
+    path: e.g. ``<project state dir>/replay_cache.jsonl`` (one ``{"key": [...], "result": {...}}`` per line);
+    loaded at construction (malformed lines are skipped and counted in ``skipped_lines``), written by ``save()``
+    atomically with mode 0600. Results with ``error`` set are never stored. Thread-safe.
+    """
+
+    def __init__(self, path: Path | None = None):
+        self.path = Path(path) if path is not None else None
+        self.skipped_lines = 0
+        self._entries: dict[CacheKey, ReplayResult] = {}
+        self._lock = threading.Lock()
+        if self.path is not None and self.path.exists():
+            self._load(self.path)
+
+    def _load(self, path: Path) -> None:
+        with path.open("rb") as handle:
+            for line in handle:
+                if not line.strip():
+                    continue
+                try:
+                    row = orjson.loads(line)
+                    key = row["key"]
+                    if not isinstance(key, list) or len(key) != 6:
+                        raise ValueError("bad key")
+                    parsed: CacheKey = (str(key[0]), str(key[1]), str(key[2]), str(key[3]), int(key[4]),
+                                        str(key[5]))
+                    result = ReplayResult.model_validate(row["result"])
+                except (ValueError, KeyError, TypeError, ValidationError):
+                    self.skipped_lines += 1
+                    continue
+                if result.error is None:
+                    self._entries[parsed] = result
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, key: CacheKey) -> ReplayResult | None:
+        """Return a copy of the stored result with ``cached=True``, or None."""
+        with self._lock:
+            found = self._entries.get(key)
+        return found.model_copy(update={"cached": True}, deep=True) if found is not None else None
+
+    def put(self, key: CacheKey, result: ReplayResult) -> bool:
+        """Store ``result`` unless it failed (``error`` set) or is empty. Returns whether it was stored."""
+        if result.error is not None or not result.response.strip():
+            return False
+        with self._lock:
+            self._entries[key] = result.model_copy(update={"cached": False}, deep=True)
+        return True
+
+    def save(self) -> None:
+        """Write every entry to ``path`` (no-op without a path). Raises OSError when it cannot be written."""
+        if self.path is None:
+            return
+        with self._lock:
+            rows = [{"key": list(key), "result": result.model_dump(mode="json")}
+                    for key, result in self._entries.items()]
+        write_jsonl_atomic(self.path, rows, mode=0o600)
+
+
+def _tools_evidence(ledger: CallLedger, tools_called: list[str]) -> list[str] | None:
+    """Tool names the backend reports as really run; None when the backend cannot run tools."""
+    if tools_called or getattr(ledger.backend, "runs_tools", False):
+        return list(tools_called)
+    return None
+
+
+def _replay_one(task: TaskRecord, sample: int, *, system: str, ledger: CallLedger, temperature: float,
+                seed: int, max_tokens: int, rubric_judge: Any) -> ReplayResult:
+    request = ChatRequest(
+        role="target",
+        messages=[ChatMessage(role="system", content=system), ChatMessage(role="user", content=task.request)],
+        temperature=temperature,
+        max_tokens=max_tokens,
+        seed=seed + sample,
+    )
+    started = time.perf_counter()
+    chat = ledger.chat(request, fail_on_error=False)  # fatal errors and budgets raise here
+    latency = chat.latency_s or (time.perf_counter() - started)
+    if not chat.ok:
+        return ReplayResult(task_id=task.id, sample=sample, usage=chat.usage, latency_s=latency,
+                            error=f"{chat.error_kind or 'error'}: {chat.error}")
+    if not chat.text.strip():
+        return ReplayResult(task_id=task.id, sample=sample, usage=chat.usage, latency_s=latency,
+                            error="empty response from the target model")
+    tools = _tools_evidence(ledger, chat.tools_called)
+    outcome = judges.score_response(task, chat.text, tools, rubric_judge=rubric_judge)
+    return ReplayResult(
+        task_id=task.id,
+        sample=sample,
+        response=chat.text,
+        hard=outcome.hard,
+        soft=outcome.soft,
+        fail_reason=outcome.fail_reason,
+        rationale=outcome.rationale,
+        tools_called=tools or [],
+        usage=Usage(prompt_tokens=chat.usage.prompt_tokens, completion_tokens=chat.usage.completion_tokens),
+        latency_s=latency,
+    )
+
+
+def replay_tasks(tasks: list[TaskRecord], *, skill: str, memory: str, ledger: CallLedger, samples: int = 1,
+                 temperature: float = 0.0, workers: int = 4, cache: ReplayCache | None = None,
+                 rubric_judge=None, seed: int = 0, max_tokens: int = 400) -> list[ReplayResult]:
+    """Replay every task ``samples`` times with ``skill`` and ``memory``; return the scored results.
+
+    Order: task order, then sample index (whatever the completion order of the ``workers`` threads).
+    Sample ``i`` uses ``temperature`` and seed ``seed + i``. Cache hits make no call and come back with
+    ``cached=True``. rubric_judge: a ``judges.RubricJudge`` for tasks with a rubric (or None).
+    Raises ``BackendError`` (fatal error) or ``BudgetExhausted``: calls not yet started are cancelled.
+    """
+    if samples < 1:
+        raise ValueError(f"samples must be >= 1, got {samples}")
+    system = system_prompt(skill, memory)
+    model = ledger.backend.model_for("target")
+    settings = f"t={temperature}|seed={seed}|max_tokens={max_tokens}|system={doc_hash(load_prompt('target_system'))}"
+    jobs = [(task, sample) for task in tasks for sample in range(samples)]
+    results: list[ReplayResult | None] = [None] * len(jobs)
+    pending: dict[Future, tuple[int, CacheKey]] = {}
+
+    with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="replay") as pool:
+        for index, (task, sample) in enumerate(jobs):
+            key = cache_key(model=model, skill=skill, memory=memory, task=task, sample=sample, settings=settings)
+            hit = cache.get(key) if cache is not None else None
+            if hit is not None:
+                results[index] = hit
+                continue
+            future = pool.submit(_replay_one, task, sample, system=system, ledger=ledger,
+                                 temperature=temperature, seed=seed, max_tokens=max_tokens,
+                                 rubric_judge=rubric_judge)
+            pending[future] = (index, key)
+        done, not_done = wait(pending, return_when=FIRST_EXCEPTION)
+        failed = [future for future in done if future.exception() is not None]
+        if failed:
+            for future in not_done:
+                future.cancel()
+            if cache is not None:  # keep what was already paid for
+                for future in done:
+                    if future.exception() is None:
+                        cache.put(pending[future][1], future.result())
+            first = min(failed, key=lambda future: pending[future][0])
+            raise first.exception()  # type: ignore[misc]
+
+    for future, (index, key) in pending.items():
+        result = future.result()
+        results[index] = result
+        if cache is not None:
+            cache.put(key, result)
+    return [result for result in results if result is not None]
