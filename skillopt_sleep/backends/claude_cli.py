@@ -1,0 +1,280 @@
+"""The user's own Claude Code CLI (``claude -p``) as a target/optimizer backend.
+
+Command (every flag in ``CLAUDE_FLAGS``, ``--model`` added when configured)::
+
+    claude -p --output-format json --tools "" --strict-mcp-config [--model MODEL]   < prompt on stdin
+
+* ``-p`` with **no prompt argument**: the prompt is read from stdin (never argv, where long prompts get cut).
+* ``--tools ""`` mounts no built-in tool and ``--strict-mcp-config`` (with no ``--mcp-config``) none of the
+  user's MCP servers: a plain call answers in text only. ``--tools`` needs a recent Claude Code (2.x); an older
+  one rejects it with "unknown option", which is a fatal error telling the user to update.
+* The system prompt is **folded into the stdin prompt** (``<instructions>`` block, see
+  ``subprocess_call.render_prompt``) rather than passed with ``--system-prompt``: it holds the skill document
+  and memory, can be long, and would meet argv's limits. Claude Code's own system prompt stays in place, so the
+  target is replayed as the agent the user runs.
+* The child runs in an empty temporary directory (no project files, no project ``CLAUDE.md``), with
+  ``SKILLOPT_SLEEP_REPLAY=1`` and without ``CLAUDECODE`` (so a night started from inside a Claude Code session
+  is not refused as a nested session). The prompt's first line carries ``SESSION_MARKER``.
+
+Output: one JSON object ``{"type": "result", "subtype": "success", "is_error": false, "result": "...",
+"usage": {"input_tokens": .., "output_tokens": .., "cache_read_input_tokens": .., ...}}`` (format: Claude Code
+2.x ``--output-format json``; a JSON array of events, as printed with ``--verbose``, is read too).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from skillopt_sleep.backends.base import ChatMessage, ChatRequest, ChatResult
+from skillopt_sleep.backends.subprocess_call import (
+    AttemptFailed,
+    AttemptReply,
+    ProcessOutcome,
+    chat_with_retries,
+    child_environment,
+    compile_patterns,
+    estimate_tokens,
+    find_binary,
+    matches_any,
+    missing_binary_message,
+    render_prompt,
+    run_contained,
+    scratch_dirs,
+    structured_text,
+    tail,
+    without_prompt_echo,
+)
+from skillopt_sleep.models import Role, Usage
+
+#: Flags of every call, in one place (see the module docstring for why each is there).
+CLAUDE_FLAGS: tuple[str, ...] = ("-p", "--output-format", "json", "--tools", "", "--strict-mcp-config")
+#: Environment variables removed for the child (Claude Code refuses to start "inside another session").
+DROPPED_ENV = ("CLAUDECODE",)
+#: Model name reported when none is configured (the CLI's own default model is used).
+DEFAULT_MODEL_LABEL = "default"
+#: Seconds the ``claude auth status`` probe may take.
+AUTH_STATUS_TIMEOUT_S = 15.0
+
+_AUTH_ERRORS = compile_patterns(
+    r"invalid api key", r"/login", r"not logged in", r"authenticat", r"unauthori[sz]ed", r"\b401\b",
+    r"oauth token (has )?expired", r"invalid x-api-key", r"credentials",
+)
+_FATAL_ERRORS = compile_patterns(
+    r"unknown option", r"unknown flag", r"unknown argument", r"unexpected argument", r"unrecognized option",
+    r"not_found_error", r"model[^\n]{0,80}not found", r"invalid model", r"\b403\b", r"permission_error",
+    r"credit balance is too low", r"cannot be launched inside another",
+)
+_LOGIN_FIX = "run `claude` in a terminal and log in (/login), then run the night again"
+_INSTALL_HINT = "Install Claude Code (npm install -g @anthropic-ai/claude-code)"
+
+
+class ClaudeCLIBackend:
+    """Calls ``claude -p`` once per attempt (see the module docstring for the exact command).
+
+    binary: ``claude`` on PATH or an absolute path (config ``claude_bin``). model: the target model (``--model``;
+    None: the CLI's default). optimizer_model: model of the miner, judge and optimizer roles (default: model).
+    timeout_s: seconds per attempt, after which the process group is killed (a transient "timeout").
+    max_retries: retries of a transient failure; backoff_base_s: seconds of the first wait (exponential with jitter).
+
+    Usage tokens come from the CLI's JSON (``usage``: prompt = input + cache-creation + cache-read tokens,
+    completion = output tokens); when the JSON has no usage they are estimated as len(text) / 4.
+    ``temperature``, ``max_tokens`` and ``seed`` of a request are not supported by the CLI and are ignored.
+    """
+
+    name = "claude"
+    runs_tools = False
+
+    def __init__(self, *, binary: str = "claude", model: str | None = None, optimizer_model: str | None = None,
+                 timeout_s: float = 300.0, max_retries: int = 2, backoff_base_s: float = 1.0):
+        self.binary = binary
+        self.model = model or None
+        self.optimizer_model = optimizer_model or None
+        self.timeout_s = float(timeout_s)
+        self.max_retries = max(0, int(max_retries))
+        self.backoff_base_s = float(backoff_base_s)
+
+    def __repr__(self) -> str:
+        return (f"ClaudeCLIBackend(binary={self.binary!r}, model={self.model!r}, "
+                f"optimizer_model={self.optimizer_model!r})")
+
+    def _configured_model(self, role: Role) -> str | None:
+        if role == "target":
+            return self.model
+        return self.optimizer_model or self.model
+
+    def model_for(self, role: Role) -> str:
+        """The model passed with ``--model`` for ``role``, or ``"default"`` (the CLI's own default)."""
+        return self._configured_model(role) or DEFAULT_MODEL_LABEL
+
+    def command(self, path: str, role: Role) -> list[str]:
+        """The argv of one call (the prompt is not part of it: it goes on stdin)."""
+        argv = [path, *CLAUDE_FLAGS]
+        model = self._configured_model(role)
+        if model:
+            argv += ["--model", model]
+        return argv
+
+    def chat(self, request: ChatRequest) -> ChatResult:
+        """Run the request through ``claude -p``; never raises for a failed call.
+
+        Returns text (compact JSON text when ``request.json_schema`` is set), usage, latency_s (seconds, all
+        attempts), attempts; on failure ``error`` and ``error_kind``: fatal for a missing binary, a login/auth
+        error, an unknown flag or model; transient for timeouts, other non-zero exits, non-JSON output,
+        ``is_error`` results, empty replies and replies without the requested JSON.
+        """
+        model = self.model_for(request.role)
+        path = find_binary(self.binary)
+        if path is None:
+            return ChatResult(error=missing_binary_message(self.binary, setting="claude_bin",
+                                                           install_hint=_INSTALL_HINT),
+                              error_kind="fatal", model=model)
+        prompt = render_prompt(request)
+        argv = self.command(path, request.role)
+        return chat_with_retries(lambda: self._attempt(argv, prompt, request), model=model,
+                                 max_retries=self.max_retries, backoff_base_s=self.backoff_base_s)
+
+    def _attempt(self, argv: list[str], prompt: str, request: ChatRequest) -> AttemptReply:
+        with scratch_dirs("skillopt-sleep-claude-") as (work_dir, _scratch):
+            try:
+                outcome = run_contained(argv, stdin_text=prompt, cwd=work_dir, timeout_s=self.timeout_s,
+                                        env=child_environment(drop=DROPPED_ENV))
+            except OSError as exc:
+                raise AttemptFailed(f"cannot start {argv[0]}: {exc}; check claude_bin", "fatal") from None
+        text, usage = read_reply(outcome, timeout_s=self.timeout_s, prompt=prompt)
+        if request.json_schema is not None:
+            text = structured_text(text)
+        if usage is None:
+            usage = Usage(prompt_tokens=estimate_tokens(prompt), completion_tokens=estimate_tokens(text))
+        return AttemptReply(text=text, usage=usage)
+
+
+# --------------------------------------------------------------------------- reading the CLI's output
+
+
+def parse_result(stdout: str) -> dict[str, Any] | None:
+    """Return the ``{"type": "result", ...}`` object from ``claude -p --output-format json`` stdout, or None.
+
+    Accepts one JSON object, a JSON array of events (``--verbose``), or JSON lines with other text around them.
+    """
+    candidates: list[Any] = []
+    try:
+        candidates.append(json.loads(stdout))
+    except ValueError:
+        for line in reversed(stdout.splitlines()):
+            line = line.strip()
+            if line.startswith(("{", "[")):
+                try:
+                    candidates.append(json.loads(line))
+                except ValueError:
+                    continue
+    for candidate in candidates:
+        events = candidate if isinstance(candidate, list) else [candidate]
+        for event in reversed(events):
+            if isinstance(event, dict) and (event.get("type") == "result" or "result" in event):
+                return event
+    return None
+
+
+def _usage(result: dict[str, Any]) -> Usage | None:
+    usage = result.get("usage")
+    if not isinstance(usage, dict):
+        return None
+
+    def count(key: str) -> int:
+        value = usage.get(key)
+        return value if isinstance(value, int) and value > 0 else 0
+
+    prompt = count("input_tokens") + count("cache_creation_input_tokens") + count("cache_read_input_tokens")
+    completion = count("output_tokens")
+    if prompt == 0 and completion == 0:
+        return None
+    return Usage(prompt_tokens=prompt, completion_tokens=completion)
+
+
+def read_reply(outcome: ProcessOutcome, *, timeout_s: float, prompt: str = "") -> tuple[str, Usage | None]:
+    """Return ``(text, usage or None)`` of a finished ``claude -p`` run; raise ``AttemptFailed`` otherwise.
+
+    prompt: the prompt sent (an echo of it is not taken as evidence of an error kind). The stderr of a failed
+    run is only ever part of the error message, never the reply.
+    """
+    if outcome.timed_out:
+        raise AttemptFailed(f"claude timed out after {timeout_s:g}s (its process group was killed); "
+                            "raise request_timeout_s if the model is slow", "transient")
+    result = parse_result(outcome.stdout)
+    failed = outcome.returncode != 0 or result is None or bool(result.get("is_error"))
+    if failed:
+        said = ""
+        if result is not None:
+            said = str(result.get("result") or result.get("error") or result.get("subtype") or "")
+        detail = "; ".join(part for part in (
+            f"result: {tail(said)}" if said else "",
+            f"stderr: {outcome.stderr_tail()}" if outcome.stderr.strip() else "",
+            f"stdout: {outcome.stdout_tail(200)}" if result is None and outcome.stdout.strip() else "",
+        ) if part) or "no output"
+        evidence = without_prompt_echo(f"{said}\n{outcome.stderr}", prompt)
+        if matches_any(evidence, _AUTH_ERRORS):
+            raise AttemptFailed(f"claude is not logged in or its credentials were rejected ({detail}): "
+                                f"{_LOGIN_FIX}", "fatal")
+        if matches_any(evidence, _FATAL_ERRORS):
+            raise AttemptFailed(f"claude rejected the call ({detail}): check the model name, and update Claude "
+                                f"Code (`claude update`) if a flag is unknown; skillopt-sleep runs "
+                                f"`claude {' '.join(_shown(CLAUDE_FLAGS))}`", "fatal")
+        if outcome.returncode != 0:
+            raise AttemptFailed(f"claude exited with status {outcome.returncode} ({detail})", "transient")
+        if result is None:
+            raise AttemptFailed(f"claude printed no JSON result ({detail})", "transient")
+        raise AttemptFailed(f"claude reported an error, subtype {result.get('subtype')!r} ({detail})", "transient")
+    assert result is not None
+    text = result.get("result")
+    if not isinstance(text, str) or not text.strip():
+        raise AttemptFailed(f"empty reply from claude (subtype {result.get('subtype')!r})", "transient")
+    return text, _usage(result)
+
+
+def _shown(flags: tuple[str, ...]) -> list[str]:
+    return [flag if flag else '""' for flag in flags]
+
+
+# --------------------------------------------------------------------------- is the CLI usable?
+
+
+def claude_logged_in(binary: str = "claude", *, timeout_s: float = 60.0) -> bool:
+    """True when ``binary`` is found and logged in. Used by backend auto-selection.
+
+    How: ``claude auth status`` (no model call, stdin closed, ``AUTH_STATUS_TIMEOUT_S`` seconds) when it prints
+    JSON with a ``loggedIn`` (or ``logged_in``) boolean; otherwise (an older CLI without ``auth status``) one
+    tiny ``claude -p`` call ("Reply with OK", no retries, ``timeout_s`` seconds) through this backend, and True
+    when it succeeds. Never raises.
+    """
+    path = find_binary(binary)
+    if path is None:
+        return False
+    try:
+        with scratch_dirs("skillopt-sleep-claude-") as (work_dir, _scratch):
+            outcome = run_contained([path, "auth", "status"], stdin_text="", cwd=work_dir,
+                                    timeout_s=AUTH_STATUS_TIMEOUT_S, env=child_environment(drop=DROPPED_ENV))
+    except OSError:
+        return False
+    status = _logged_in_flag(outcome.stdout)
+    if status is not None:
+        return status
+    probe = ChatRequest(role="judge", messages=[ChatMessage(role="user", content="Reply with the word OK.")],
+                        max_tokens=4)
+    return ClaudeCLIBackend(binary=path, timeout_s=timeout_s, max_retries=0).chat(probe).ok
+
+
+def _logged_in_flag(stdout: str) -> bool | None:
+    try:
+        data = json.loads(stdout)
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    for key in ("loggedIn", "logged_in"):
+        if isinstance(data.get(key), bool):
+            return data[key]
+    return None
+
+
+__all__ = ["CLAUDE_FLAGS", "ClaudeCLIBackend", "claude_logged_in", "find_binary", "parse_result", "read_reply"]

@@ -1,0 +1,316 @@
+"""Run an agent CLI (``claude``, ``codex``) once, contained, and retry its transient failures.
+
+Shared by ``claude_cli.py`` and ``codex_cli.py``; one job: turn a ``ChatRequest`` into one contained child
+process per attempt and the attempts into one ``ChatResult``.
+
+Containment of a call:
+
+* the prompt goes on **stdin**, never on argv (argv is limited to ~128 KiB per argument on Linux, and long
+  prompts were silently truncated there by the closest existing tool);
+* the child runs in its own session (``start_new_session=True``), so its whole process group is killed
+  (SIGTERM, then SIGKILL) when it hangs past ``timeout_s`` and after it exits (no stray grandchildren);
+* the working directory is an empty temporary directory, removed afterwards;
+* the child's environment carries ``SKILLOPT_SLEEP_REPLAY=1`` and every prompt starts with a line holding
+  ``SESSION_MARKER``, so the harvester never mines the sessions these calls leave behind;
+* output is decoded as UTF-8 with ``errors="replace"``; error messages carry only tails of stdout/stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential, wait_random
+
+from skillopt_sleep.backends.base import SESSION_MARKER, ChatRequest, ChatResult, ErrorKind
+from skillopt_sleep.backends.jsonextract import extract_json
+from skillopt_sleep.models import Usage
+
+#: Environment variable set to "1" for every agent CLI child process.
+REPLAY_ENV_VAR = "SKILLOPT_SLEEP_REPLAY"
+#: First line of every prompt sent to an agent CLI; it ends up in the user message of the CLI's own transcript.
+MARKER_LINE = f"{SESSION_MARKER} automated replay call made by skillopt-sleep; not a user session."
+#: Characters of stdout/stderr kept in an error message.
+TAIL_CHARS = 600
+#: Seconds between SIGTERM and SIGKILL of a timed-out process group.
+KILL_GRACE_S = 2.0
+#: Most seconds waited between two attempts.
+BACKOFF_MAX_S = 30.0
+#: Sentence appended (with the schema) to a structured-output prompt.
+JSON_ONLY_INSTRUCTION = (
+    "Reply with JSON only: a single JSON value that satisfies the JSON schema below, "
+    "with no other text before or after it."
+)
+
+
+# --------------------------------------------------------------------------- finding the binary
+
+
+def find_binary(binary: str) -> str | None:
+    """Return the executable's absolute path, or None when there is none.
+
+    binary: a name looked up on ``$PATH`` (``shutil.which``), or a path (absolute, or containing a ``/``) that
+    must exist, be a file and be executable. Cron and launchd run with a minimal PATH, so a configured
+    absolute path is the reliable choice there.
+    """
+    if not binary:
+        return None
+    expanded = os.path.expanduser(binary)
+    if os.sep in expanded or (os.altsep and os.altsep in expanded):
+        path = os.path.abspath(expanded)
+        return path if os.path.isfile(path) and os.access(path, os.X_OK) else None
+    found = shutil.which(expanded)
+    return os.path.abspath(found) if found else None
+
+
+def missing_binary_message(binary: str, *, setting: str, install_hint: str) -> str:
+    """The fatal error text for an agent CLI that cannot be found (names the setting that fixes it)."""
+    where = "that path does not exist or is not executable" if os.sep in binary else "it is not on PATH"
+    return (
+        f"'{binary}' executable not found: {where} (PATH={os.environ.get('PATH', '')}). {install_hint} "
+        f"or set {setting} to its absolute path (see `command -v {os.path.basename(binary) or binary}` in your "
+        "shell); cron and launchd run with a minimal PATH"
+    )
+
+
+# --------------------------------------------------------------------------- one contained process
+
+
+@dataclass(frozen=True)
+class ProcessOutcome:
+    """What one child process did.
+
+    returncode: exit status, or None when it was killed for running past the timeout (``timed_out``).
+    stdout, stderr: decoded text (UTF-8, undecodable bytes replaced). latency_s: seconds. pid: the child's pid
+    (also its process-group id).
+    """
+
+    argv: tuple[str, ...]
+    returncode: int | None
+    stdout: str
+    stderr: str
+    timed_out: bool
+    latency_s: float
+    pid: int
+
+    def stdout_tail(self, chars: int = TAIL_CHARS) -> str:
+        return tail(self.stdout, chars)
+
+    def stderr_tail(self, chars: int = TAIL_CHARS) -> str:
+        return tail(self.stderr, chars)
+
+
+def tail(text: str, chars: int = TAIL_CHARS) -> str:
+    """The last ``chars`` characters of ``text``, whitespace-collapsed ("..." marks a cut)."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= chars else "..." + flat[-chars:]
+
+
+def child_environment(*, drop: Iterable[str] = (), extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """A copy of this process's environment without ``drop``, with ``SKILLOPT_SLEEP_REPLAY=1`` and ``extra``."""
+    env = {key: value for key, value in os.environ.items() if key not in set(drop)}
+    env[REPLAY_ENV_VAR] = "1"
+    env.update(extra or {})
+    return env
+
+
+def _kill_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):  # the group is already gone
+        pass
+
+
+def run_contained(argv: list[str], *, stdin_text: str, cwd: str, timeout_s: float,
+                  env: Mapping[str, str] | None = None, kill_grace_s: float = KILL_GRACE_S) -> ProcessOutcome:
+    """Run ``argv`` in its own session with ``stdin_text`` on stdin; wait at most ``timeout_s`` seconds.
+
+    On timeout the whole process group gets SIGTERM, then SIGKILL after ``kill_grace_s`` seconds; after a
+    normal exit any process left in the group is killed too. Raises ``OSError`` (e.g. FileNotFoundError,
+    PermissionError) when the program cannot be started at all.
+    """
+    started = time.monotonic()
+    process = subprocess.Popen(
+        argv,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=cwd,
+        env=dict(env) if env is not None else None,
+        start_new_session=True,
+    )
+    timed_out = False
+    try:
+        out, err = process.communicate(stdin_text.encode("utf-8"), timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        _kill_group(process.pid, signal.SIGTERM)
+        try:
+            out, err = process.communicate(timeout=kill_grace_s)
+        except subprocess.TimeoutExpired:
+            _kill_group(process.pid, signal.SIGKILL)
+            try:
+                out, err = process.communicate(timeout=kill_grace_s)
+            except subprocess.TimeoutExpired:  # a process that left the group still holds the pipes: stop reading
+                process.kill()
+                process.wait()
+                for pipe in (process.stdout, process.stderr):
+                    if pipe is not None:
+                        pipe.close()
+                out, err = b"", b""
+    finally:
+        _kill_group(process.pid, signal.SIGKILL)  # leaves nothing of the group running
+        if process.poll() is None:  # only on an unexpected exception above
+            process.kill()
+            process.wait()
+    return ProcessOutcome(
+        argv=tuple(argv),
+        returncode=None if timed_out else process.returncode,
+        stdout=(out or b"").decode("utf-8", errors="replace"),
+        stderr=(err or b"").decode("utf-8", errors="replace"),
+        timed_out=timed_out,
+        latency_s=time.monotonic() - started,
+        pid=process.pid,
+    )
+
+
+@contextmanager
+def scratch_dirs(prefix: str) -> Iterator[tuple[str, str]]:
+    """Yield ``(work_dir, scratch_dir)``: an empty directory to run the child in, and its parent for files
+    the call itself needs (e.g. Codex's ``-o`` file). Both are removed afterwards."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as scratch:
+        work = os.path.join(scratch, "work")
+        os.mkdir(work)
+        yield work, scratch
+
+
+# --------------------------------------------------------------------------- the prompt
+
+
+def render_prompt(request: ChatRequest) -> str:
+    """Fold a ``ChatRequest`` into the one text an agent CLI reads on stdin.
+
+    Layout: ``MARKER_LINE``; the system messages inside ``<instructions>``; then the conversation: a lone
+    user message as plain text, several messages each inside ``<user>``/``<assistant>`` tags; with a
+    ``json_schema``, ``JSON_ONLY_INSTRUCTION`` and the schema inside ``<json_schema>``.
+    """
+    parts = [MARKER_LINE]
+    system = "\n\n".join(m.content for m in request.messages if m.role == "system" and m.content.strip())
+    if system:
+        parts.append(f"<instructions>\n{system}\n</instructions>")
+    turns = [m for m in request.messages if m.role != "system"]
+    if len(turns) == 1 and turns[0].role == "user":
+        parts.append(turns[0].content)
+    else:
+        parts.extend(f"<{m.role}>\n{m.content}\n</{m.role}>" for m in turns)
+    if request.json_schema is not None:
+        schema = json.dumps(request.json_schema, ensure_ascii=False, indent=2)
+        parts.append(f"{JSON_ONLY_INSTRUCTION}\n<json_schema>\n{schema}\n</json_schema>")
+    return "\n\n".join(parts)
+
+
+def estimate_tokens(text: str) -> int:
+    """A rough token count: ceil(len(text) / 4)."""
+    return math.ceil(len(text) / 4)
+
+
+# --------------------------------------------------------------------------- classifying failures
+
+
+class AttemptFailed(Exception):
+    """One attempt failed; ``kind`` says whether retrying can help ("fatal" or "transient")."""
+
+    def __init__(self, message: str, kind: ErrorKind):
+        self.kind = kind
+        super().__init__(message)
+
+
+def matches_any(text: str, patterns: Iterable[re.Pattern[str]]) -> bool:
+    return any(pattern.search(text) for pattern in patterns)
+
+
+def without_prompt_echo(text: str, prompt: str) -> str:
+    """``text`` without the lines that also occur in ``prompt``.
+
+    Agent CLIs echo the prompt into their progress output; a task about "the login page" must not make a
+    failed call look like an authentication error.
+    """
+    prompt_lines = {line.strip() for line in prompt.splitlines() if line.strip()}
+    return "\n".join(line for line in text.splitlines() if line.strip() not in prompt_lines)
+
+
+def compile_patterns(*patterns: str) -> tuple[re.Pattern[str], ...]:
+    """Case-insensitive regular expressions (a small helper so each backend lists its markers in one place)."""
+    return tuple(re.compile(pattern, re.IGNORECASE) for pattern in patterns)
+
+
+# --------------------------------------------------------------------------- attempts and retries
+
+
+@dataclass(frozen=True)
+class AttemptReply:
+    """A successful attempt: the reply text and its usage."""
+
+    text: str
+    usage: Usage
+
+
+def structured_text(text: str) -> str:
+    """Return the JSON found in ``text`` as compact JSON text; raise transient ``AttemptFailed`` when none."""
+    parsed: Any = extract_json(text)
+    if parsed is None:
+        raise AttemptFailed(f"invalid JSON reply (no JSON object or array in: {tail(text, 200)!r})", "transient")
+    return json.dumps(parsed, ensure_ascii=False)
+
+
+def chat_with_retries(attempt: Callable[[], AttemptReply], *, model: str, max_retries: int,
+                      backoff_base_s: float, backoff_max_s: float = BACKOFF_MAX_S) -> ChatResult:
+    """Run ``attempt`` until it succeeds, fails fatally, or ``max_retries`` retries are spent.
+
+    ``attempt`` returns an ``AttemptReply`` or raises ``AttemptFailed``; transient failures are retried with
+    exponential backoff and jitter (tenacity), starting at ``backoff_base_s`` seconds. Never raises for a failed
+    call: returns ``ChatResult(error=..., error_kind=...)`` with the number of attempts made.
+    """
+    started = time.monotonic()
+    attempts = 0
+
+    def counted() -> AttemptReply:
+        nonlocal attempts
+        attempts += 1
+        return attempt()
+
+    retrying = Retrying(
+        stop=stop_after_attempt(max(0, int(max_retries)) + 1),
+        wait=wait_exponential(multiplier=backoff_base_s, max=backoff_max_s) + wait_random(0, backoff_base_s),
+        retry=retry_if_exception(_is_transient),
+        reraise=True,
+    )
+    try:
+        reply = retrying(counted)
+    except AttemptFailed as exc:
+        return ChatResult(
+            text="",
+            latency_s=time.monotonic() - started,
+            model=model,
+            error=f"{exc} (after {max(1, attempts)} attempt(s))",
+            error_kind=exc.kind,
+            attempts=max(1, attempts),
+        )
+    return ChatResult(text=reply.text, usage=reply.usage, latency_s=time.monotonic() - started, model=model,
+                      attempts=max(1, attempts))
+
+
+
+def _is_transient(exc: BaseException) -> bool:
+    return isinstance(exc, AttemptFailed) and exc.kind == "transient"
