@@ -27,7 +27,7 @@ else:  # pragma: no cover
 
 ENV_PREFIX = "SKILLOPT_SLEEP_"
 #: Environment variables with our prefix that are not config keys.
-_NON_KEY_ENV = {"CONFIG", "CONFIG_DIR", "STATE_DIR", "DATA_DIR", "HOME", "RAISE_ERRORS"}
+_NON_KEY_ENV = {"CONFIG", "CONFIG_DIR", "STATE_DIR", "DATA_DIR", "HOME", "RAISE_ERRORS", "CRONTAB", "REPLAY"}
 
 
 class SleepConfig(BaseModel):

@@ -17,12 +17,10 @@ from __future__ import annotations
 
 import difflib
 import hashlib
-import shutil
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 
-from skillopt_sleep.engine.edits import new_skill_document
+from skillopt_sleep.engine.edits import BLOCK_BEGIN, BLOCK_END, new_skill_document
 from skillopt_sleep.errors import SleepError
 from skillopt_sleep.fsio import write_text_atomic
 
@@ -57,6 +55,44 @@ def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def read_document(path: Path) -> str:
+    """Return a document's text exactly as stored (UTF-8, line endings kept: ``\r\n`` stays ``\r\n``).
+
+    Bytes that are not UTF-8 become U+FFFD. Raises OSError when the file cannot be read.
+    """
+    with open(path, encoding="utf-8", errors="replace", newline="") as handle:
+        return handle.read()
+
+
+def managed_block_segments(text: str) -> tuple[str, str, str] | None:
+    """Split a document into ``(before, block, after)`` around its managed block, or None when it has none.
+
+    ``block`` runs from the first character of the ``BLOCK_BEGIN`` line to just after the ``BLOCK_END`` line
+    (its line break included), so ``before + block + after == text``. Raises SleepError when the markers are
+    malformed (not exactly one begin line followed by one end line).
+    """
+    lines = text.splitlines(keepends=True)
+    begins = [index for index, line in enumerate(lines) if line.strip() == BLOCK_BEGIN]
+    ends = [index for index, line in enumerate(lines) if line.strip() == BLOCK_END]
+    if not begins and not ends:
+        return None
+    if len(begins) != 1 or len(ends) != 1 or ends[0] < begins[0]:
+        raise SleepError(f"malformed managed block: {len(begins)} begin and {len(ends)} end marker(s); "
+                         f"expected one '{BLOCK_BEGIN}' line followed by one '{BLOCK_END}' line")
+    begin, end = begins[0], ends[0]
+    return "".join(lines[:begin]), "".join(lines[begin:end + 1]), "".join(lines[end + 1:])
+
+
+def managed_block_sha256(text: str) -> str | None:
+    """sha256 of the raw managed block of ``text`` (markers included), None when it has no (or a malformed)
+    block."""
+    try:
+        segments = managed_block_segments(text)
+    except SleepError:
+        return None
+    return sha256_text(segments[1]) if segments else None
+
+
 def target_paths(project: Path, sources: list[str], skill_path: str | None, memory_path: str | None
                  ) -> tuple[Path | None, Path]:
     """Return ``(skill path or None, memory path)`` for a project and the harvested sources."""
@@ -69,7 +105,7 @@ def target_paths(project: Path, sources: list[str], skill_path: str | None, memo
     return skill, memory
 
 
-def _check_target(project: Path, path: Path) -> None:
+def check_target(project: Path, path: Path) -> None:
     """Refuse a target outside the project or a symlink that points elsewhere. Raises SleepError."""
     resolved_project = project.resolve()
     if path.is_symlink() and not str(path.resolve()).startswith(str(resolved_project) + "/"):
@@ -91,9 +127,9 @@ def load_documents(project: Path, sources: list[str], *, skill_path: str | None,
     for kind, path, evolve in (("skill", skill, evolve_skill), ("memory", memory, evolve_memory)):
         if path is None:
             continue
-        _check_target(project, path)
+        check_target(project, path)
         exists = path.exists()
-        text = path.read_text("utf-8", errors="replace") if exists else ""
+        text = read_document(path) if exists else ""
         baseline = text
         if kind == "skill" and not exists:
             baseline = new_skill_document(SKILL_NAME, SKILL_DESCRIPTION)
@@ -119,7 +155,9 @@ def stage_proposal(night_dir: Path, documents: dict[str, Document], candidate: d
     """Write ``proposed/<name>`` (only documents that changed), a ``.diff`` beside each, and ``manifest.json``.
 
     Each manifest entry: kind, target (absolute path), file (name under proposed/), live_sha256 (of the live
-    file the proposal was computed from; None if it did not exist), proposed_sha256. Returns the entries.
+    file the proposal was computed from; None if it did not exist), live_block_sha256 (of that file's raw managed
+    block; None if it had none: lets ``adopt`` re-apply the block onto a live file edited since), proposed_sha256.
+    Returns the entries.
     """
     from skillopt_sleep.fsio import write_json_atomic
 
@@ -137,36 +175,10 @@ def stage_proposal(night_dir: Path, documents: dict[str, Document], candidate: d
             "target": str(document.path),
             "file": name,
             "live_sha256": document.sha256,
+            "live_block_sha256": managed_block_sha256(document.text) if document.exists else None,
             "proposed_sha256": sha256_text(new_text),
         })
     if entries:
         write_json_atomic(proposed_dir / "manifest.json", {"format": "skillopt-sleep-proposal/1",
                                                            "documents": entries}, mode=0o600)
     return entries
-
-
-def apply_proposal(night_dir: Path, entries: list[dict], backup_dir: Path) -> list[str]:
-    """Write staged documents onto the live targets atomically, keeping a backup of each live file.
-
-    Refuses (SleepError, nothing written) when a live file changed since the proposal was computed.
-    Returns the paths written.
-    """
-    for entry in entries:
-        target = Path(entry["target"])
-        live = target.read_text("utf-8", errors="replace") if target.exists() else None
-        live_sha = sha256_text(live) if live is not None else None
-        if live_sha != entry["live_sha256"]:
-            raise SleepError(f"{target} changed since the proposal was computed; not applying "
-                             f"(review {night_dir / 'proposed' / entry['file']})")
-    written = []
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    for entry in entries:
-        target = Path(entry["target"])
-        if target.exists():
-            backup = backup_dir / stamp / entry["file"]
-            backup.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            shutil.copy2(target, backup)
-        text = (night_dir / "proposed" / entry["file"]).read_text("utf-8")
-        write_text_atomic(target, text, mode=None if target.exists() else 0o644)
-        written.append(str(target))
-    return written

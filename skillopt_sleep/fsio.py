@@ -13,12 +13,19 @@ import orjson
 from atomicwrites import AtomicWriter
 
 PRIVATE_MODE = 0o600
+#: Temp files of atomic writes are named ``.skillopt-sleep-XXXX.tmp`` beside their target.
+TEMP_PREFIX = ".skillopt-sleep-"
+TEMP_SUFFIX = ".tmp"
 
 
 class _ModeWriter(AtomicWriter):
     def __init__(self, path: str, mode_bits: int, **kwargs: Any):
         super().__init__(path, overwrite=True, **kwargs)
         self._mode_bits = mode_bits
+
+    def get_fileobject(self, suffix: str = "", prefix: str = "tmp", dir=None, **kwargs: Any):
+        # A recognisable name, so a temp file left by a SIGKILL between write and rename is ours to clean up.
+        return super().get_fileobject(suffix=TEMP_SUFFIX, prefix=TEMP_PREFIX, dir=dir, **kwargs)
 
     def sync(self, f) -> None:  # called before the rename
         os.chmod(f.name, self._mode_bits)

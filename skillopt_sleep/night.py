@@ -18,23 +18,25 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 
 from skillopt_sleep import __version__
+from skillopt_sleep.adopt import adopt_night
 from skillopt_sleep.backends.base import Budget, CallLedger
 from skillopt_sleep.backends.select import choose_backend
 from skillopt_sleep.config import SleepConfig
-from skillopt_sleep.documents import apply_proposal, load_documents, prompt_view, stage_proposal
+from skillopt_sleep.documents import load_documents, prompt_view, stage_proposal
 from skillopt_sleep.engine.edit_budget import next_edit_budget, update_edit_budget_state
 from skillopt_sleep.engine.edits import apply_edits
 from skillopt_sleep.engine.gate import decide
 from skillopt_sleep.engine.judges import gate_score, make_rubric_judge
 from skillopt_sleep.engine.reflect import reflect
 from skillopt_sleep.engine.replay import ReplayCache, replay_tasks
-from skillopt_sleep.errors import BackendError, BudgetExhausted, LockedError
+from skillopt_sleep.errors import BackendError, BudgetExhausted, LockedError, SleepError
 from skillopt_sleep.fsio import write_json_atomic, write_jsonl_atomic
 from skillopt_sleep.harvest import harvest
 from skillopt_sleep.harvest.checkpoint import load_checkpoints, save_checkpoints
 from skillopt_sleep.mine import mine_tasks
 from skillopt_sleep.models import Diagnostics, GateDecision, ReplayResult, Scores, TaskRecord
 from skillopt_sleep.redact import redact_text
+from skillopt_sleep.retention import prune_nights
 from skillopt_sleep.rules import make_llm_miner
 from skillopt_sleep.state import ProjectPaths, load_state, save_state
 
@@ -180,6 +182,8 @@ def _run_locked(config: SleepConfig, *, project: Path, paths: ProjectPaths, dry_
         state.last_finished_at = diagnostics.finished_at
         if not dry_run:
             save_state(paths, state)
+        if not dry_run and status not in EXIT_CODES:
+            prune_nights(paths, config.keep_nights)
         return NightResult(diagnostics, night_dir, exit_code)
 
     # ------------------------------------------------------------------ harvest
@@ -347,7 +351,11 @@ def _run_locked(config: SleepConfig, *, project: Path, paths: ProjectPaths, dry_
             state.best_documents = {e["kind"]: e["proposed_sha256"] for e in entries}
         state.current_documents = {e["kind"]: e["proposed_sha256"] for e in entries}
         if entries and (apply or config.auto_adopt):
-            diagnostics.applied = apply_proposal(night_dir, entries, paths.backups)
+            try:
+                diagnostics.applied = adopt_night(project, paths=paths, night_id=night_id, take_lock=False,
+                                                  allowed_targets=[d.path for d in documents.values()]).targets
+            except SleepError as exc:  # e.g. the user edited the block meanwhile: staged, not adopted
+                diagnostics.errors.append({"stage": "adopt", "message": str(exc)})
     return finish("accepted" if accepted else "rejected", commit_checkpoints=result.checkpoints)
 
 

@@ -1,1 +1,103 @@
-"""Transcript harvesters, one module per source."""
+"""Transcript harvesters, one module per source (``claude_code``, ``codex``), and ``harvest()`` that runs them.
+
+``harvest`` reads every requested source, applies the scope (project: the session's cwd is the project or below
+it; all: every session), the per-file checkpoints (only what was appended since the last completed night) and, on
+the first night, the lookback window; it returns the sessions, merged and per-source counts, and the new
+checkpoint map that the caller persists only once the night completes.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from skillopt_sleep.errors import HarvestError
+from skillopt_sleep.harvest import claude_code, codex
+from skillopt_sleep.harvest.base import HarvestContext
+from skillopt_sleep.models import FileCheckpoint, HarvestStats, Session
+
+SOURCES = ("claude", "codex")
+
+
+@dataclass
+class HarvestResult:
+    """What one harvest read.
+
+    sessions: sessions with at least one request (texts redacted); stats: all sources merged;
+    sources: the sources that were read; per_source: stats by source;
+    checkpoints: the new checkpoint map (key: absolute file path) to persist when the night completes.
+    """
+
+    sessions: list[Session] = field(default_factory=list)
+    stats: HarvestStats = field(default_factory=HarvestStats)
+    sources: list[str] = field(default_factory=list)
+    per_source: dict[str, HarvestStats] = field(default_factory=dict)
+    checkpoints: dict[str, FileCheckpoint] = field(default_factory=dict)
+
+
+def resolve_claude_home(explicit: Path | None) -> Path:
+    """Claude Code root: ``explicit`` > ``$CLAUDE_CONFIG_DIR`` > ``~/.claude`` (absolute, ``~`` expanded)."""
+    if explicit is not None:
+        return Path(explicit).expanduser().absolute()
+    configured = os.environ.get("CLAUDE_CONFIG_DIR")
+    if configured:
+        return Path(configured).expanduser().absolute()
+    return (Path.home() / ".claude").absolute()
+
+
+def resolve_codex_home(explicit: Path | None) -> Path:
+    """Codex CLI root: ``explicit`` > ``$CODEX_HOME`` > ``~/.codex`` (absolute, ``~`` expanded)."""
+    if explicit is not None:
+        return Path(explicit).expanduser().absolute()
+    configured = os.environ.get("CODEX_HOME")
+    if configured:
+        return Path(configured).expanduser().absolute()
+    return (Path.home() / ".codex").absolute()
+
+
+def harvest(*, source: str = "auto", scope: str = "project", project: Path | None = None,
+            claude_home: Path | None = None, codex_home: Path | None = None, include_sdk_sessions: bool = False,
+            lookback_hours: float = 72.0, checkpoints: dict[str, FileCheckpoint] | None = None,
+            now: datetime | None = None) -> HarvestResult:
+    """Read the transcripts of ``source`` and return a ``HarvestResult``.
+
+    source: ``auto`` (every source whose root holds session files), ``claude``, ``codex`` or ``all`` (both). A
+    source asked for explicitly is listed in ``sources`` even when it has no sessions (never a silent fallback).
+    scope: ``project`` (needs ``project``) or ``all``. lookback_hours: first night only (``checkpoints is None``):
+    turns older than ``now - lookback_hours`` are dropped; 0 keeps all. now: aware datetime (default: UTC now).
+    Raises HarvestError for an unknown source or scope, ``scope="project"`` without a project, or a source root
+    that exists but cannot be listed. Malformed files and lines never raise: they are counted in the stats.
+    """
+    if scope not in ("project", "all"):
+        raise HarvestError(f"unknown scope {scope!r}; use 'project' or 'all'")
+    if scope == "project" and project is None:
+        raise HarvestError("scope 'project' needs a project directory; pass --project or use --scope all")
+    roots = {"claude": resolve_claude_home(claude_home), "codex": resolve_codex_home(codex_home)}
+    detectors = {"claude": claude_code.has_sessions, "codex": codex.has_sessions}
+    if source == "auto":
+        selected = [name for name in SOURCES if detectors[name](roots[name])]
+    elif source == "all":
+        selected = list(SOURCES)
+    elif source in SOURCES:
+        selected = [source]
+    else:
+        raise HarvestError(f"unknown source {source!r}; use 'auto', 'claude', 'codex' or 'all'")
+    result = HarvestResult(sources=selected)
+    context = HarvestContext.build(scope=scope, project=project, include_sdk_sessions=include_sdk_sessions,
+                                   lookback_hours=lookback_hours, checkpoints=checkpoints, now=now,
+                                   new_checkpoints=result.checkpoints)
+    readers = {"claude": claude_code.harvest_claude, "codex": codex.harvest_codex}
+    for name in selected:
+        stats = HarvestStats()
+        result.sessions.extend(readers[name](roots[name], context, stats))
+        result.per_source[name] = stats
+        result.stats.merge(stats)
+    # Files outside tonight's roots (another source, another root) keep last night's checkpoints, so reading them
+    # again later resumes there; files that vanished from a root read tonight are dropped.
+    read_roots = tuple(str(roots[name]).rstrip(os.sep) + os.sep for name in selected)
+    for key, checkpoint in (checkpoints or {}).items():
+        if not key.startswith(read_roots):
+            result.checkpoints.setdefault(key, checkpoint)
+    return result

@@ -1,0 +1,442 @@
+"""Adopt a night's staged proposal into the project, revert it, and list what was adopted.
+
+A night that passes the gate stages ``<night dir>/proposed/`` (see ``documents.stage_proposal``): the proposed
+documents, a diff beside each and ``manifest.json``. ``adopt_night`` writes them onto the live targets,
+``revert_adoption`` puts the pre-adoption versions back, and both record what they did in the project's
+adoptions ledger (``<project state dir>/adoptions.json``)::
+
+    {"format": "skillopt-sleep-adoptions/1",
+     "adoptions": [{"night_id", "status": "pending|adopted|reverted", "adopted_at", "reverted_at",
+                    "documents": [{"kind", "target", "file", "backup", "existed_before", "sha256_before",
+                                   "sha256_after", "rebased", "status": "adopted|reverted"}]}]}
+
+Safety rules:
+
+- Every write is atomic (``fsio.write_text_atomic``: temp file + fsync + rename): a reader, or a process killed
+  at any instant, sees the old file or the new one, never a part.
+- A target must resolve inside the project and be one of the configured targets; a symlink pointing elsewhere,
+  a manifest edited to point elsewhere, or a proposed file that does not match its recorded sha256 is refused.
+- The live file must be the one the proposal was computed from (same sha256). When it changed since, the
+  proposal is re-applied only if the live managed block is still byte-identical to the block the proposal was
+  computed from: the user's edits outside the block are kept and the block is replaced by the proposed one.
+  Otherwise adoption is refused, naming the file.
+- The ledger records an adoption as ``pending`` before the first document is written and ``adopted`` after
+  the last; a ``pending`` record left by a killed process is settled by the next adopt or revert (finished when
+  every document was written, rolled back from the backups otherwise).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Iterable, Literal
+
+from filelock import FileLock, Timeout
+from pydantic import BaseModel, Field
+
+from skillopt_sleep.documents import managed_block_segments, read_document, sha256_text
+from skillopt_sleep.engine.edits import ensure_block
+from skillopt_sleep.errors import LockedError, SleepError
+from skillopt_sleep.fsio import read_json, write_json_atomic, write_text_atomic
+from skillopt_sleep.state import ProjectPaths
+
+LEDGER_FORMAT = "skillopt-sleep-adoptions/1"
+MANIFEST_FORMAT = "skillopt-sleep-proposal/1"
+#: Mode of a document that adoption creates (it is the user's project file, not private state).
+NEW_DOCUMENT_MODE = 0o644
+
+
+class AdoptedDocument(BaseModel):
+    """One document written by an adoption. sha256 values are of the UTF-8 text; None = the file did not exist."""
+
+    kind: str
+    target: str
+    """Absolute path of the live document that was written."""
+    file: str
+    """Name of the proposal under ``<night dir>/proposed/``."""
+    backup: str | None = None
+    """Copy of the live document taken before writing (None when it did not exist)."""
+    existed_before: bool
+    sha256_before: str | None = None
+    sha256_after: str
+    rebased: bool = False
+    """The live file had changed since staging and the proposed managed block was re-applied onto it."""
+    status: Literal["adopted", "reverted"] = "adopted"
+
+
+class Adoption(BaseModel):
+    """One adoption of one night's proposal (a night adopted, reverted and adopted again has two records)."""
+
+    night_id: str
+    status: Literal["pending", "adopted", "reverted"]
+    adopted_at: datetime
+    reverted_at: datetime | None = None
+    forced_revert: bool = False
+    documents: list[AdoptedDocument] = Field(default_factory=list)
+
+    @property
+    def targets(self) -> list[str]:
+        return [document.target for document in self.documents]
+
+
+# --------------------------------------------------------------------------- ledger
+
+
+def ledger_path(paths: ProjectPaths) -> Path:
+    """``<project state dir>/adoptions.json``."""
+    return paths.root / "adoptions.json"
+
+
+def load_adoptions(paths: ProjectPaths) -> list[Adoption]:
+    """Return the ledger's records, oldest first ([] when there is none). Raises SleepError for a corrupt ledger."""
+    try:
+        data = read_json(ledger_path(paths), default=None)
+    except ValueError as exc:
+        raise SleepError(f"{ledger_path(paths)} is not valid JSON ({exc}); move it aside to start a new ledger "
+                         "(the backups under the state dir are kept)") from None
+    if not data:
+        return []
+    return [Adoption.model_validate(record) for record in data.get("adoptions", [])]
+
+
+def _save_adoptions(paths: ProjectPaths, adoptions: list[Adoption]) -> None:
+    write_json_atomic(ledger_path(paths), {"format": LEDGER_FORMAT,
+                                           "adoptions": [a.model_dump(mode="json") for a in adoptions]}, mode=0o600)
+
+
+def active_adoption(adoptions: Iterable[Adoption], night_id: str) -> Adoption | None:
+    """The record of ``night_id`` that is adopted and not reverted, if any."""
+    found = None
+    for adoption in adoptions:
+        if adoption.night_id == night_id and adoption.status == "adopted":
+            found = adoption
+    return found
+
+
+def protected_nights(paths: ProjectPaths) -> set[str]:
+    """Night ids whose backups are still needed: adopted and not reverted, or pending."""
+    return {a.night_id for a in load_adoptions(paths) if a.status in ("adopted", "pending")}
+
+
+def history(paths: ProjectPaths) -> list[Adoption]:
+    """Adopted and reverted nights of a project, oldest first (pending records of a killed adopt included)."""
+    return load_adoptions(paths)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _live_sha(path: Path) -> str | None:
+    return sha256_text(read_document(path)) if path.exists() else None
+
+
+def _lock(paths: ProjectPaths) -> FileLock:
+    paths.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+    lock = FileLock(str(paths.lock), timeout=0)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise LockedError(f"a night (or another adopt/revert) is running for this project (lock {paths.lock}); "
+                          "try again when it has finished") from None
+    return lock
+
+
+def _night_ids(paths: ProjectPaths) -> list[str]:
+    """Night directory names, oldest first (``<UTC stamp>`` then ``<UTC stamp>-2``, ``-3``, ...)."""
+    if not paths.nights.is_dir():
+        return []
+    return sorted((p.name for p in paths.nights.iterdir() if p.is_dir() and not p.name.startswith(".")),
+                  key=night_sort_key)
+
+
+def night_sort_key(night_id: str) -> tuple[str, int]:
+    """Sort key of a night id: its timestamp, then its numeric same-second counter."""
+    base, _, counter = night_id.partition("Z-")
+    return (base if counter else night_id.rstrip("Z"), int(counter) if counter.isdigit() else 1)
+
+
+def _night_status(paths: ProjectPaths, night_id: str) -> str | None:
+    data = read_json(paths.nights / night_id / "diagnostics.json", default=None) or {}
+    return data.get("status")
+
+
+def _read_manifest(night_dir: Path) -> list[dict]:
+    manifest = night_dir / "proposed" / "manifest.json"
+    try:
+        data = read_json(manifest, default=None)
+    except ValueError as exc:
+        raise SleepError(f"{manifest} is not valid JSON ({exc}); re-run the night") from None
+    if not data or not data.get("documents"):
+        raise SleepError(f"night {night_dir.name} staged no proposal ({manifest} is missing or empty); "
+                         "only accepted nights that changed a document can be adopted")
+    if data.get("format") != MANIFEST_FORMAT:
+        raise SleepError(f"{manifest}: unknown format {data.get('format')!r} (expected {MANIFEST_FORMAT})")
+    return list(data["documents"])
+
+
+def _checked_target(project: Path, target: str, allowed: set[Path] | None) -> Path:
+    """Return the real path to write for a manifest target, or raise SleepError.
+
+    The target must be absolute, be one of ``allowed`` (when given), and resolve (symlinks followed) inside the
+    project.
+    """
+    project = project.resolve()
+    path = Path(target)
+    if not path.is_absolute():
+        raise SleepError(f"refusing to adopt: manifest target {target!r} is not an absolute path")
+    if allowed is not None and path not in allowed and path.resolve() not in allowed:
+        names = ", ".join(sorted(str(p) for p in allowed)) or "none"
+        raise SleepError(f"refusing to adopt: {path} is not a configured target (configured: {names}); "
+                         "the manifest may have been edited, or skill_path/memory_path changed since the night")
+    real = path.resolve()
+    if not real.is_relative_to(project):
+        what = "a symlink that points outside" if path.is_symlink() or real != path else "outside"
+        raise SleepError(f"refusing to adopt: {path} is {what} the project {project}")
+    if real.exists() and not real.is_file():
+        raise SleepError(f"refusing to adopt: {real} is not a regular file")
+    return real
+
+
+def _proposed_text(night_dir: Path, entry: dict) -> str:
+    name = str(entry.get("file") or "")
+    if not name or Path(name).name != name or name in (".", ".."):
+        raise SleepError(f"refusing to adopt: manifest file name {name!r} is not a plain file name")
+    path = night_dir / "proposed" / name
+    try:
+        text = read_document(path)
+    except FileNotFoundError:
+        raise SleepError(f"refusing to adopt: staged file {path} is missing") from None
+    if sha256_text(text) != entry.get("proposed_sha256"):
+        raise SleepError(f"refusing to adopt: {path} does not match the sha256 recorded in the manifest "
+                         "(it was modified after staging)")
+    return text
+
+
+def rebase_proposal(proposed: str, live: str, base_block_sha256: str | None) -> str | None:
+    """Re-apply a proposal's managed block onto a live document that changed since the proposal was computed.
+
+    proposed: the staged document; live: the current document; base_block_sha256: sha256 of the raw managed
+    block of the document the proposal was computed from (None: it had no block). Returns the live document
+    with its managed block replaced by the proposed one (everything outside the block kept byte for byte), or
+    None when the live block is no longer the one the proposal was computed from (or is malformed).
+    """
+    try:
+        live_parts = managed_block_segments(live)
+        proposed_parts = managed_block_segments(proposed)
+    except SleepError:
+        return None
+    if proposed_parts is None:
+        return None
+    live_block_sha = sha256_text(live_parts[1]) if live_parts else None
+    if live_block_sha != base_block_sha256:
+        return None
+    if live_parts is None:
+        live_parts = managed_block_segments(ensure_block(live))
+        assert live_parts is not None
+    before, _, after = live_parts
+    return before + proposed_parts[1] + after
+
+
+def _plan_document(night_dir: Path, entry: dict, real: Path) -> tuple[str, str | None, bool]:
+    """Return (text to write, live text or None, rebased) for one manifest entry, or raise SleepError."""
+    proposed = _proposed_text(night_dir, entry)
+    live = None
+    if real.exists():
+        try:  # exact text, line endings kept (the night reads it the same way: documents.read_document)
+            live = real.read_bytes().decode("utf-8")
+        except UnicodeDecodeError:
+            raise SleepError(f"refusing to adopt: {real} is not valid UTF-8; "
+                             "skillopt-sleep never rewrites it") from None
+    live_sha = sha256_text(live) if live is not None else None
+    if live_sha == entry.get("live_sha256"):
+        return proposed, live, False
+    review = night_dir / "proposed" / f"{entry.get('file')}.diff"
+    if live is None:
+        raise SleepError(f"{real} was deleted since night {night_dir.name} staged its proposal; not adopting. "
+                         f"Restore it, or apply the change by hand (see {review})")
+    if entry.get("live_sha256") is None:
+        raise SleepError(f"{real} was created since night {night_dir.name} staged a new document for it; not "
+                         f"adopting. Merge by hand from {night_dir / 'proposed' / str(entry.get('file'))}")
+    if "live_block_sha256" in entry:
+        rebased = rebase_proposal(proposed, live, entry["live_block_sha256"])
+        if rebased is not None:
+            return rebased, live, True
+    raise SleepError(f"{real} changed since night {night_dir.name} staged its proposal, and its managed block "
+                     "changed too, so the proposal cannot be re-applied safely; not adopting. Review "
+                     f"{review} and apply it by hand, or wait for the next night (it starts from the new file)")
+
+
+# --------------------------------------------------------------------------- pending records
+
+
+def _settle_pending(paths: ProjectPaths, adoptions: list[Adoption]) -> list[Adoption]:
+    """Finish or roll back records left ``pending`` by a killed adopt. Returns the settled list (saved)."""
+    settled: list[Adoption] = []
+    changed = False
+    for adoption in adoptions:
+        if adoption.status != "pending":
+            settled.append(adoption)
+            continue
+        changed = True
+        states = [_live_sha(Path(d.target)) for d in adoption.documents]
+        if all(sha == d.sha256_after for sha, d in zip(states, adoption.documents)):
+            settled.append(adoption.model_copy(update={"status": "adopted"}))
+            continue
+        for sha, document in zip(states, adoption.documents):  # roll back what was written
+            if sha == document.sha256_after and sha != document.sha256_before:
+                _restore(document)
+        still = [d for d in adoption.documents if _live_sha(Path(d.target)) != d.sha256_before]
+        if still:  # neither before nor after: leave the record for the user to see
+            settled.append(adoption)
+    if changed:
+        _save_adoptions(paths, settled)
+    return settled
+
+
+def _restore(document: AdoptedDocument) -> None:
+    target = Path(document.target)
+    if document.existed_before and document.backup:
+        write_text_atomic(target, read_document(Path(document.backup)))
+    elif target.exists():
+        target.unlink()
+
+
+# --------------------------------------------------------------------------- adopt / revert
+
+
+def default_night_to_adopt(paths: ProjectPaths) -> str:
+    """The newest accepted night with a staged proposal that was never adopted. Raises SleepError if none."""
+    adopted = {a.night_id for a in load_adoptions(paths)}
+    for night_id in reversed(_night_ids(paths)):
+        if night_id in adopted:
+            continue
+        if (_night_status(paths, night_id) == "accepted"
+                and (paths.nights / night_id / "proposed" / "manifest.json").exists()):
+            return night_id
+    raise SleepError("nothing to adopt: no accepted night with a staged proposal that was not adopted yet "
+                     "('skillopt-sleep history' lists adopted nights)")
+
+
+def adopt_night(project: Path, *, paths: ProjectPaths, night_id: str | None = None,
+                allowed_targets: Iterable[Path] | None = None, take_lock: bool = True) -> Adoption:
+    """Write night ``night_id``'s staged proposal onto the live documents, keeping a backup of each.
+
+    project: the project directory (every target must resolve inside it). night_id: default
+    ``default_night_to_adopt``. allowed_targets: the configured target paths (None: any path inside the
+    project). take_lock: False when the caller already holds the project's night lock (the night itself).
+    Backups go to ``<state dir>/backups/<night id>/<UTC stamp>/<file>``. Returns the ledger record.
+    Raises SleepError (nothing written) for an unknown or already adopted night, a target outside the project or
+    not configured, a tampered proposal, or a live file that changed in a way the proposal cannot be re-applied
+    to; LockedError while a night runs.
+    """
+    project = Path(project).expanduser().resolve()
+    allowed = {Path(p) for p in allowed_targets} if allowed_targets is not None else None
+    if allowed is not None:
+        allowed |= {p.resolve() for p in allowed}
+    lock = _lock(paths) if take_lock else None
+    try:
+        adoptions = _settle_pending(paths, load_adoptions(paths))
+        night_id = night_id or default_night_to_adopt(paths)
+        night_dir = paths.nights / night_id
+        if not night_dir.is_dir():
+            raise SleepError(f"no night {night_id!r} for this project (nights are under {paths.nights})")
+        if active_adoption(adoptions, night_id):
+            raise SleepError(f"night {night_id} is already adopted; 'skillopt-sleep revert {night_id}' undoes it")
+        status = _night_status(paths, night_id)
+        if status not in (None, "accepted"):
+            raise SleepError(f"night {night_id} was {status}, not accepted; only accepted nights can be adopted")
+        entries = _read_manifest(night_dir)
+
+        plans = []  # (entry, real path, new text, live text)
+        for entry in entries:
+            real = _checked_target(project, str(entry.get("target")), allowed)
+            text, live, rebased = _plan_document(night_dir, entry, real)
+            plans.append((entry, real, text, live, rebased))
+        stamp = _now().strftime("%Y%m%dT%H%M%S%fZ")
+        backup_dir = paths.backups / night_id / stamp
+        record = Adoption(night_id=night_id, status="pending", adopted_at=_now(), documents=[
+            AdoptedDocument(kind=str(entry.get("kind")), target=str(real), file=str(entry["file"]),
+                            backup=str(backup_dir / entry["file"]) if live is not None else None,
+                            existed_before=live is not None,
+                            sha256_before=sha256_text(live) if live is not None else None,
+                            sha256_after=sha256_text(text), rebased=rebased)
+            for entry, real, text, live, rebased in plans])
+        for document, (_, _, _, live, _) in zip(record.documents, plans):
+            if live is not None and document.backup:
+                write_text_atomic(Path(document.backup), live, mode=0o600)
+        adoptions.append(record)
+        _save_adoptions(paths, adoptions)  # pending: a kill from here on is settled by the next adopt/revert
+        for _, real, text, live, _ in plans:
+            write_text_atomic(real, text, mode=None if live is not None else NEW_DOCUMENT_MODE)
+        adoptions[-1] = record.model_copy(update={"status": "adopted"})
+        _save_adoptions(paths, adoptions)
+        return adoptions[-1]
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def revert_adoption(project: Path, *, paths: ProjectPaths, night_id: str | None = None, force: bool = False,
+                    take_lock: bool = True) -> Adoption:
+    """Restore the documents an adoption replaced (a document it created is removed).
+
+    night_id: default the most recently adopted, not reverted night. Each live document must still be exactly
+    what the adoption wrote (sha256), else SleepError naming it, unless ``force``. A document already back to
+    its pre-adoption version is left as is (so a revert killed halfway can be run again). Returns the updated
+    ledger record. Raises SleepError when there is nothing to revert, a backup is missing, or a target is
+    outside the project; LockedError while a night runs.
+    """
+    project = Path(project).expanduser().resolve()
+    lock = _lock(paths) if take_lock else None
+    try:
+        adoptions = _settle_pending(paths, load_adoptions(paths))
+        if night_id is None:
+            active = [a for a in adoptions if a.status == "adopted"]
+            if not active:
+                raise SleepError("nothing to revert: no adopted night ('skillopt-sleep history' lists them)")
+            record = active[-1]
+        else:
+            record = active_adoption(adoptions, night_id)
+            if record is None:
+                raise SleepError(f"night {night_id} is not adopted (or was already reverted); "
+                                 "'skillopt-sleep history' lists adopted nights")
+        for document in record.documents:
+            target = Path(document.target)
+            if not target.resolve().is_relative_to(project):
+                raise SleepError(f"refusing to revert: {target} is outside the project {project}")
+            if document.existed_before and (not document.backup or not Path(document.backup).exists()):
+                raise SleepError(f"cannot revert {target}: its backup {document.backup} is missing")
+            live_sha = _live_sha(target)
+            if live_sha not in (document.sha256_after, document.sha256_before) and not force:
+                raise SleepError(f"{target} changed since night {record.night_id} was adopted; not reverting. "
+                                 "Run 'skillopt-sleep revert --force' to restore the pre-adoption version anyway "
+                                 "(your later edits to it would be lost)")
+        for document in record.documents:
+            if _live_sha(Path(document.target)) != document.sha256_before:
+                _restore(document)
+        now = _now()
+        updated = record.model_copy(update={
+            "status": "reverted", "reverted_at": now, "forced_revert": force,
+            "documents": [d.model_copy(update={"status": "reverted"}) for d in record.documents]})
+        adoptions = [updated if a is record else a for a in adoptions]
+        _save_adoptions(paths, adoptions)
+        return updated
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def is_adopted(paths: ProjectPaths, night_id: str) -> bool:
+    """True when ``night_id`` is adopted and not reverted."""
+    return active_adoption(load_adoptions(paths), night_id) is not None
+
+
+__all__ = [
+    "AdoptedDocument", "Adoption", "active_adoption", "adopt_night", "default_night_to_adopt", "history",
+    "is_adopted", "ledger_path", "load_adoptions", "night_sort_key", "protected_nights", "rebase_proposal",
+    "revert_adoption",
+]

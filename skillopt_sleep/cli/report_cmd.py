@@ -1,0 +1,116 @@
+"""``skillopt-sleep report [NIGHT] [--json] [--html PATH]``: what a night did and why."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.panel import Panel
+from rich.syntax import Syntax
+from rich.table import Table
+from rich.text import Text
+
+from skillopt_sleep.cli.common import emit_json, stdout, user_errors
+
+ProjectOpt = Annotated[Optional[Path], typer.Option("--project", help="Project directory (default: current directory).")]
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.3f}" if isinstance(value, float) else str(value)
+
+
+def render_view(view: dict[str, Any]) -> None:
+    """Print one night's view (``report.night_view``) with rich. Transcript text is printed as plain text."""
+    color = {"accepted": "green", "rejected": "yellow", "backend_error": "red",
+             "budget_exhausted": "red"}.get(view["status"], "cyan")
+    head = Text()
+    head.append(f"{view['status'].upper()}", style=f"bold {color}")
+    if view["verdict"]:
+        head.append(f"  gate {view['verdict']}")
+    head.append(f"\n{view['why']}")
+    if view["adoption"]:
+        head.append(f"\nadoption: {view['adoption']}")
+    stdout.print(Panel(head, title=f"night {view['night_id']}", subtitle=view["project"] or ""))
+    if view["failure"]:
+        stdout.print(Text(f"{view['failure'].get('reason')} -- fix: {view['failure'].get('fix')}", style="red"))
+
+    scores = Table("scores", "hard", "soft", "gate", "n", title="scores (baseline -> candidate)")
+    for name, key in (("baseline (val)", "baseline"), ("candidate (val)", "candidate")):
+        s = view["scores"][key]
+        scores.add_row(name, _fmt(s["hard"]), _fmt(s["soft"]), _fmt(s["gate"]), str(s["n"]))
+    for name, s in view["scores"]["test"].items():
+        scores.add_row(f"{name} (test)", _fmt(s["hard"]), _fmt(s["soft"]), _fmt(s["gate"]), str(s["n"]))
+    stdout.print(scores)
+
+    if view["per_task"]:
+        tasks = Table("task", "request", "base hard", "base soft", "cand hard", "cand soft", "outcome",
+                      title="held-out (val) tasks")
+        for t in view["per_task"]:
+            style = {"win": "green", "loss": "red"}.get(t["outcome"], "")
+            tasks.add_row(t["task_id"], Text(t["request"]), _fmt(t["baseline_hard"]), _fmt(t["baseline_soft"]),
+                          _fmt(t["candidate_hard"]), _fmt(t["candidate_soft"]), Text(t["outcome"], style=style))
+        stdout.print(tasks)
+
+    for number, edit in enumerate(view["edits"], 1):
+        reason = f": {edit['reason']}" if edit["reason"] else ""
+        title = f"edit {number}: {edit['op']} -> {edit['target']} ({edit['status']}{reason})"
+        stdout.print(Text(title, style="bold"))
+        if edit["rationale"]:
+            stdout.print(Text(f"  why: {edit['rationale']}"))
+        stdout.print(Syntax(edit["diff"] or "(empty)", "diff", theme="ansi_dark", background_color="default"))
+    for document in view["document_diffs"]:
+        stdout.print(Text(f"proposed change to {document['target']}", style="bold"))
+        stdout.print(Syntax(document["diff"] or "(empty)", "diff", theme="ansi_dark", background_color="default"))
+
+    if view["errors"]:
+        errors = Table("stage / role", "kind", "message", title="errors")
+        for e in view["errors"]:
+            errors.add_row(e["stage"], e["kind"], Text(e["message"]))
+        stdout.print(errors)
+
+    if view["cost"]:
+        cost = Table("role", "calls", "failed", "cached", "prompt tok", "completion tok", "seconds",
+                     title="cost by role")
+        for role, c in view["cost"].items():
+            cost.add_row(role, str(c["calls"]), str(c["failed_calls"]), str(c["cached_calls"]),
+                         str(c["prompt_tokens"]), str(c["completion_tokens"]), _fmt(c["seconds"]))
+        stdout.print(cost)
+    if view["stage_seconds"]:
+        stages = Table("stage", "seconds", title="time by stage")
+        for stage, seconds in view["stage_seconds"].items():
+            stages.add_row(stage, _fmt(float(seconds)))
+        stdout.print(stages)
+
+
+def report(
+    night: Annotated[Optional[str], typer.Argument(help="Night id (default: the newest night).")] = None,
+    project: ProjectOpt = None,
+    json_: Annotated[bool, typer.Option("--json", help="Print the night's diagnostics.json.")] = False,
+    html: Annotated[Optional[Path], typer.Option("--html", help="Write a self-contained HTML report to PATH.")] = None,
+) -> None:
+    """Show what a night did: verdict and why, scores, held-out tasks, edits with diffs, errors, cost, time."""
+    from skillopt_sleep.report import load_night, night_view, write_html_report
+    from skillopt_sleep.state import ProjectPaths
+
+    project_dir = (project or Path.cwd()).expanduser().resolve()
+    with user_errors():
+        paths = ProjectPaths(project_dir)
+        diagnostics, night_dir = load_night(paths, night)
+        if html is not None:
+            written = write_html_report(html, paths, diagnostics.night_id)
+        view = night_view(diagnostics, night_dir, paths)
+    if json_:
+        emit_json(diagnostics.model_dump(mode="json"))
+        return
+    if html is not None:
+        stdout.print(f"HTML report: {written}", highlight=False, markup=False)
+        return
+    render_view(view)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``report`` to the root app."""
+    app.command("report")(report)

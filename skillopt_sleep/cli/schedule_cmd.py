@@ -1,0 +1,157 @@
+"""``skillopt-sleep install | uninstall | daemon | status``: run the night every night, and see what is scheduled.
+
+``register(app)`` adds the four commands to the root typer app.
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from skillopt_sleep.cli.common import emit_json, stdout, user_errors
+from skillopt_sleep.schedule import DEFAULT_AT, ScheduleError, resolve_project
+
+ProjectOpt = Annotated[Optional[Path], typer.Option("--project",
+                                                    help="Project directory (default: current directory).")]
+AtOpt = Annotated[str, typer.Option("--at", help="Nightly time, HH:MM local time (24 h).")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON to stdout.")]
+SystemdOpt = Annotated[bool, typer.Option("--systemd", help="systemd user timer (Linux).")]
+CronOpt = Annotated[bool, typer.Option("--cron", help="A line in your crontab.")]
+CrontabOpt = Annotated[Optional[str], typer.Option("--crontab-bin", envvar="SKILLOPT_SLEEP_CRONTAB",
+                                                   help="crontab executable (default: crontab on PATH).")]
+
+
+def _which(systemd: bool, cron: bool) -> str:
+    if systemd == cron:
+        raise ScheduleError("choose exactly one of --systemd (systemd user timer) or --cron (crontab line); "
+                            "without either, run 'skillopt-sleep daemon'")
+    return "systemd" if systemd else "cron"
+
+
+def _print_systemd(result, verb: str) -> None:
+    for path in result.files:
+        stdout.print(f"{verb} {path}", highlight=False)
+    if result.ran:
+        for command in result.commands:
+            stdout.print(f"ran: {shlex.join(command)}", highlight=False)
+    elif result.commands:
+        stdout.print(f"systemctl not run ({result.reason}); run these yourself:", highlight=False)
+        for command in result.commands:
+            stdout.print(f"  {shlex.join(command)}", highlight=False, markup=False)
+
+
+def install(
+    systemd: SystemdOpt = False,
+    cron: CronOpt = False,
+    at: AtOpt = DEFAULT_AT,
+    project: ProjectOpt = None,
+    crontab_bin: CrontabOpt = None,
+    json_: JsonOpt = False,
+) -> None:
+    """Schedule the night for a project: --systemd (user timer) or --cron (crontab line)."""
+    from skillopt_sleep.schedule.cron import install_cron
+    from skillopt_sleep.schedule.systemd import install_systemd
+
+    with user_errors():
+        how = _which(systemd, cron)
+        target = resolve_project(project)
+        result = install_systemd(target, at) if how == "systemd" else install_cron(target, at,
+                                                                                   crontab_bin=crontab_bin)
+    if json_:
+        emit_json({"method": how, "project": str(target), **result.to_json()})
+    elif how == "systemd":
+        _print_systemd(result, "wrote")
+    else:
+        stdout.print(("added to crontab: " if result.changed else "crontab already had: ") + result.line,
+                     highlight=False, markup=False)
+        stdout.print(f"log: {result.log_file}", highlight=False)
+
+
+def uninstall(
+    systemd: SystemdOpt = False,
+    cron: CronOpt = False,
+    project: ProjectOpt = None,
+    crontab_bin: CrontabOpt = None,
+    json_: JsonOpt = False,
+) -> None:
+    """Remove a project's schedule: --systemd (unit pair) or --cron (only our crontab line)."""
+    from skillopt_sleep.schedule.cron import uninstall_cron
+    from skillopt_sleep.schedule.systemd import uninstall_systemd
+
+    with user_errors():
+        how = _which(systemd, cron)
+        target = resolve_project(project)
+        result = uninstall_systemd(target) if how == "systemd" else uninstall_cron(target, crontab_bin=crontab_bin)
+    if json_:
+        emit_json({"method": how, "project": str(target), **result.to_json()})
+    elif how == "systemd":
+        if not result.files:
+            stdout.print(f"no systemd units installed for {target}", highlight=False)
+        _print_systemd(result, "removed")
+    elif result.changed:
+        stdout.print(f"removed from crontab: {result.line}", highlight=False, markup=False)
+    else:
+        stdout.print(f"no skillopt-sleep crontab line for {target}", highlight=False)
+
+
+def daemon(
+    at: AtOpt = DEFAULT_AT,
+    project: ProjectOpt = None,
+    every_seconds: Annotated[Optional[float], typer.Option("--every-seconds", hidden=True, min=0.1,
+                                                           help="Run every N seconds (tests).")] = None,
+) -> None:
+    """Run in the foreground and start the night every day at --at (for machines without cron or systemd).
+
+    Stops cleanly on SIGTERM / Ctrl-C. Logs one line per night to stderr and to the state dir.
+    """
+    from skillopt_sleep.schedule.daemon import run_daemon
+
+    with user_errors():
+        code = run_daemon(resolve_project(project), at=at, every_seconds=every_seconds)
+    raise typer.Exit(code=code)
+
+
+def status(
+    project: ProjectOpt = None,
+    crontab_bin: CrontabOpt = None,
+    json_: JsonOpt = False,
+) -> None:
+    """Show how the night is scheduled, the last night, pending proposals, and the next run."""
+    from skillopt_sleep.schedule.status import schedule_status
+
+    with user_errors():
+        report = schedule_status(resolve_project(project), crontab_bin=crontab_bin)
+    if json_:
+        emit_json(report)
+        return
+    stdout.print(f"project: {report['project']} (key {report['key']})", highlight=False)
+    stdout.print(f"scheduled by: {', '.join(report['scheduled_by']) or 'nothing'}"
+                 f"; next run: {report['next_run'] or '-'}", highlight=False)
+    units = report["systemd"]
+    if units["installed"]:
+        stdout.print(f"systemd: {units['timer']} OnCalendar={units['on_calendar']} "
+                     f"enabled={units['enabled'] or '?'} active={units['active'] or '?'}", highlight=False)
+    if report["cron"]["installed"]:
+        stdout.print(f"cron: {report['cron']['line']}", highlight=False, markup=False)
+    if report["daemon"]["running"]:
+        stdout.print(f"daemon: pid {report['daemon']['pid']} {report['daemon']['trigger']}; "
+                     f"log {report['daemon']['log_file']}", highlight=False)
+    last = report["last_night"]
+    stdout.print(f"last night: {last['id'] or '-'} {last['status'] or ''} {last['finished_at'] or ''}".rstrip(),
+                 highlight=False)
+    pending = report["pending_proposals"]
+    stdout.print(f"pending proposals: {len(pending)}" + (f" ({', '.join(pending)})" if pending else ""),
+                 highlight=False)
+    for warning in report["warnings"]:
+        stdout.print(f"[yellow]warning:[/yellow] {warning}", highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``install``, ``uninstall``, ``daemon`` and ``status`` to the root app."""
+    app.command("install")(install)
+    app.command("uninstall")(uninstall)
+    app.command("daemon")(daemon)
+    app.command("status")(status)

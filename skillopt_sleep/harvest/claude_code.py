@@ -1,0 +1,444 @@
+"""Claude Code harvester: the user's own requests, and what followed each, from Claude Code session transcripts.
+
+Format: JSON Lines, one record per line, under ``$CLAUDE_CONFIG_DIR`` (or ``~/.claude``)
+``projects/<sanitized-cwd>/<sessionId>.jsonl``. Handled versions (see ``shared/FORMATS.md`` §1):
+
+* 1.0.x (1.0.98, 1.0.108): sub-agent records inline in the main file with ``isSidechain: true`` (excluded);
+  ``summary`` title lines.
+* 2.0.x (2.0.46, 2.0.67): sub-agents in sibling ``agent-<id>.jsonl`` files (excluded, counted ``subagent``).
+* 2.1.x (2.1.37 ... 2.1.2xx): sub-agents in ``<sessionId>/subagents/`` (excluded, counted ``subagent``);
+  ``progress``/``attachment``/``last-prompt`` and the other newer record types; ``entrypoint: "sdk-cli"`` marks a
+  headless SDK run (excluded unless ``include_sdk_sessions``, counted ``sdk_cli``).
+
+What counts as a request (``Turn``): a main-chain ``user`` record with text, not ``isMeta``/``isCompactSummary``/
+``isVisibleInTranscriptOnly``, holding no ``tool_result``, and not injected text (``<local-command-*>``,
+``<task-notification>``, ``<system-reminder>``, ``<bash-*>``, ``Caveat:``, ``This session is being continued``,
+interrupt markers). A slash command or skill becomes ``/name args`` (kind ``command``); session-control built-ins
+(``CONTROL_COMMANDS``: /exit, /clear, /model, /compact, /resume, /config, /cost, /login, /help, ...) are not tasks,
+while the built-ins that make the agent do work (/init, /review, /security-review, /pr-comments) are.
+``Implement the following plan:`` is a task of kind ``plan``.
+
+What follows a request, up to the next one: the final answer (text of the last non-``<synthetic>`` assistant message,
+streamed records merged by ``message.id``), tool uses with errors (``is_error`` or ``Exit code N``), user tool
+rejections (``rejected_tool`` and the feedback after "the user said:"), ``[Request interrupted by user...]``
+(``interrupted`` on the turn it interrupts) and ``queue-operation`` enqueues (``queued_messages``).
+Records are taken in file order (the ``parentUuid`` graph is not rebuilt: rewinds keep both branches).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from skillopt_sleep.backends.base import SESSION_MARKER
+from skillopt_sleep.errors import HarvestError
+from skillopt_sleep.harvest.base import (
+    DraftTurn,
+    HarvestContext,
+    RecordReader,
+    compact_json,
+    file_mtime,
+    finish_turns,
+    last_line_end,
+    open_binary,
+    parse_timestamp,
+    plan_read,
+    text_of_blocks,
+)
+from skillopt_sleep.models import FileCheckpoint, HarvestStats, Session
+
+SOURCE = "claude"
+
+CONTROL_COMMANDS = frozenset({
+    "add-dir", "agents", "bashes", "bug", "clear", "compact", "config", "context", "cost", "doctor", "exit",
+    "export", "fast", "feedback", "fork", "help", "hooks", "ide", "install-github-app", "keybindings", "login",
+    "logout", "mcp", "memory", "migrate-installer", "model", "output-style", "permissions", "plugin", "plugins",
+    "privacy-settings", "quit", "release-notes", "rename", "resume", "rewind", "sandbox", "stats", "status",
+    "statusline", "tasks", "terminal-setup", "theme", "todos", "upgrade", "usage", "vim", "effort", "reset",
+    "new", "skills",
+})
+"""Built-in commands that control the session or the UI: control events, never tasks."""
+
+INJECTED_PREFIXES = (
+    "<local-command-caveat>", "<local-command-stdout>", "<local-command-stderr>", "<task-notification>",
+    "<system-reminder>", "This session is being continued", "Caveat:", "<bash-input>", "<bash-stdout>",
+    "<bash-stderr>", "<user-prompt-submit-hook>", "<command-stdout>", "<command-stderr>",
+)
+"""Text that Claude Code puts into ``user`` records but the user did not type as a request."""
+
+INTERRUPT_PREFIX = "[Request interrupted by user"
+REJECTION_TEXT = "The user doesn't want to proceed with this tool use"
+FEEDBACK_MARKER = "the user said:"
+PLAN_PREFIX = "Implement the following plan:"
+
+KNOWN_TYPES = frozenset({
+    "user", "assistant", "system", "progress", "queue-operation", "file-history-snapshot", "summary", "last-prompt",
+    "attachment", "permission-mode", "mode", "agent-name", "custom-title", "ai-title", "pr-link", "frame-link",
+    "worktree-state", "relocated", "bridge-session", "started", "result", "tag", "atis-latch",
+})
+
+HEAD_MAX_LINES = 2_000
+
+_SKIPPED_TYPES = (b'progress"', b'file-history-snapshot"')
+
+
+def skip_line(head: bytes) -> bool:
+    """True for ``progress`` and ``file-history-snapshot`` records (often the largest lines: copies of sub-agent
+    messages, backups), judged without parsing from the first ``"type":"..."`` of the line: these records
+    carry their own type before any nested object, while user and assistant records hold no such type before
+    theirs."""
+    position = head.find(b'"type":"')
+    return position != -1 and head.startswith(_SKIPPED_TYPES, position + 8)
+
+
+def list_files(root: Path) -> tuple[list[Path], list[Path]]:
+    """Return ``(main session files, sub-agent files)`` under ``root/projects``, sorted.
+
+    Main files are ``projects/<dir>/<id>.jsonl`` (not ``agent-*``); sub-agent files are ``agent-*.jsonl`` siblings
+    (2.0.x) and ``projects/<dir>/<session>/subagents/**.jsonl`` (2.1.x). Raises HarvestError when ``projects``
+    exists but cannot be listed.
+    """
+    projects = root / "projects"
+    mains: list[Path] = []
+    agents: list[Path] = []
+    try:
+        project_dirs = [entry for entry in os.scandir(projects) if entry.is_dir(follow_symlinks=False)]
+    except FileNotFoundError:
+        return mains, agents
+    except OSError as error:
+        raise HarvestError(f"cannot list Claude Code transcripts in {projects}: {error.strerror}; "
+                           "fix the permissions or point --claude-home elsewhere") from error
+    for project_dir in project_dirs:
+        try:
+            entries = list(os.scandir(project_dir.path))
+        except OSError:
+            continue
+        for entry in entries:
+            name = entry.name
+            if entry.is_file() and name.endswith(".jsonl"):
+                (agents if name.startswith("agent-") else mains).append(Path(entry.path))
+            elif entry.is_dir(follow_symlinks=False):
+                subagents = Path(entry.path) / "subagents"
+                if subagents.is_dir():
+                    agents.extend(sorted(subagents.rglob("*.jsonl")))
+    return sorted(mains), sorted(agents)
+
+
+def has_sessions(root: Path) -> bool:
+    """True when ``root`` holds at least one main Claude Code transcript."""
+    try:
+        return bool(list_files(root)[0])
+    except HarvestError:
+        return True
+
+
+class ClaudeTranscript:
+    """Reads the records of one Claude Code transcript (main file) into draft turns."""
+
+    def __init__(self, stats: HarvestStats):
+        self.stats = stats
+        self.session_id: str | None = None
+        self.cwd: str | None = None
+        self.version: str | None = None
+        self.entrypoint: str | None = None
+        self.sdk = False
+        self.own_marker = False
+        self.first_time: str | None = None
+        self.last_time: str | None = None
+        self.turns: list[DraftTurn] = []
+        self.current: DraftTurn | None = None
+        self.head_mode = False
+        self.saw_request = False
+
+    # ------------------------------------------------------------------ records
+
+    def feed(self, record: dict) -> None:
+        kind = record.get("type")
+        if kind == "user" or kind == "assistant":
+            self._envelope(record)
+            if kind == "user":
+                self._user(record)
+            elif not self.head_mode:
+                self._assistant(record)
+        elif kind == "queue-operation":
+            if not self.head_mode and record.get("operation") == "enqueue" and self.current is not None:
+                self.current.add_queued(text_of_blocks(record.get("content")))
+        elif kind == "attachment":
+            self._envelope(record)
+            attachment = record.get("attachment")
+            if (not self.head_mode and self.current is not None and isinstance(attachment, dict)
+                    and attachment.get("type") == "queued_command"):
+                self.current.add_queued(text_of_blocks(attachment.get("prompt")))
+        elif kind in KNOWN_TYPES:
+            if kind == "system" or kind == "progress":
+                self._envelope(record)
+        else:
+            self.stats.records_unknown += 1
+
+    def _envelope(self, record: dict) -> None:
+        if self.cwd is None:
+            cwd = record.get("cwd")
+            if isinstance(cwd, str) and cwd:
+                self.cwd = cwd
+        if self.session_id is None:
+            session_id = record.get("sessionId")
+            if isinstance(session_id, str) and session_id:
+                self.session_id = session_id
+        if self.version is None:
+            version = record.get("version")
+            if isinstance(version, str):
+                self.version = version
+        entrypoint = record.get("entrypoint")
+        if isinstance(entrypoint, str):
+            if self.entrypoint is None:
+                self.entrypoint = entrypoint
+            if entrypoint == "sdk-cli":
+                self.sdk = True
+                self.entrypoint = entrypoint
+        stamp = record.get("timestamp")
+        if isinstance(stamp, str) and stamp[:1].isdigit():
+            if self.first_time is None:
+                self.first_time = stamp
+            self.last_time = stamp
+
+    def _user(self, record: dict) -> None:
+        if record.get("isSidechain") is True:
+            return
+        message = record.get("message")
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, list):
+            texts: list[str] = []
+            has_result = False
+            for block in content:
+                if not isinstance(block, dict):
+                    continue
+                block_type = block.get("type")
+                if block_type == "tool_result":
+                    has_result = True
+                    if not self.head_mode:
+                        self._tool_result(block, record)
+                elif block_type == "text":
+                    text = block.get("text")
+                    if isinstance(text, str):
+                        texts.append(text)
+            if has_result:
+                if any(text.lstrip().startswith(INTERRUPT_PREFIX) for text in texts):
+                    self._interrupt()
+                return
+            text = "\n".join(texts)
+        elif isinstance(content, str):
+            text = content
+        else:
+            return
+        if record.get("isMeta") is True or record.get("isCompactSummary") or record.get("isVisibleInTranscriptOnly"):
+            return
+        origin = record.get("origin")
+        if isinstance(origin, dict) and (origin.get("senderTaskId") or origin.get("from")):
+            return  # a message sent by another agent, not typed by the user
+        self._human(text, record)
+
+    def _human(self, text: str, record: dict) -> None:
+        stripped = text.strip()
+        if not stripped:
+            return
+        if stripped.startswith(INTERRUPT_PREFIX):
+            self._interrupt()
+            return
+        kind = "prompt"
+        request = stripped
+        if stripped.startswith("<command-"):
+            name = _between(stripped, "<command-name>", "</command-name>").strip().lstrip("/")
+            if not name:
+                return
+            if name.lower() in CONTROL_COMMANDS:
+                return
+            args = _between(stripped, "<command-args>", "</command-args>").strip()
+            request = f"/{name} {args}".strip()
+            kind = "command"
+        elif stripped.startswith(INJECTED_PREFIXES):
+            return
+        elif stripped.startswith(PLAN_PREFIX):
+            kind = "plan"
+        if SESSION_MARKER in stripped:
+            self.own_marker = True
+        self.saw_request = True
+        if self.head_mode:
+            return
+        cwd = record.get("cwd")
+        draft = DraftTurn(request=request, kind=kind, timestamp=parse_timestamp(record.get("timestamp")),
+                          cwd=cwd if isinstance(cwd, str) else None)
+        self.turns.append(draft)
+        self.current = draft
+
+    def _interrupt(self) -> None:
+        if self.current is not None and not self.head_mode:
+            self.current.interrupted = True
+
+    def _tool_result(self, block: dict, record: dict) -> None:
+        current = self.current
+        if current is None:
+            return
+        body = block.get("content")
+        text = body if isinstance(body, str) else text_of_blocks(body)
+        is_error = block.get("is_error") is True
+        if text.startswith(REJECTION_TEXT) or record.get("toolUseResult") == "User rejected tool use":
+            current.rejected_tool = True
+            is_error = True
+            marker = text.find(FEEDBACK_MARKER)
+            if marker != -1:
+                feedback = text[marker + len(FEEDBACK_MARKER):].strip()
+                if feedback:
+                    current.rejection_feedback = feedback
+        elif text.startswith(INTERRUPT_PREFIX):
+            current.interrupted = True
+        elif not is_error and text.startswith("Exit code "):
+            code = text[10:].split(None, 1)[0] if len(text) > 10 else ""
+            is_error = code.lstrip("-").isdigit() and int(code) != 0
+        if is_error:
+            tool_id = block.get("tool_use_id")
+            tool = current.tools_by_id.get(tool_id) if isinstance(tool_id, str) else None
+            if tool is not None:
+                tool.error_text = text or "error"
+
+    def _assistant(self, record: dict) -> None:
+        if record.get("isSidechain") is True or self.current is None:
+            return
+        message = record.get("message")
+        if not isinstance(message, dict) or message.get("model") == "<synthetic>":
+            return
+        message_id = message.get("id")
+        content = message.get("content")
+        current = self.current
+        if isinstance(content, str):
+            current.set_answer(content, message_id)
+            return
+        if not isinstance(content, list):
+            return
+        for block in content:
+            if not isinstance(block, dict):
+                continue
+            block_type = block.get("type")
+            if block_type == "text":
+                text = block.get("text")
+                if isinstance(text, str):
+                    current.set_answer(text, message_id)
+            elif block_type == "tool_use":
+                tool_id = block.get("id")
+                current.add_tool(str(block.get("name") or "unknown"), compact_json(block.get("input")),
+                                 tool_id if isinstance(tool_id, str) else None)
+
+
+def _between(text: str, start: str, end: str) -> str:
+    begin = text.find(start)
+    if begin == -1:
+        return ""
+    begin += len(start)
+    finish = text.find(end, begin)
+    return text[begin:] if finish == -1 else text[begin:finish]
+
+
+def _skip_reason(transcript: ClaudeTranscript, context: HarvestContext) -> str | None:
+    """Why the session is skipped, as soon as the records read so far decide it (None: not decided)."""
+    if transcript.cwd is not None and not context.in_scope(transcript.cwd):
+        return "out_of_scope"
+    if transcript.sdk and not context.include_sdk_sessions:
+        return "sdk_cli"
+    if transcript.own_marker:
+        return "own_marker"
+    return None
+
+
+def _read_head(path: Path, transcript: ClaudeTranscript, limit: int) -> None:
+    """Learn the session's cwd, entrypoint and first request from the start of a file read before (up to
+    ``limit`` bytes), without keeping any turn: a grown file is then judged like the whole session."""
+    transcript.head_mode = True
+    scratch = HarvestStats()
+    try:
+        with open_binary(path) as handle:
+            reader = RecordReader(handle, 0, scratch, compressed=False, skip_line=skip_line)
+            for record in reader.records():
+                transcript.feed(record)
+                if reader.offset >= limit or reader.lines >= HEAD_MAX_LINES:
+                    break
+                if transcript.cwd is not None and transcript.saw_request:
+                    break
+    except OSError:
+        pass
+    transcript.head_mode = False
+
+
+def harvest_claude(root: Path, context: HarvestContext, stats: HarvestStats) -> list[Session]:
+    """Harvest the Claude Code sessions under ``root``; updates ``stats`` and ``context.new_checkpoints``.
+
+    Returns the sessions that hold at least one request (in path order). Never raises for a bad file: an
+    unreadable one is counted as ``unreadable`` and keeps its previous checkpoint.
+    """
+    mains, agents = list_files(root)
+    for path in agents:
+        plan = plan_read(path, context, stats)
+        if plan is None:
+            continue
+        if plan.action == "unchanged":
+            stats.files_unchanged += 1
+        else:
+            stats.skip("subagent")
+        context.new_checkpoints[plan.key] = FileCheckpoint(size=plan.size, mtime_ns=plan.mtime_ns, offset=plan.size)
+    sessions: list[Session] = []
+    for path in mains:
+        session = _harvest_file(path, context, stats)
+        if session is not None:
+            sessions.append(session)
+    return sessions
+
+
+def _harvest_file(path: Path, context: HarvestContext, stats: HarvestStats) -> Session | None:
+    plan = plan_read(path, context, stats)
+    if plan is None:
+        return None
+    if plan.action == "unchanged":
+        stats.files_unchanged += 1
+        context.new_checkpoints[plan.key] = plan.previous  # type: ignore[assignment]
+        return None
+    if plan.action == "too_old":
+        stats.skip("too_old")
+        context.new_checkpoints[plan.key] = FileCheckpoint(size=plan.size, mtime_ns=plan.mtime_ns, offset=plan.start)
+        return None
+    if plan.grown:
+        stats.files_grown += 1
+    transcript = ClaudeTranscript(stats)
+    if plan.start > 0:
+        _read_head(path, transcript, plan.start)
+    skip_reason: str | None = None
+    try:
+        with open_binary(path) as handle:
+            reader = RecordReader(handle, plan.start, stats, compressed=False, skip_line=skip_line)
+            for record in reader.records():
+                transcript.feed(record)
+                skip_reason = _skip_reason(transcript, context)
+                if skip_reason is not None:
+                    break  # decided: the rest of the file is not parsed
+            offset = reader.offset
+        if skip_reason is not None:
+            offset = last_line_end(path, offset, plan.size)
+    except OSError:
+        stats.skip("unreadable")
+        if plan.previous is not None:
+            context.new_checkpoints[plan.key] = plan.previous
+        return None
+    session_id = transcript.session_id or path.stem
+    context.new_checkpoints[plan.key] = FileCheckpoint(size=plan.size, mtime_ns=plan.mtime_ns, offset=offset,
+                                                       session_id=session_id)
+    if skip_reason is None and transcript.cwd is None and not context.scope_all:
+        skip_reason = "out_of_scope"
+    if skip_reason is not None:
+        stats.skip(skip_reason)
+        return None
+    turns, dropped = finish_turns(transcript.turns, context, file_mtime(plan), stats)
+    if not turns:
+        stats.skip("too_old" if dropped else "no_requests")
+        return None
+    stats.sessions_harvested += 1
+    stats.requests += len(turns)
+    return Session(source=SOURCE, session_id=session_id, path=str(path), cwd=transcript.cwd,
+                   version=transcript.version, started_at=parse_timestamp(transcript.first_time),
+                   ended_at=parse_timestamp(transcript.last_time), entrypoint=transcript.entrypoint, turns=turns)

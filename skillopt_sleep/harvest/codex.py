@@ -1,0 +1,497 @@
+"""Codex CLI harvester: the user's own prompts, and what followed each, from Codex rollout files.
+
+Format: JSON Lines under ``$CODEX_HOME`` (or ``~/.codex``): ``sessions/YYYY/MM/DD/rollout-<time>-<uuid>.jsonl``,
+the same compressed as ``.jsonl.zst`` (read as a zstd stream; when both exist the plain file wins), and
+``archived_sessions/``. Handled versions (see ``shared/FORMATS.md`` §2):
+
+* the ``RolloutLine`` envelope ``{timestamp, type, payload}`` from Codex 0.58 to 0.14x: ``session_meta``,
+  ``response_item``, ``event_msg``, ``turn_context``, ``compacted`` and newer types (``world_state``,
+  ``inter_agent_communication*``; unknown types are counted and ignored);
+* the legacy pre-envelope format (CLI up to ~0.3x): a bare ``{id, timestamp, instructions}`` first line,
+  ``{"record_type": "state"}`` markers and bare response items.
+
+A prompt is counted once: ``event_msg/user_message`` is the source; the ``response_item`` user message that repeats
+it is merged into the same turn, and response items are used alone only in files without events (legacy). Injected
+text is not a request (``<environment_context>``, ``# AGENTS.md instructions``, ``<user_instructions>``,
+``<turn_aborted>``, ...), developer-role messages never are, and the IDE wrapper is cut to the text after
+``## My request for Codex:``. Sub-agent, review and compaction threads (``session_meta.source`` ``subagent``/
+``review``, ``parent_thread_id``) are skipped (``subagent``); headless runs (``source`` ``exec``/``mcp``) are
+skipped (``headless``) unless ``include_sdk_sessions``. ``turn_aborted`` sets ``Turn.aborted``; tool errors come from
+non-zero exit codes (``metadata.exit_code``, ``Exit code: N``, ``exec_command_end``) and failed patches.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import orjson
+import zstandard
+
+from skillopt_sleep.backends.base import SESSION_MARKER
+from skillopt_sleep.errors import HarvestError
+from skillopt_sleep.harvest.base import (
+    DraftTurn,
+    HarvestContext,
+    RecordReader,
+    compact_json,
+    file_mtime,
+    finish_turns,
+    last_line_end,
+    open_binary,
+    parse_timestamp,
+    plan_read,
+    text_of_blocks,
+)
+from skillopt_sleep.models import FileCheckpoint, HarvestStats, Session
+
+SOURCE = "codex"
+
+INJECTED_PREFIXES = (
+    "<environment_context>", "<user_instructions>", "# AGENTS.md instructions for", "<INSTRUCTIONS>",
+    "<permissions instructions>", "<turn_aborted>", "<user_shell_command>", "<skill>", "<subagent_notification>",
+    "<collaboration_mode>", "<personality>", "<model_switch>", "<developer_instructions>",
+)
+"""Text Codex puts into user-role messages that the user did not type."""
+IDE_REQUEST_MARKER = "## My request for Codex:"
+
+ENVELOPE_TYPES = frozenset({"session_meta", "response_item", "event_msg", "turn_context", "compacted", "world_state",
+                            "inter_agent_communication", "inter_agent_communication_metadata"})
+RESPONSE_ITEM_TYPES = frozenset({
+    "message", "reasoning", "function_call", "function_call_output", "custom_tool_call", "custom_tool_call_output",
+    "local_shell_call", "web_search_call", "ghost_snapshot", "compaction", "compaction_summary", "tool_search_call",
+    "tool_search_output", "image_generation_call", "agent_message", "other",
+})
+TOOL_CALL_TYPES = frozenset({"function_call", "custom_tool_call", "local_shell_call", "web_search_call",
+                             "tool_search_call", "image_generation_call"})
+TOOL_OUTPUT_TYPES = frozenset({"function_call_output", "custom_tool_call_output", "tool_search_output"})
+SUBAGENT_SOURCES = frozenset({"subagent", "review", "compact"})
+HEADLESS_SOURCES = frozenset({"exec", "mcp"})
+
+_SKIPPED_ENVELOPES = (b'turn_context"', b'compacted"', b'world_state"')
+_SKIPPED_ITEMS = (b'reasoning"', b'ghost_snapshot"', b'compaction"', b'compaction_summary"')
+_ITEM_PREFIX = b'response_item","payload":{"type":"'
+_EVENT_PREFIX = b'event_msg","payload":{"type":"'
+_SKIPPED_EVENTS = (b'token_count"', b'agent_reasoning"', b'agent_reasoning_raw_content"')
+
+
+def skip_line(head: bytes) -> bool:
+    """True for envelope lines that never matter (turn context, compaction, reasoning, token counts), judged from
+    their first bytes: serde writes ``{"timestamp":...,"type":...,"payload":{"type":...`` in that order."""
+    if not head.startswith(b'{"timestamp":"'):
+        return False
+    position = head.find(b'","type":"', 14, 64)
+    if position == -1:
+        return False
+    position += 10
+    if head.startswith(_SKIPPED_ENVELOPES, position):
+        return True
+    if head.startswith(_ITEM_PREFIX, position):
+        return head.startswith(_SKIPPED_ITEMS, position + len(_ITEM_PREFIX))
+    if head.startswith(_EVENT_PREFIX, position):
+        return head.startswith(_SKIPPED_EVENTS, position + len(_EVENT_PREFIX))
+    return False
+
+
+def _plain_name(name: str) -> str:
+    return name[:-4] if name.endswith(".zst") else name
+
+
+def list_files(root: Path) -> list[Path]:
+    """Return the rollout files under ``root/sessions`` and ``root/archived_sessions`` (``.jsonl`` and
+    ``.jsonl.zst``; a ``.zst`` whose plain twin exists is left out), sorted. Raises HarvestError when a
+    directory exists but cannot be listed."""
+    found: list[Path] = []
+    for folder in ("sessions", "archived_sessions"):
+        base = root / folder
+        if not base.exists():
+            continue
+        if not os.access(base, os.R_OK | os.X_OK):
+            raise HarvestError(f"cannot list Codex rollouts in {base}: permission denied; "
+                               "fix the permissions or point --codex-home elsewhere")
+        for directory, _subdirs, names in os.walk(base):
+            present = set(names)
+            for name in names:
+                if not name.startswith("rollout-"):
+                    continue
+                if name.endswith(".jsonl") or (name.endswith(".jsonl.zst") and _plain_name(name) not in present):
+                    found.append(Path(directory) / name)
+    return sorted(found)
+
+
+def has_sessions(root: Path) -> bool:
+    """True when ``root`` holds at least one Codex rollout."""
+    try:
+        return bool(list_files(root))
+    except HarvestError:
+        return True
+
+
+def strip_injected(text: str) -> str:
+    """The user's own words in a user-role message: '' for injected context; the IDE wrapper cut away."""
+    stripped = text.strip()
+    if not stripped or stripped.startswith(INJECTED_PREFIXES):
+        return ""
+    marker = stripped.find(IDE_REQUEST_MARKER)
+    if marker != -1:
+        return stripped[marker + len(IDE_REQUEST_MARKER):].strip()
+    return stripped
+
+
+def output_error(output: object) -> str | None:
+    """The error text of a tool output when it reports a failure (non-zero exit code), else None."""
+    if isinstance(output, list):
+        output = text_of_blocks(output, ("input_text", "output_text", "text"))
+    elif isinstance(output, dict):
+        if output.get("success") is False:
+            return compact_json(output)
+        output = output.get("content") if isinstance(output.get("content"), str) else ""
+    if not isinstance(output, str) or not output:
+        return None
+    text = output.lstrip()
+    if text.startswith("{"):
+        position = text.rfind('"exit_code":')
+        if position == -1:
+            return None
+        code = _leading_int(text[position + 12:position + 24])
+        if not code:
+            return None
+        try:
+            data = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            return text
+        inner = data.get("output") if isinstance(data, dict) else None
+        return inner if isinstance(inner, str) and inner.strip() else f"exit code {code}"
+    head = text[:400]
+    for marker in ("Exit code: ", "Process exited with code "):
+        position = head.find(marker)
+        if position != -1:
+            code = _leading_int(head[position + len(marker):position + len(marker) + 12])
+            if code:
+                after = text.find("Output:")
+                return text[after + 7:].strip() or f"exit code {code}" if after != -1 else text
+            return None
+    return None
+
+
+def _leading_int(text: str) -> int:
+    text = text.strip()
+    end = 1 if text[:1] == "-" else 0
+    while end < len(text) and text[end].isdigit():
+        end += 1
+    try:
+        return int(text[:end])
+    except ValueError:
+        return 0
+
+
+class CodexRollout:
+    """Reads the records of one Codex rollout into draft turns."""
+
+    def __init__(self, stats: HarvestStats):
+        self.stats = stats
+        self.meta_seen = False
+        self.session_id: str | None = None
+        self.cwd: str | None = None
+        self.version: str | None = None
+        self.entrypoint: str | None = None
+        self.subagent = False
+        self.headless = False
+        self.own_marker = False
+        self.started: str | None = None
+        self.first_time: str | None = None
+        self.last_time: str | None = None
+        self.turns: list[DraftTurn] = []
+        self.current: DraftTurn | None = None
+        self.saw_event_prompt = False
+        self.saw_request = False
+        self.head_mode = False
+
+    def feed(self, record: dict) -> None:
+        kind = record.get("type")
+        payload = record.get("payload")
+        stamp = record.get("timestamp")
+        if isinstance(stamp, str) and stamp[:1].isdigit():
+            if self.first_time is None:
+                self.first_time = stamp
+            self.last_time = stamp
+        if isinstance(payload, dict) and kind in ENVELOPE_TYPES:
+            if kind == "response_item":
+                self._response_item(payload, stamp)
+            elif kind == "event_msg":
+                self._event(payload, stamp)
+            elif kind == "session_meta":
+                self._meta(payload)
+            elif kind == "turn_context" and self.cwd is None and isinstance(payload.get("cwd"), str):
+                self.cwd = payload["cwd"]
+        elif "record_type" in record:
+            return  # legacy state marker
+        elif kind in RESPONSE_ITEM_TYPES:
+            self._response_item(record, stamp)  # legacy bare response item
+        elif kind is None and not self.meta_seen and "id" in record:
+            self._meta(record)  # legacy first line {id, timestamp, instructions}
+        else:
+            self.stats.records_unknown += 1
+
+    # ------------------------------------------------------------------ record kinds
+
+    def _meta(self, payload: dict) -> None:
+        if self.meta_seen:
+            return  # later session_meta lines (forks, copies) do not redefine the session
+        self.meta_seen = True
+        for name in ("id", "session_id"):
+            value = payload.get(name)
+            if isinstance(value, str) and value:
+                self.session_id = value
+                break
+        cwd = payload.get("cwd")
+        if isinstance(cwd, str) and cwd:
+            self.cwd = cwd
+        version = payload.get("cli_version")
+        if isinstance(version, str):
+            self.version = version
+        stamp = payload.get("timestamp")
+        if isinstance(stamp, str):
+            self.started = stamp
+        source = payload.get("source")
+        originator = payload.get("originator")
+        if isinstance(source, dict):
+            if any(key in source for key in SUBAGENT_SOURCES):
+                self.subagent = True
+        elif isinstance(source, str):
+            if source in SUBAGENT_SOURCES:
+                self.subagent = True
+            if source in HEADLESS_SOURCES:
+                self.headless = True
+        if payload.get("parent_thread_id") or payload.get("thread_source") in SUBAGENT_SOURCES:
+            self.subagent = True
+        if originator == "codex_exec":
+            self.headless = True
+        if isinstance(originator, str):
+            self.entrypoint = originator
+        elif isinstance(source, str):
+            self.entrypoint = source
+
+    def _event(self, payload: dict, stamp: object) -> None:
+        kind = payload.get("type")
+        if kind == "user_message":
+            message = payload.get("message")
+            if isinstance(message, str):
+                self._prompt(message, stamp, "event")
+            return
+        current = self.current
+        if current is None or self.head_mode:
+            return
+        if kind == "agent_message":
+            message = payload.get("message")
+            if isinstance(message, str):
+                current.set_answer(message)
+        elif kind == "task_complete":
+            message = payload.get("last_agent_message")
+            if isinstance(message, str):
+                current.set_answer(message)
+        elif kind == "turn_aborted":
+            current.aborted = True
+        elif kind == "exec_command_end":
+            code = payload.get("exit_code")
+            if isinstance(code, int) and code != 0:
+                self._tool_error(payload.get("call_id"), payload.get("aggregated_output") or payload.get("stderr")
+                                 or f"exit code {code}")
+        elif kind == "patch_apply_end":
+            if payload.get("success") is False:
+                self._tool_error(payload.get("call_id"), payload.get("stderr") or "patch failed")
+
+    def _response_item(self, payload: dict, stamp: object) -> None:
+        kind = payload.get("type")
+        if kind == "message":
+            role = payload.get("role")
+            content = payload.get("content")
+            if role == "user":
+                self._user_message(content, stamp)
+            elif role == "assistant" and self.current is not None and not self.head_mode:
+                self.current.set_answer(text_of_blocks(content, ("output_text", "text")))
+            return  # developer/system messages are never requests
+        if self.current is None or self.head_mode:
+            return
+        if kind in TOOL_CALL_TYPES:
+            name = payload.get("name")
+            if not isinstance(name, str) or not name:
+                name = kind[:-5]
+            value = payload.get("arguments")
+            if value is None:
+                value = payload.get("input")
+            if value is None:
+                value = payload.get("action")
+            call_id = payload.get("call_id") or payload.get("id")
+            self.current.add_tool(name, compact_json(value), call_id if isinstance(call_id, str) else None)
+        elif kind in TOOL_OUTPUT_TYPES:
+            error = output_error(payload.get("output"))
+            if error is not None:
+                self._tool_error(payload.get("call_id"), error)
+        elif kind not in RESPONSE_ITEM_TYPES:
+            self.stats.records_unknown += 1
+
+    def _user_message(self, content: object, stamp: object) -> None:
+        if isinstance(content, str):
+            blocks = [content]
+        elif isinstance(content, list):
+            blocks = [block.get("text") for block in content
+                      if isinstance(block, dict) and block.get("type") in ("input_text", "text")]
+        else:
+            return
+        kept = []
+        for block in blocks:
+            if not isinstance(block, str):
+                continue
+            if self.cwd is None and "<cwd>" in block:
+                start = block.find("<cwd>") + 5
+                end = block.find("</cwd>", start)
+                if end != -1:
+                    self.cwd = block[start:end].strip() or None
+            cleaned = strip_injected(block)
+            if cleaned:
+                kept.append(cleaned)
+        if kept:
+            self._prompt("\n".join(kept), stamp, "response", already_clean=True)
+
+    def _prompt(self, text: str, stamp: object, origin: str, *, already_clean: bool = False) -> None:
+        request = text.strip() if already_clean else strip_injected(text)
+        if not request:
+            return
+        if SESSION_MARKER in text:
+            self.own_marker = True
+        self.saw_request = True
+        if self.head_mode:
+            return
+        current = self.current
+        if origin == "event":
+            self.saw_event_prompt = True
+            if current is not None and current.origin == "response" and not current.has_activity:
+                current.request = request  # the same prompt, stored twice: the event text is canonical
+                current.origin = "event"
+                return
+        elif self.saw_event_prompt:
+            return  # this file records prompts as events; the response item repeats one of them
+        draft = DraftTurn(request=request, timestamp=parse_timestamp(stamp), cwd=self.cwd, origin=origin)
+        self.turns.append(draft)
+        self.current = draft
+
+    def _tool_error(self, call_id: object, text: object) -> None:
+        if self.current is None or not isinstance(call_id, str):
+            return
+        tool = self.current.tools_by_id.get(call_id)
+        if tool is not None:
+            tool.error_text = text if isinstance(text, str) else compact_json(text)
+
+
+def _session_id_from_name(path: Path) -> str:
+    stem = _plain_name(path.name)[: -len(".jsonl")] if path.name.endswith((".jsonl", ".jsonl.zst")) else path.stem
+    return stem[-36:] if len(stem) > 36 else stem
+
+
+def _skip_reason(rollout: CodexRollout, context: HarvestContext) -> str | None:
+    """Why the rollout is skipped, as soon as the records read so far decide it (None: not decided)."""
+    if rollout.subagent:
+        return "subagent"
+    if rollout.cwd is not None and not context.in_scope(rollout.cwd):
+        return "out_of_scope"
+    if rollout.headless and not context.include_sdk_sessions:
+        return "headless"
+    if rollout.own_marker:
+        return "own_marker"
+    return None
+
+
+def _read_head(path: Path, rollout: CodexRollout, limit: int) -> None:
+    """Learn the session_meta and first prompt of a grown file from its start (up to ``limit`` decompressed
+    bytes) without keeping turns."""
+    rollout.head_mode = True
+    scratch = HarvestStats()
+    try:
+        with open_binary(path) as handle:
+            reader = RecordReader(handle, 0, scratch, compressed=path.name.endswith(".zst"), skip_line=skip_line)
+            for record in reader.records():
+                rollout.feed(record)
+                if reader.offset >= limit or reader.lines >= 2_000:
+                    break
+                if rollout.meta_seen and rollout.saw_request:
+                    break
+    except (OSError, zstandard.ZstdError):
+        pass
+    rollout.head_mode = False
+
+
+def harvest_codex(root: Path, context: HarvestContext, stats: HarvestStats) -> list[Session]:
+    """Harvest the Codex rollouts under ``root``; updates ``stats`` and ``context.new_checkpoints``.
+
+    Returns the sessions holding at least one request, in path order. A bad file never raises: it is counted
+    (``unreadable``, malformed lines) and keeps its previous checkpoint.
+    """
+    files = list_files(root)
+    by_name: dict[str, str] = {}
+    for key in (context.old_checkpoints or {}):
+        name = _plain_name(os.path.basename(key))
+        if name.startswith("rollout-"):
+            by_name.setdefault(name, key)
+    sessions: list[Session] = []
+    for path in files:
+        session = _harvest_file(path, context, stats, by_name)
+        if session is not None:
+            sessions.append(session)
+    return sessions
+
+
+def _harvest_file(path: Path, context: HarvestContext, stats: HarvestStats,
+                  by_name: dict[str, str]) -> Session | None:
+    fallback = by_name.get(_plain_name(path.name))
+    plan = plan_read(path, context, stats, fallback_key=fallback if fallback != str(path) else None)
+    if plan is None:
+        return None
+    if plan.action == "unchanged":
+        stats.files_unchanged += 1
+        context.new_checkpoints[plan.key] = plan.previous  # type: ignore[assignment]
+        return None
+    if plan.action == "too_old":
+        stats.skip("too_old")
+        context.new_checkpoints[plan.key] = FileCheckpoint(size=plan.size, mtime_ns=plan.mtime_ns, offset=plan.start)
+        return None
+    if plan.grown:
+        stats.files_grown += 1
+    compressed = path.name.endswith(".zst")
+    rollout = CodexRollout(stats)
+    if plan.start > 0:
+        _read_head(path, rollout, plan.start)
+    skip_reason: str | None = None
+    try:
+        with open_binary(path) as handle:
+            reader = RecordReader(handle, plan.start, stats, compressed=compressed, skip_line=skip_line)
+            for record in reader.records():
+                rollout.feed(record)
+                skip_reason = _skip_reason(rollout, context)
+                if skip_reason is not None:
+                    break  # decided: the rest of the file is not parsed
+            offset = reader.offset
+        if skip_reason is not None and not compressed:
+            offset = last_line_end(path, offset, plan.size)
+    except (OSError, zstandard.ZstdError):  # unreadable, or a corrupt .zst stream
+        stats.skip("unreadable")
+        if plan.previous is not None:
+            context.new_checkpoints[plan.key] = plan.previous
+        return None
+    session_id = rollout.session_id or _session_id_from_name(path)
+    context.new_checkpoints[plan.key] = FileCheckpoint(size=plan.size, mtime_ns=plan.mtime_ns, offset=offset,
+                                                       session_id=session_id)
+    if skip_reason is None and rollout.cwd is None and not context.scope_all:
+        skip_reason = "out_of_scope"
+    if skip_reason is not None:
+        stats.skip(skip_reason)
+        return None
+    turns, dropped = finish_turns(rollout.turns, context, file_mtime(plan), stats)
+    if not turns:
+        stats.skip("too_old" if dropped else "no_requests")
+        return None
+    stats.sessions_harvested += 1
+    stats.requests += len(turns)
+    return Session(source=SOURCE, session_id=session_id, path=str(path), cwd=rollout.cwd, version=rollout.version,
+                   started_at=parse_timestamp(rollout.started or rollout.first_time),
+                   ended_at=parse_timestamp(rollout.last_time), entrypoint=rollout.entrypoint, turns=turns)

@@ -1,0 +1,344 @@
+"""Secret redaction for every text a harvest stores (requests, answers, tool inputs and errors, feedback).
+
+Two layers, applied to the same text and merged into one pass of replacements:
+
+* detect-secrets' own detector regexes (the ``RegexBasedDetector`` plugins: AWS, GitHub, GitLab, Slack, Stripe,
+  OpenAI, JWT, private-key headers, basic-auth URLs, SendGrid, Twilio, Discord, ...) plus its ``KeywordDetector``
+  assignment regexes in the quotes-required form (``password = "..."``, ``"api_key": "..."``). The high-entropy
+  detectors (they flag every git SHA and UUID) and the public-IP detector (an address is not a secret) are not used.
+* structural patterns the library lacks: ``sk-``/``sk-ant-`` API keys, ``ghp_``/``github_pat_`` tokens of any
+  length, ``Bearer``/``Basic`` authorization values, unquoted ``NAME_TOKEN=value`` / ``password: value``
+  assignments, ``user:password@`` in URLs, and PEM private-key blocks spanning lines (with or without their END
+  line).
+
+Each secret becomes ``[REDACTED:<kind>]``, e.g. ``[REDACTED:github_token]``. Redaction is idempotent: a redacted
+text contains nothing that is redacted again.
+
+Speed (profiled on harvested texts: ~50 us for a typical 200-character text, ~0.2 ms for 5 KB of prose): the
+detectors' compiled patterns are collected once (``functools.cache``; detect-secrets is imported lazily). Before a
+pattern runs, cheap tests must pass: one of its trigger substrings is present, the text has a whitespace-free run
+long enough to hold that kind of secret, and keyword-anchored patterns scan only a small window around each
+keyword hit instead of the whole text.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cache
+from typing import Callable, Iterable, Pattern
+
+REDACTED_PREFIX = "[REDACTED:"
+
+# A value we never treat as a secret in an assignment (placeholders, code, already-redacted text).
+_PLACEHOLDER_VALUES = frozenset({
+    "none", "null", "true", "false", "undefined", "nil", "str", "string", "int", "bytes", "optional", "secret",
+    "password", "changeme", "example", "redacted", "xxxxxx", "********", "hidden", "required", "your_api_key",
+})
+
+
+@dataclass(frozen=True)
+class _Rule:
+    """One pattern: ``group`` 0 replaces the whole match, n replaces only group n (the secret value)."""
+
+    kind: str
+    pattern: Pattern[str]
+    group: int = 0
+    triggers: tuple[str, ...] = ()
+    """Substrings of which at least one must be in the text (case-sensitive); empty = always run."""
+    lower_triggers: tuple[str, ...] = ()
+    """Like ``triggers`` but tested against the lower-cased text."""
+    accept: Callable[[str], bool] | None = None
+    """Extra test on the matched secret value (False = not a secret)."""
+    min_token: int = 0
+    """Run only when the text has a whitespace-free run at least this long (a secret of that shape fits)."""
+    windowed: bool = False
+    """Keyword-anchored pattern: run only on the lines around a keyword hit (these regexes are costly on long
+    texts, so they never scan a whole document)."""
+
+
+def _kind_from_secret_type(secret_type: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "_", secret_type.lower()).strip("_")
+
+
+# detect-secrets plugin class name -> (group holding the secret (0 = whole match), trigger substrings,
+# lower-case trigger substrings, shortest whitespace-free run the secret needs)
+_LIBRARY_DETECTORS: dict[str, tuple[int, tuple[str, ...], tuple[str, ...], int]] = {
+    "ArtifactoryDetector": (0, ("AKC", "AP"), (), 11),
+    "AWSKeyDetector": (0, ("A3T", "ABIA", "ACCA", "AKIA", "ASIA"), ("aws",), 20),
+    "AzureStorageKeyDetector": (0, ("AccountKey=",), (), 88),
+    "BasicAuthDetector": (1, ("://",), (), 8),
+    "CloudantDetector": (1, (), ("cl",), 24),
+    "DiscordBotTokenDetector": (0, (), (), 59),
+    "GitHubTokenDetector": (0, ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), (), 40),
+    "GitLabTokenDetector": (0, ("glpat-", "gldt-", "glft-", "glsoat-", "glrt-", "GR1348941", "glcbt-", "glimt-",
+                                "glptt-", "glagent-", "gloas-"), (), 20),
+    "IbmCloudIamDetector": (1, (), ("key", "pwd", "pass", "token"), 44),
+    "IbmCosHmacDetector": (1, (), ("secret",), 48),
+    "JwtTokenDetector": (0, ("eyJ",), (), 16),
+    "MailchimpDetector": (0, ("-us",), (), 36),
+    "NpmDetector": (1, ("_authToken",), (), 20),
+    "OpenAIDetector": (0, ("T3BlbkFJ",), (), 51),
+    "PrivateKeyDetector": (0, ("PRIVATE KEY", "PuTTY-User-Key-File"), (), 0),
+    "PypiTokenDetector": (0, ("pypi-",), (), 70),
+    "SendGridDetector": (0, ("SG.",), (), 69),
+    "SlackDetector": (0, ("xox", "hooks.slack.com"), (), 8),
+    "SoftlayerDetector": (1, (), ("softlayer", "sl"), 64),
+    "SquareOAuthDetector": (0, ("sq0csp-",), (), 50),
+    "StripeDetector": (0, ("k_live_",), (), 32),
+    "TelegramBotTokenDetector": (0, tuple(f"{digit}:" for digit in range(10)), (), 44),
+    "TwilioKeyDetector": (0, ("AC", "SK"), (), 34),
+}
+
+
+# Library detectors whose regexes start with a keyword alternation or a look-behind (no literal prefix).
+_KEYWORD_ANCHORED = frozenset({"AWSKeyDetector", "CloudantDetector", "IbmCloudIamDetector", "IbmCosHmacDetector",
+                               "SoftlayerDetector"})
+_ANCHOR_WORDS = ("key", "pass", "pwd", "secret", "token", "contras", "aws", "softlayer", "cloudant")
+_WINDOW_BEFORE = 48
+_WINDOW_AFTER = 200
+
+
+def _keyword_windows(text: str, lowered: str) -> list[tuple[int, int]]:
+    """Merged ``(start, end)`` windows of ``text`` around every anchor keyword, bounded by the line."""
+    windows: list[tuple[int, int]] = []
+    for word in _ANCHOR_WORDS:
+        position = lowered.find(word)
+        while position != -1:
+            line_start = text.rfind("\n", 0, position) + 1
+            line_end = text.find("\n", position)
+            if line_end == -1:
+                line_end = len(text)
+            windows.append((max(line_start, position - _WINDOW_BEFORE), min(line_end, position + _WINDOW_AFTER)))
+            position = lowered.find(word, position + len(word))
+    if not windows:
+        return windows
+    windows.sort()
+    merged = [windows[0]]
+    for start, end in windows[1:]:
+        if start <= merged[-1][1]:
+            if end > merged[-1][1]:
+                merged[-1] = (merged[-1][0], end)
+        else:
+            merged.append((start, end))
+    return merged
+
+
+_CODE_REFERENCE = re.compile(r"[A-Za-z_]+(?:\.[A-Za-z_]+)+|[A-Za-z]+(?:_[A-Za-z]+)+")
+
+
+def _looks_random(value: str) -> bool:
+    """A token value mixes letters and digits (so "token expiration_timestamp_field" is prose, not a secret)."""
+    return any(char.isdigit() for char in value) and any(char.isalpha() for char in value)
+
+
+def _accept_assignment_value(value: str) -> bool:
+    """An assigned value is a secret unless it is a placeholder, code, a number, or already redacted."""
+    stripped = value.strip()
+    if len(stripped) < 6 or stripped.isdigit():
+        return False
+    if stripped.startswith(("$", "<", "{", "[", "%", "os.", "process.", "env", "ENV", "getenv", "***")):
+        return False
+    if "(" in stripped or stripped.lower() in _PLACEHOLDER_VALUES:
+        return False
+    if _CODE_REFERENCE.fullmatch(stripped):
+        return False  # a variable or attribute (settings.api_token, my_secret_var), not a literal secret
+    return True
+
+
+def _library_rules() -> list[_Rule]:
+    from detect_secrets.plugins import (  # imported lazily: detect-secrets is slow to import
+        artifactory, aws, azure_storage_key, basic_auth, cloudant, discord, github_token, gitlab_token,
+        ibm_cloud_iam, ibm_cos_hmac, jwt, keyword, mailchimp, npm, openai, private_key, pypi_token, sendgrid,
+        slack, softlayer, square_oauth, stripe, telegram_token, twilio,
+    )
+
+    modules = (artifactory, aws, azure_storage_key, basic_auth, cloudant, discord, github_token, gitlab_token,
+               ibm_cloud_iam, ibm_cos_hmac, jwt, mailchimp, npm, openai, private_key, pypi_token, sendgrid, slack,
+               softlayer, square_oauth, stripe, telegram_token, twilio)
+    classes = {}
+    for module in modules:
+        for name in _LIBRARY_DETECTORS:
+            if hasattr(module, name):
+                classes[name] = getattr(module, name)
+    rules: list[_Rule] = []
+    for name, detector_class in classes.items():
+        group, triggers, lower_triggers, min_token = _LIBRARY_DETECTORS[name]
+        kind = _kind_from_secret_type(detector_class.secret_type)
+        for pattern in detector_class.denylist:
+            rule_group = group if pattern.groups >= 1 else 0
+            rules.append(_Rule(kind, pattern, rule_group, triggers, lower_triggers, min_token=min_token,
+                               windowed=name in _KEYWORD_ANCHORED and pattern.groups >= 1))
+    # KeywordDetector: the library's own assignment regexes, in the quotes-required form it uses by default.
+    for pattern, group in keyword.QUOTES_REQUIRED_DENYLIST_REGEX_TO_GROUP.items():
+        rules.append(_Rule("secret_keyword", pattern, group, (),
+                           ("key", "pass", "pwd", "secret", "contras", "contraseña"), _accept_assignment_value,
+                           min_token=6, windowed=True))
+    return rules
+
+
+_SECRET_NAME = (r"(?:api[_-]?key|apikey|access[_-]?key|secret[_-]?key|private[_-]?key|client[_-]?secret|"
+                r"auth[_-]?token|access[_-]?token|refresh[_-]?token|token|secret|password|passwd|pwd|passphrase)")
+
+
+def _structural_rules() -> list[_Rule]:
+    return [
+        # PEM private key blocks, END line included; a block cut before its END runs to the end of the base64.
+        _Rule("private_key", re.compile(
+            r"-----BEGIN ([A-Z0-9 ]*)PRIVATE KEY((?: BLOCK)?)-----"
+            r"(?:.*?-----END \1PRIVATE KEY\2-----|[A-Za-z0-9+/=\s:,\-\\]*)", re.DOTALL), 0, ("PRIVATE KEY",)),
+        _Rule("anthropic_api_key", re.compile(r"sk-ant-[A-Za-z0-9_\-]{16,}"), 0, ("sk-ant-",), min_token=23),
+        _Rule("api_key", re.compile(r"sk-(?:proj-|svcacct-|admin-|or-v1-|live-)?[A-Za-z0-9_\-]{20,}"),
+              0, ("sk-",), min_token=23),
+        _Rule("github_token", re.compile(r"(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}"),
+              0, ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"), min_token=24),
+        _Rule("slack_token", re.compile(r"xox[abposr]-[A-Za-z0-9\-]{10,}"), 0, ("xox",), min_token=15),
+        _Rule("google_api_key", re.compile(r"AIza[0-9A-Za-z_\-]{35}"), 0, ("AIza",), min_token=39),
+        _Rule("huggingface_token", re.compile(r"hf_[A-Za-z0-9]{30,}"), 0, ("hf_",), min_token=33),
+        _Rule("bearer_token", re.compile(r"(?i)(?:bearer|token)\s+([A-Za-z0-9._~+/\-]{16,}=*)"), 1, (),
+              ("bearer", "token"), _looks_random, min_token=16),
+        _Rule("basic_auth_credentials", re.compile(
+            r"(?i)authorization[\"']?\s*[:=]\s*[\"']?basic\s+([A-Za-z0-9+/]{8,}={0,2})"), 1, (), ("authorization",),
+            min_token=8),
+        # user:password@host in any URL (the library's pattern excludes some characters from passwords).
+        _Rule("basic_auth_credentials", re.compile(r"://[^\s:/@]+:([^\s/@]+)@"), 1, ("://",), min_token=8),
+        # NAME_TOKEN=value, "api_key": "value", password: value (value without spaces; quotes optional).
+        _Rule("secret_assignment", re.compile(
+            r"(?i)" + _SECRET_NAME + r"[\"']?\s*(?::=|=>|=|:)\s*[\"'`]?([^\s\"'`,;]+)"), 1, (),
+            ("key", "token", "secret", "pass", "pwd"), _accept_assignment_value, min_token=6, windowed=True),
+    ]
+
+
+_LONG_RUN = 16
+
+
+@dataclass(frozen=True)
+class _RuleSet:
+    rules: tuple[_Rule, ...]
+    by_trigger: dict[str, tuple[int, tuple[int, ...]]]
+    """trigger substring -> (smallest ``min_token`` of its rules, indices of the rules it enables)."""
+    by_lower_trigger: dict[str, tuple[int, tuple[int, ...]]]
+    always: tuple[int, ...]
+    """Indices of the rules with no trigger."""
+
+
+@cache
+def _rule_set() -> _RuleSet:
+    rules = tuple(_library_rules() + _structural_rules())
+    by_trigger: dict[str, list[int]] = {}
+    by_lower_trigger: dict[str, list[int]] = {}
+    always: list[int] = []
+    for index, rule in enumerate(rules):
+        for trigger in rule.triggers:
+            by_trigger.setdefault(trigger, []).append(index)
+        for trigger in rule.lower_triggers:
+            by_lower_trigger.setdefault(trigger, []).append(index)
+        if not rule.triggers and not rule.lower_triggers:
+            always.append(index)
+
+    def index(mapping: dict[str, list[int]]) -> dict[str, tuple[int, tuple[int, ...]]]:
+        return {key: (min(rules[i].min_token for i in value), tuple(value)) for key, value in mapping.items()}
+
+    return _RuleSet(rules, index(by_trigger), index(by_lower_trigger), tuple(always))
+
+
+def _rules() -> tuple[_Rule, ...]:
+    return _rule_set().rules
+
+
+def _spans(text: str, rule_set: _RuleSet) -> list[tuple[int, int, str, bool]]:
+    # A token-shaped secret is one whitespace-free run: the longest run rules most detectors out at once, and
+    # their triggers are looked for only in the runs long enough to hold a secret (a small part of most texts).
+    long_words = [word for word in text.split() if len(word) >= _LONG_RUN]
+    longest = max(map(len, long_words)) if long_words else min(len(text), _LONG_RUN - 1)
+    long_runs = " ".join(long_words)
+    selected = set(rule_set.always)
+    for trigger, (min_token, indices) in rule_set.by_trigger.items():
+        if longest >= min_token and trigger in (long_runs if min_token >= _LONG_RUN else text):
+            selected.update(indices)
+    lowered = text.lower()
+    for trigger, (min_token, indices) in rule_set.by_lower_trigger.items():
+        if longest >= min_token and trigger in lowered:
+            selected.update(indices)
+    windows: list[tuple[int, int]] | None = None
+    whole = [(0, len(text))]
+    found: list[tuple[int, int, str, bool]] = []
+    for index in sorted(selected):
+        rule = rule_set.rules[index]
+        if longest < rule.min_token:
+            continue
+        if rule.windowed:
+            if windows is None:
+                windows = _keyword_windows(text, lowered)
+            ranges = windows
+        else:
+            ranges = whole
+        for range_start, range_end in ranges:
+            found.extend(_matches(text, rule, range_start, range_end))
+    return found
+
+
+def _matches(text: str, rule: _Rule, range_start: int, range_end: int) -> list[tuple[int, int, str, bool]]:
+    found: list[tuple[int, int, str, bool]] = []
+    for match in rule.pattern.finditer(text, range_start, range_end):
+        group = rule.group if rule.group <= (rule.pattern.groups or 0) else 0
+        start, end = match.span(group)
+        if start < 0 or end <= start:
+            continue
+        value = text[start:end]
+        if REDACTED_PREFIX in value:
+            continue
+        if rule.accept is not None and not rule.accept(value):
+            continue
+        # trim delimiters some library patterns include around the secret
+        while start < end and text[start] in " \t\r\n\"'=:":
+            start += 1
+        while end > start and text[end - 1] in " \t\r\n\"'":
+            end -= 1
+        if end > start:
+            found.append((start, end, rule.kind, rule.windowed))
+    return found
+
+
+def _inside_redaction(text: str, start: int) -> bool:
+    """True when ``start`` falls inside an existing ``[REDACTED:...]`` marker."""
+    opening = text.rfind(REDACTED_PREFIX, 0, start + 1)
+    return opening != -1 and text.find("]", opening) >= start
+
+
+def redact(text: str) -> tuple[str, int]:
+    """Return ``(text with secrets replaced by [REDACTED:<kind>], number of secrets replaced)``.
+
+    Overlapping findings are merged into one replacement (the first-starting, widest one names the kind).
+    Never raises; a non-string input is returned unchanged with 0.
+    """
+    if not text or not isinstance(text, str):
+        return text, 0
+    spans = _spans(text, _rule_set())
+    if not spans:
+        return text, 0
+    # the first-starting, widest finding names the kind; on a tie a token-shaped detector beats a keyword one
+    spans.sort(key=lambda span: (span[0], -span[1], span[3]))
+    merged: list[list] = []
+    for start, end, kind, _keyword in spans:
+        if _inside_redaction(text, start):
+            continue
+        if merged and start < merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+            continue
+        merged.append([start, end, kind])
+    if not merged:
+        return text, 0
+    pieces: list[str] = []
+    cursor = 0
+    for start, end, kind in merged:
+        pieces.append(text[cursor:start])
+        pieces.append(f"{REDACTED_PREFIX}{kind}]")
+        cursor = end
+    pieces.append(text[cursor:])
+    return "".join(pieces), len(merged)
+
+
+def redact_text(text: str) -> str:
+    """Return ``text`` with its secrets replaced (see ``redact``)."""
+    return redact(text)[0]

@@ -1,0 +1,395 @@
+"""What a night did, as data for the terminal view and as a self-contained HTML page.
+
+``load_night`` reads ``<night dir>/diagnostics.json``; ``night_view`` turns it into plain dicts (verdict and why,
+scores, per-task table, edits with rationale and diff, errors, cost by role, time by stage); ``trend_points``
+summarises the last nights (held-out score, accepted edits, cost) and ``trend_chart_png`` draws them with
+matplotlib (Agg backend, no display). ``render_html`` builds one page with everything inline (CSS, the chart as
+a base64 PNG); every text that may come from a transcript or a model is escaped with ``html.escape``.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from skillopt_sleep.adopt import load_adoptions, night_sort_key
+from skillopt_sleep.errors import SleepError
+from skillopt_sleep.fsio import read_json, write_text_atomic
+from skillopt_sleep.models import Diagnostics, EditRecord, ReplayResult
+from skillopt_sleep.state import ProjectPaths
+
+#: Nights shown in the trend chart.
+TREND_NIGHTS = 30
+#: Most characters of one diff shown (the full diff stays in the night directory).
+MAX_DIFF_CHARS = 20_000
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def night_ids(paths: ProjectPaths) -> list[str]:
+    """Ids of the nights that wrote a ``diagnostics.json``, oldest first."""
+    if not paths.nights.is_dir():
+        return []
+    return sorted((p.name for p in paths.nights.iterdir()
+                   if not p.name.startswith(".") and (p / "diagnostics.json").is_file()), key=night_sort_key)
+
+
+def load_night(paths: ProjectPaths, night_id: str | None = None) -> tuple[Diagnostics, Path]:
+    """Return (diagnostics, night dir) of ``night_id`` (default: the newest night with diagnostics).
+
+    Raises SleepError when the project has no night, the night is unknown, or its diagnostics.json is not valid.
+    """
+    if night_id is None:
+        ids = night_ids(paths)
+        if not ids:
+            raise SleepError(f"no night has run for this project yet (nights dir {paths.nights}); "
+                             "run 'skillopt-sleep run-now' first")
+        night_id = ids[-1]
+    night_dir = paths.nights / night_id
+    path = night_dir / "diagnostics.json"
+    if not path.is_file():
+        known = ", ".join(night_ids(paths)[-5:]) or "none"
+        raise SleepError(f"no diagnostics for night {night_id!r} (latest nights: {known})")
+    try:
+        return Diagnostics.model_validate(read_json(path)), night_dir
+    except (ValueError, ValidationError) as exc:
+        raise SleepError(f"{path} is not a valid diagnostics file ({str(exc).splitlines()[0]})") from None
+
+
+# --------------------------------------------------------------------------- one night
+
+
+def _mean(results: list[ReplayResult], field: str) -> float | None:
+    scored = [r for r in results if r.error is None]
+    if not scored:
+        return None
+    return round(sum(getattr(r, field) for r in scored) / len(scored), 4)
+
+
+def edit_diff(edit: EditRecord) -> str:
+    """A small unified-style diff of one edit inside the managed block (``-`` anchor lines, ``+`` content)."""
+    anchor = (edit.anchor or "").splitlines()
+    content = edit.content.splitlines()
+    if edit.op == "add":
+        lines = [f"+{line}" for line in content]
+    elif edit.op == "insert_after":
+        lines = [f" {line}" for line in anchor] + [f"+{line}" for line in content]
+    elif edit.op == "replace":
+        lines = [f"-{line}" for line in anchor] + [f"+{line}" for line in content]
+    else:  # delete
+        lines = [f"-{line}" for line in anchor]
+    return "\n".join(lines)
+
+
+def _document_diffs(night_dir: Path) -> list[dict[str, str]]:
+    manifest = read_json(night_dir / "proposed" / "manifest.json", default=None) or {}
+    diffs = []
+    for entry in manifest.get("documents", []):
+        name = str(entry.get("file", ""))
+        if not name or Path(name).name != name:
+            continue
+        diff_path = night_dir / "proposed" / f"{name}.diff"
+        text = diff_path.read_text("utf-8", errors="replace") if diff_path.is_file() else ""
+        if len(text) > MAX_DIFF_CHARS:
+            text = text[:MAX_DIFF_CHARS] + f"\n[... diff truncated; full diff: {diff_path} ...]\n"
+        diffs.append({"file": name, "target": str(entry.get("target", "")), "diff": text})
+    return diffs
+
+
+def night_view(diagnostics: Diagnostics, night_dir: Path | None = None,
+               paths: ProjectPaths | None = None) -> dict[str, Any]:
+    """Plain data for one night's report.
+
+    Keys: night_id, status, summary, verdict, why, adoption (adopted|reverted|pending|None), scores
+    (baseline/candidate/test: hard, soft, gate in [0, 1], n), per_task (val tasks: baseline_hard/soft,
+    candidate_hard/soft, outcome win|loss|tie|n/a), edits (target, op, status, reason, rationale, diff),
+    document_diffs (file, target, diff), errors, failure, cost (role -> calls, tokens, seconds), stage_seconds
+    (stage -> seconds), totals (calls, tokens, seconds).
+    """
+    gate = diagnostics.gate
+    per_task = []
+    for comparison in gate.per_task if gate else []:
+        per_task.append({
+            "task_id": comparison.task_id,
+            "request": comparison.request_head,
+            "baseline_hard": _mean(comparison.baseline, "hard"),
+            "baseline_soft": _mean(comparison.baseline, "soft"),
+            "candidate_hard": _mean(comparison.candidate, "hard"),
+            "candidate_soft": _mean(comparison.candidate, "soft"),
+            "outcome": comparison.outcome,
+        })
+    edits = [{"target": e.target, "op": e.op, "status": e.status, "reason": e.reason, "rationale": e.rationale,
+              "evidence": list(e.evidence), "diff": edit_diff(e)} for e in diagnostics.edits]
+    cost = {role: {"calls": c.calls, "failed_calls": c.failed_calls, "cached_calls": c.cached_calls,
+                   "prompt_tokens": c.prompt_tokens, "completion_tokens": c.completion_tokens,
+                   "tokens": c.prompt_tokens + c.completion_tokens, "seconds": round(c.seconds, 3)}
+            for role, c in diagnostics.cost.items()}
+    adoption = None
+    if paths is not None:
+        for record in load_adoptions(paths):
+            if record.night_id == diagnostics.night_id:
+                adoption = record.status
+    return {
+        "night_id": diagnostics.night_id,
+        "project": diagnostics.project,
+        "status": diagnostics.status,
+        "summary": diagnostics.summary,
+        "started_at": diagnostics.started_at.isoformat(),
+        "verdict": gate.verdict if gate else None,
+        "why": gate.reason if gate else diagnostics.summary,
+        "adoption": adoption,
+        "edit_budget": diagnostics.edit_budget,
+        "tasks": dict(diagnostics.tasks),
+        "scores": {
+            "baseline": diagnostics.baseline.model_dump(),
+            "candidate": diagnostics.candidate.model_dump(),
+            "test": {name: scores.model_dump() for name, scores in diagnostics.test.items()},
+        },
+        "per_task": per_task,
+        "edits": edits,
+        "document_diffs": _document_diffs(night_dir) if night_dir else [],
+        "proposed": list(diagnostics.proposed),
+        "applied": list(diagnostics.applied),
+        "errors": [{"stage": str(e.get("stage") or e.get("role") or ""), "kind": str(e.get("kind") or ""),
+                    "message": str(e.get("message") or "")} for e in diagnostics.errors],
+        "failure": diagnostics.failure,
+        "cost": cost,
+        "stage_seconds": dict(diagnostics.stage_seconds),
+        "totals": {
+            "calls": sum(c["calls"] for c in cost.values()),
+            "tokens": sum(c["tokens"] for c in cost.values()),
+            "seconds": round(sum(diagnostics.stage_seconds.values()), 3),
+        },
+    }
+
+
+# --------------------------------------------------------------------------- trend over nights
+
+
+def trend_points(paths: ProjectPaths, limit: int = TREND_NIGHTS) -> list[dict[str, Any]]:
+    """One point per night (the last ``limit`` with diagnostics, oldest first).
+
+    Each: night_id, status, held_out (gate score in [0, 1] of the documents in force after the night: the
+    candidate's when accepted, else the baseline's; None when nothing was scored), baseline, candidate,
+    accepted_edits (edits applied by an accepted night), tokens, calls. Unreadable diagnostics are skipped.
+    """
+    points = []
+    for night_id in night_ids(paths)[-limit:]:
+        try:
+            data = read_json(paths.nights / night_id / "diagnostics.json") or {}
+        except ValueError:
+            continue
+        status = data.get("status")
+        baseline = (data.get("baseline") or {})
+        candidate = (data.get("candidate") or {})
+        accepted = status == "accepted"
+        base_score = baseline.get("gate") if baseline.get("n") else None
+        cand_score = candidate.get("gate") if candidate.get("n") else None
+        cost = data.get("cost") or {}
+        points.append({
+            "night_id": night_id,
+            "status": status,
+            "baseline": base_score,
+            "candidate": cand_score,
+            "held_out": cand_score if accepted and cand_score is not None else base_score,
+            "accepted_edits": (sum(1 for e in data.get("edits") or [] if e.get("status") == "applied")
+                               if accepted else 0),
+            "tokens": sum(int(c.get("prompt_tokens", 0)) + int(c.get("completion_tokens", 0)) for c in cost.values()),
+            "calls": sum(int(c.get("calls", 0)) for c in cost.values()),
+        })
+    return points
+
+
+def trend_chart_png(points: list[dict[str, Any]], *, dpi: int = 100) -> bytes:
+    """A PNG (bytes) with three panels over the nights: held-out score, accepted edits, cost in tokens.
+
+    Uses matplotlib's Agg canvas directly (no pyplot, no display, no global state).
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(9, 6.5), dpi=dpi)
+    FigureCanvasAgg(figure)
+    axes = figure.subplots(3, 1, sharex=True)
+    x = list(range(len(points)))
+    labels = [p["night_id"][:10] + ("" if len(p["night_id"]) <= 18 else p["night_id"][18:]) for p in points]
+
+    def series(key: str) -> list[float]:
+        return [p[key] if p[key] is not None else float("nan") for p in points]
+
+    score_axis, edits_axis, cost_axis = axes
+    score_axis.plot(x, series("held_out"), marker="o", color="#1f6feb", label="held-out (in force)")
+    score_axis.plot(x, series("candidate"), marker="x", linestyle="none", color="#d29922", label="candidate")
+    score_axis.set_ylim(-0.05, 1.05)
+    score_axis.set_ylabel("gate score")
+    score_axis.legend(loc="lower right", fontsize=8)
+    score_axis.set_title("last nights: held-out score, accepted edits, cost")
+    edits_axis.bar(x, [p["accepted_edits"] for p in points], color="#2da44e")
+    edits_axis.set_ylabel("accepted edits")
+    cost_axis.bar(x, [p["tokens"] for p in points], color="#8250df")
+    cost_axis.set_ylabel("tokens")
+    cost_axis.set_xticks(x)
+    cost_axis.set_xticklabels(labels, rotation=45, ha="right", fontsize=7)
+    for axis in axes:
+        axis.grid(True, alpha=0.3)
+    figure.tight_layout()
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png")
+    return buffer.getvalue()
+
+
+# --------------------------------------------------------------------------- HTML
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2rem;color:#1f2328;background:#fff;max-width:70rem}
+h1{font-size:1.4rem}h2{font-size:1.1rem;margin-top:2rem;border-bottom:1px solid #d0d7de;padding-bottom:.2rem}
+table{border-collapse:collapse;margin:.5rem 0}th,td{border:1px solid #d0d7de;padding:.25rem .5rem;text-align:left;
+vertical-align:top}th{background:#f6f8fa}td.num{text-align:right;font-variant-numeric:tabular-nums}
+.verdict{font-weight:bold;padding:.1rem .4rem;border-radius:.3rem}.accepted{background:#dafbe1}
+.rejected{background:#fff8c5}.failed{background:#ffebe9}.other{background:#ddf4ff}
+pre{background:#f6f8fa;padding:.5rem;overflow-x:auto;font-size:.85rem}.add{color:#116329}.del{color:#82071e}
+.win{color:#116329;font-weight:bold}.loss{color:#82071e;font-weight:bold}.muted{color:#656d76}
+img.chart{max-width:100%;border:1px solid #d0d7de}
+"""
+
+
+def _e(value: Any) -> str:
+    return html.escape("" if value is None else str(value), quote=True)
+
+
+def _num(value: Any, digits: int = 3) -> str:
+    if value is None:
+        return "&ndash;"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return _e(value)
+
+
+def _diff_html(diff: str) -> str:
+    lines = []
+    for line in diff.splitlines():
+        css = "add" if line.startswith("+") and not line.startswith("+++") else \
+              "del" if line.startswith("-") and not line.startswith("---") else ""
+        lines.append(f'<span class="{css}">{_e(line)}</span>' if css else _e(line))
+    return "<pre>" + "\n".join(lines) + "</pre>"
+
+
+def _table(headers: list[str], rows: list[list[str]], css_id: str) -> str:
+    head = "".join(f"<th>{_e(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(rows_cell for rows_cell in row) + "</tr>" for row in rows)
+    return f'<table id="{css_id}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def _cell(value: Any, numeric: bool = False, css: str = "") -> str:
+    classes = " ".join(c for c in ("num" if numeric else "", css) if c)
+    text = _num(value) if numeric else _e(value)
+    return f'<td class="{classes}">{text}</td>' if classes else f"<td>{text}</td>"
+
+
+def render_html(view: dict[str, Any], points: list[dict[str, Any]], *, generated_at: datetime | None = None) -> str:
+    """A complete, self-contained HTML page (no external resource) for one night plus the trend chart.
+
+    view: ``night_view(...)``; points: ``trend_points(...)`` (no chart when empty).
+    """
+    generated = (generated_at or datetime.now(timezone.utc)).isoformat(timespec="seconds")
+    status = view["status"]
+    css = {"accepted": "accepted", "rejected": "rejected", "backend_error": "failed",
+           "budget_exhausted": "failed"}.get(status, "other")
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>skillopt-sleep night {_e(view['night_id'])}</title><style>{_CSS}</style></head><body>",
+        f"<h1>skillopt-sleep night {_e(view['night_id'])}</h1>",
+        f'<p><span id="verdict" class="verdict {css}">{_e(status)}</span> '
+        f"{_e(view['verdict'] or '')} &mdash; {_e(view['why'])}</p>",
+        f'<p class="muted">project {_e(view["project"])}; started {_e(view["started_at"])}; '
+        f"adoption: {_e(view['adoption'] or 'not adopted')}; report generated {_e(generated)}</p>",
+        f"<p>{_e(view['summary'])}</p>",
+    ]
+    if view["failure"]:
+        failure = view["failure"]
+        parts.append(f'<p class="verdict failed">{_e(failure.get("reason"))} &mdash; fix: {_e(failure.get("fix"))}</p>')
+
+    parts.append("<h2>Trend over the last nights</h2>")
+    if points:
+        chart = base64.b64encode(trend_chart_png(points)).decode("ascii")
+        parts.append(f'<img id="trend-chart" class="chart" alt="held-out score, accepted edits and cost over the '
+                     f'last {len(points)} nights" src="data:image/png;base64,{chart}">')
+    else:
+        parts.append('<p class="muted">no night with diagnostics yet</p>')
+
+    scores = view["scores"]
+    rows = []
+    for name, key in (("baseline (val)", "baseline"), ("candidate (val)", "candidate")):
+        s = scores[key]
+        rows.append([_cell(name), _cell(s["hard"], True), _cell(s["soft"], True), _cell(s["gate"], True),
+                     _cell(s["n"], True)])
+    for name, s in scores["test"].items():
+        rows.append([_cell(f"{name} (test)"), _cell(s["hard"], True), _cell(s["soft"], True),
+                     _cell(s["gate"], True), _cell(s["n"], True)])
+    parts.append("<h2>Scores</h2>")
+    parts.append(_table(["", "hard", "soft", "gate", "n"], rows, "scores"))
+    tasks = view["tasks"]
+    parts.append(f'<p class="muted">tasks: train {_e(tasks.get("train", 0))}, val {_e(tasks.get("val", 0))}, '
+                 f'test {_e(tasks.get("test", 0))}; edit budget {_e(view["edit_budget"])}</p>')
+
+    parts.append("<h2>Held-out tasks</h2>")
+    if view["per_task"]:
+        rows = [[_cell(t["task_id"]), _cell(t["request"]), _cell(t["baseline_hard"], True),
+                 _cell(t["baseline_soft"], True), _cell(t["candidate_hard"], True), _cell(t["candidate_soft"], True),
+                 _cell(t["outcome"], css=t["outcome"] if t["outcome"] in ("win", "loss") else "")]
+                for t in view["per_task"]]
+        parts.append(_table(["task", "request", "baseline hard", "baseline soft", "candidate hard",
+                             "candidate soft", "outcome"], rows, "per-task"))
+    else:
+        parts.append('<p class="muted">no held-out comparison tonight</p>')
+
+    parts.append("<h2>Edits</h2>")
+    if view["edits"]:
+        for number, edit in enumerate(view["edits"], 1):
+            reason = f" ({_e(edit['reason'])})" if edit["reason"] else ""
+            parts.append(f'<div class="edit"><p><b>{number}. {_e(edit["op"])} &rarr; {_e(edit["target"])}</b>: '
+                         f'{_e(edit["status"])}{reason}</p><p>{_e(edit["rationale"])}</p>'
+                         f'{_diff_html(edit["diff"])}</div>')
+    else:
+        parts.append('<p class="muted">no edit proposed</p>')
+    for document in view["document_diffs"]:
+        parts.append(f"<h2>Proposed change to {_e(document['target'])}</h2>{_diff_html(document['diff'])}")
+
+    parts.append("<h2>Errors</h2>")
+    if view["errors"]:
+        rows = [[_cell(e["stage"]), _cell(e["kind"]), _cell(e["message"])] for e in view["errors"]]
+        parts.append(_table(["stage / role", "kind", "message"], rows, "errors"))
+    else:
+        parts.append('<p class="muted">none</p>')
+
+    parts.append("<h2>Cost by role</h2>")
+    rows = [[_cell(role), _cell(c["calls"], True), _cell(c["failed_calls"], True), _cell(c["cached_calls"], True),
+             _cell(c["prompt_tokens"], True), _cell(c["completion_tokens"], True), _cell(c["seconds"], True)]
+            for role, c in view["cost"].items()]
+    parts.append(_table(["role", "calls", "failed", "cached", "prompt tokens", "completion tokens", "seconds"],
+                        rows, "cost"))
+    parts.append("<h2>Time by stage</h2>")
+    rows = [[_cell(stage), _cell(seconds, True)] for stage, seconds in view["stage_seconds"].items()]
+    parts.append(_table(["stage", "seconds"], rows, "stages"))
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"
+
+
+def write_html_report(path: Path, paths: ProjectPaths, night_id: str | None = None) -> Path:
+    """Write the HTML report of ``night_id`` (default newest) to ``path`` atomically (mode 0600: it quotes
+    transcripts). Returns the path. Raises SleepError as ``load_night`` does."""
+    diagnostics, night_dir = load_night(paths, night_id)
+    view = night_view(diagnostics, night_dir, paths)
+    page = render_html(view, trend_points(paths))
+    path = Path(path).expanduser()
+    write_text_atomic(path, page, mode=0o600)
+    return path

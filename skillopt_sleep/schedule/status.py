@@ -1,0 +1,134 @@
+"""``skillopt-sleep status``: what is scheduled for a project and how, the last night, pending proposals, next run.
+
+Sources: the systemd unit files and ``systemctl --user is-enabled / is-active`` (``schedule/systemd.py``), our
+crontab line (``schedule/cron.py``), the daemon's pid file (``schedule/daemon.py``), ``state.json``
+(``skillopt_sleep.state``), ``nights/<id>/proposed/manifest.json`` and ``adoptions.json`` in the project's state
+dir. Next run times come from APScheduler's ``CronTrigger`` (``schedule.next_fire_time``); systemd's
+``RandomizedDelaySec`` may add up to its value to the timer's time.
+"""
+
+from __future__ import annotations
+
+import shutil
+from datetime import datetime
+from pathlib import Path
+
+from skillopt_sleep.fsio import read_json
+from skillopt_sleep.schedule import ScheduleError, next_fire_time, parse_at, schedule_key
+from skillopt_sleep.schedule.cron import crontab_binary, find_line, line_time, read_crontab
+from skillopt_sleep.schedule.daemon import daemon_files, running_daemon
+from skillopt_sleep.schedule.systemd import parse_on_calendar, unit_state
+from skillopt_sleep.state import ProjectPaths, load_state
+
+ADOPTIONS_FILE = "adoptions.json"
+
+
+def adopted_night_ids(adoptions_file: Path) -> set[str]:
+    """Return the night ids recorded as adopted in ``adoptions.json`` (none when the file is missing).
+
+    Accepted shapes: a list of records with ``night_id`` (or of night id strings), ``{"adoptions": [...]}``,
+    or an object keyed by night id. Raises ValueError for a file that is not JSON.
+    """
+    data = read_json(adoptions_file, default=None)
+    if data is None:
+        return set()
+    if isinstance(data, dict) and isinstance(data.get("adoptions"), list):
+        data = data["adoptions"]
+    if isinstance(data, dict):
+        return {str(key) for key in data}
+    ids = set()
+    for entry in data if isinstance(data, list) else []:
+        if isinstance(entry, str):
+            ids.add(entry)
+        elif isinstance(entry, dict) and entry.get("night_id"):
+            ids.add(str(entry["night_id"]))
+    return ids
+
+
+def pending_proposals(paths: ProjectPaths) -> tuple[list[str], str | None]:
+    """Return (night ids with ``proposed/manifest.json`` not yet adopted, oldest first; an error reading
+    ``adoptions.json`` or None)."""
+    error = None
+    try:
+        adopted = adopted_night_ids(paths.root / ADOPTIONS_FILE)
+    except ValueError as exc:
+        adopted, error = set(), f"{paths.root / ADOPTIONS_FILE} is not valid JSON ({exc}); counted as none adopted"
+    if not paths.nights.is_dir():
+        return [], error
+    pending = [night.name for night in sorted(paths.nights.iterdir())
+               if (night / "proposed" / "manifest.json").is_file() and night.name not in adopted]
+    return pending, error
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return moment.isoformat() if moment else None
+
+
+def _systemd_section(project: Path, systemctl: str, now: datetime | None) -> dict:
+    section = unit_state(project, systemctl=systemctl)
+    time = parse_on_calendar(section["on_calendar"]) if section["installed"] and section["on_calendar"] else None
+    section["next_run"] = _iso(next_fire_time(*time, now=now)) if time else None
+    return section
+
+
+def _cron_section(project: Path, crontab_bin: str | None, now: datetime | None) -> dict:
+    binary = crontab_binary(crontab_bin)
+    if shutil.which(binary) is None:
+        return {"installed": False, "line": None, "next_run": None, "error": f"{binary!r} not found"}
+    try:
+        line = find_line(read_crontab(binary), project)
+    except ScheduleError as exc:
+        return {"installed": None, "line": None, "next_run": None, "error": str(exc)}
+    time = line_time(line) if line else None
+    return {"installed": line is not None, "line": line, "next_run": _iso(next_fire_time(*time, now=now)) if time
+            else None, "error": None}
+
+
+def _daemon_section(project: Path, now: datetime | None) -> dict:
+    files = daemon_files(project)
+    info = running_daemon(project)
+    section = {"running": info is not None, "pid": info.get("pid") if info else None, "pid_file": str(files.pid),
+               "log_file": str(files.log), "trigger": None, "next_run": None}
+    if info:
+        if info.get("every_seconds"):
+            section["trigger"] = f"every {info['every_seconds']}s"
+        elif info.get("at"):
+            section["trigger"] = f"daily at {info['at']}"
+            section["next_run"] = _iso(next_fire_time(*parse_at(info["at"]), now=now))
+    return section
+
+
+def schedule_status(project: Path, *, crontab_bin: str | None = None, systemctl: str = "systemctl",
+                    now: datetime | None = None) -> dict:
+    """Return the status of ``project`` (absolute) as JSON-able data::
+
+        {project, key, scheduled_by: [systemd|cron|daemon], next_run: ISO time | None,
+         systemd: {installed, service, timer, on_calendar, enabled, active, next_run},
+         cron: {installed (None when unreadable), line, next_run, error},
+         daemon: {running, pid, pid_file, log_file, trigger, next_run},
+         last_night: {id, status, finished_at}, pending_proposals: [night id], warnings: [str]}
+
+    Never raises for an unreadable crontab or adoptions file: those become ``error`` / ``warnings``.
+    """
+    paths = ProjectPaths(project)
+    state = load_state(paths)
+    systemd = _systemd_section(project, systemctl, now)
+    cron = _cron_section(project, crontab_bin, now)
+    daemon = _daemon_section(project, now)
+    pending, adoptions_error = pending_proposals(paths)
+    scheduled_by = [name for name, on in (("systemd", systemd["installed"]), ("cron", cron["installed"]),
+                                          ("daemon", daemon["running"])) if on]
+    next_runs = [s["next_run"] for s in (systemd, cron, daemon) if s["next_run"]]
+    return {
+        "project": str(project),
+        "key": schedule_key(project),
+        "scheduled_by": scheduled_by,
+        "next_run": min(next_runs, key=datetime.fromisoformat) if next_runs else None,
+        "systemd": systemd,
+        "cron": cron,
+        "daemon": daemon,
+        "last_night": {"id": state.last_night_id, "status": state.last_status,
+                       "finished_at": _iso(state.last_finished_at)},
+        "pending_proposals": pending,
+        "warnings": [w for w in (adoptions_error, cron["error"] if cron["installed"] is None else None) if w],
+    }

@@ -1,0 +1,354 @@
+"""Claude Code harvester: the real fixtures (1.0.x, 2.0.x, 2.1.x, schema baseline) laid out as ``~/.claude``, plus
+small synthetic sessions for the variants the real files lack.
+
+Expected requests were read off the fixture lines (see tests/fixtures/transcripts/PROVENANCE.md and
+shared/FORMATS.md §1): e.g. erk beddc0be has three human requests (line 3 the /erk:plan-implement command, line 58
+"restacked onto it, restart plan", line 112 "implement it here"); /exit (line 54) is a control event.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import orjson
+import pytest
+
+from skillopt_sleep.backends.base import SESSION_MARKER
+from skillopt_sleep.harvest import harvest
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "transcripts" / "claude_code"
+KIMUSON_INIT = "d-kimuson__claude-code-viewer__1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl"
+KIMUSON_SIDECHAIN = "d-kimuson__claude-code-viewer__5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl"
+ERK_HEADLESS = "dagster-io__erk__998201d9-518a-4062-8157-27cb46567fa1.jsonl"
+ERK_INTERACTIVE = "dagster-io__erk__beddc0be-103e-4a78-ae7d-ba6c1bad3ac8.jsonl"
+DAAAIN_SIDECHAIN = "daaain__claude-code-log__sidechain_integrated.jsonl"
+SCHEMA = "jazzyalex__agent-sessions__stage0-claude-small.SCHEMA-FIXTURE.jsonl"
+SDK_CLI = "kvsankar__agent-history__real_sessions-claude-session-01.jsonl"
+VR_EXCERPT = "reality2-roycdavies__vr-forest__day1-02-footsteps-crickets-spatial-audio.EXCERPT-lines-701-737.jsonl"
+
+SESSION = "11111111-2222-3333-4444-555555555555"
+CWD = "/home/dev/repo"
+
+
+def install(claude_home: Path, fixture: str, *, project_dir: str = "-home-dev-repo") -> Path:
+    """Copy a real fixture to ``<claude_home>/projects/<project_dir>/<session id>.jsonl``."""
+    target = claude_home / "projects" / project_dir / fixture.split("__")[-1]
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(FIXTURES / fixture, target)
+    return target
+
+
+def write_session(claude_home: Path, records: list[dict], *, name: str = SESSION,
+                  project_dir: str = "-home-dev-repo") -> Path:
+    target = claude_home / "projects" / project_dir / f"{name}.jsonl"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(b"".join(orjson.dumps(record) + b"\n" for record in records))
+    return target
+
+
+def envelope(kind: str, minute: int, **fields) -> dict:
+    record = {"type": kind, "sessionId": SESSION, "cwd": CWD, "version": "2.1.51", "isSidechain": False,
+              "userType": "external", "timestamp": f"2026-03-01T10:{minute:02d}:00.000Z",
+              "uuid": f"uuid-{kind}-{minute}"}
+    record.update(fields)
+    return record
+
+
+def user(text, minute: int = 0, **fields) -> dict:
+    return envelope("user", minute, message={"role": "user", "content": text}, **fields)
+
+
+def assistant(blocks: list[dict], minute: int = 1, *, message_id: str = "msg_1", model: str = "claude-sonnet-4",
+              **fields) -> dict:
+    return envelope("assistant", minute, message={"id": message_id, "type": "message", "role": "assistant",
+                                                  "model": model, "content": blocks}, **fields)
+
+
+def text_block(text: str) -> dict:
+    return {"type": "text", "text": text}
+
+
+def tool_use(tool_id: str, name: str, tool_input: dict) -> dict:
+    return {"type": "tool_use", "id": tool_id, "name": name, "input": tool_input}
+
+
+def tool_result(tool_id: str, content: str, minute: int = 2, *, is_error: bool | None = None, **fields) -> dict:
+    block = {"type": "tool_result", "tool_use_id": tool_id, "content": content}
+    if is_error is not None:
+        block["is_error"] = is_error
+    return user([block], minute, **fields)
+
+
+def run(claude_home: Path, **options):
+    options.setdefault("scope", "all")
+    options.setdefault("lookback_hours", 0)
+    return harvest(source="claude", claude_home=claude_home, **options)
+
+
+def requests_of(result) -> list[str]:
+    return [turn.request for session in result.sessions for turn in session.turns]
+
+
+# --------------------------------------------------------------------------- real fixtures
+
+
+def test_slash_command_and_its_meta_expansion_make_one_command_request(tmp_path):
+    install(tmp_path, KIMUSON_INIT)
+    result = run(tmp_path)
+    [session] = result.sessions
+    assert session.version == "1.0.98"
+    assert session.session_id == "1af7fc5e-8455-4414-9ccd-011d40f70b2a"
+    [turn] = session.turns
+    assert (turn.request, turn.kind) == ("/init", "command")  # the isMeta body "Please analyze..." is not a request
+    assert turn.final_answer.startswith("I've created a basic CLAUDE.md file for this empty repository.")
+    [write] = [tool for tool in turn.tools if tool.name == "Write"]
+    assert "requested permissions to write" in write.error
+    assert turn.tool_errors == 1
+
+
+def test_inline_sidechain_records_of_1_0_are_neither_requests_nor_tools(tmp_path):
+    install(tmp_path, KIMUSON_SIDECHAIN)
+    [session] = run(tmp_path).sessions
+    [turn] = session.turns
+    assert turn.request == "/orchestrator @CLAUDE.md を最新の状態にアップデートしてください"
+    assert turn.kind == "command"
+    errors = [tool.error for tool in turn.tools if tool.error]
+    assert len(errors) == 2
+    assert errors[0].startswith("<tool_use_error>InputValidationError")
+    assert "File has not been read yet" in errors[1]
+    # the sub-agent's Bash error (line 33, isSidechain) is not the main agent's
+    assert not any("lsd: 3" in error for error in errors)
+    assert [tool.name for tool in turn.tools].count("Bash") == 0
+    assert turn.final_answer.startswith("CLAUDE.mdファイルを最新の状態にアップデートしました")
+
+
+def test_interactive_2_1_session_yields_its_three_requests_and_the_interrupt(tmp_path):
+    install(tmp_path, ERK_INTERACTIVE)
+    result = run(tmp_path)
+    [session] = result.sessions
+    assert session.version == "2.1.51"
+    assert session.cwd == "/Users/schrockn/.erk/repos/erk/worktrees/erk-slot-40"
+    assert [(t.request, t.kind) for t in session.turns] == [
+        ("/erk:plan-implement", "command"),
+        ("restacked onto it, restart plan", "prompt"),
+        ("implement it here", "prompt"),
+    ]
+    assert [t.interrupted for t in session.turns] == [True, False, False]
+    first, second, third = session.turns
+    errors = [tool.error for tool in first.tools if tool.error]
+    assert errors[0].startswith("File does not exist.")  # line 15; its parallel siblings were cancelled (17-21)
+    assert errors[1:] == ["<tool_use_error>Sibling tool call errored</tool_use_error>"] * 3
+    assert any(tool.error and tool.error.startswith("PreToolUse:ExitPlanMode hook error") for tool in second.tools)
+    # the <synthetic> "No response requested." filler is never an answer; streamed chunks were merged by id
+    assert all("No response requested." not in t.final_answer for t in session.turns)
+    assert third.final_answer == "All 23 tests pass. Let me complete the tasks and finalize."
+    assert third.timestamp.isoformat() == "2026-02-24T03:13:51.461000+00:00"
+    assert result.stats.requests == 3
+
+
+def test_headless_2_0_run_yields_its_command_with_the_exit_code_error(tmp_path):
+    install(tmp_path, ERK_HEADLESS)
+    [session] = run(tmp_path).sessions
+    [turn] = session.turns
+    assert turn.request == "/erk:plan-implement 7838"
+    [error] = [tool.error for tool in turn.tools if tool.error]
+    assert error.startswith("Exit code 1\nUnknown JSON field")
+
+
+def test_sdk_cli_session_is_skipped_by_default_and_kept_on_request(tmp_path):
+    install(tmp_path, SDK_CLI)
+    skipped = run(tmp_path)
+    assert skipped.sessions == []
+    assert skipped.stats.sessions_skipped == {"sdk_cli": 1}
+    kept = run(tmp_path, include_sdk_sessions=True)
+    [session] = kept.sessions
+    assert session.entrypoint == "sdk-cli"
+    [turn] = session.turns
+    assert (turn.request, turn.final_answer) == ("[REDACTED_PROMPT]", "[REDACTED_ASSISTANT_TEXT]")
+
+
+def test_2_0_agent_files_and_2_1_subagent_dirs_are_excluded(tmp_path):
+    main = install(tmp_path, DAAAIN_SIDECHAIN)
+    prompt = [user("sub-agent prompt written by the parent model", isSidechain=True)]
+    write_session(tmp_path, prompt + [user("look like a human prompt")], name="agent-e1c84ba5")
+    subagents = main.parent / SESSION / "subagents"
+    subagents.mkdir(parents=True)
+    (subagents / "agent-a0123456789abcdef.jsonl").write_bytes(orjson.dumps(user("another one")) + b"\n")
+    result = run(tmp_path)
+    assert result.sessions == []
+    assert result.stats.sessions_skipped == {"subagent": 2, "no_requests": 1}
+    assert "look like a human prompt" not in str(result)
+
+
+def test_compaction_summary_and_queued_text_are_not_requests(tmp_path):
+    install(tmp_path, VR_EXCERPT)
+    result = run(tmp_path)
+    assert result.sessions == []
+    assert result.stats.sessions_skipped == {"no_requests": 1}
+    assert result.stats.malformed_lines == {}
+
+
+def test_rejection_queue_and_tool_errors_attach_to_the_open_turn(tmp_path):
+    """The vr-forest excerpt starts mid-turn; a synthetic human prompt in front of it opens that turn."""
+    target = tmp_path / "projects" / "-vr" / "vr-session.jsonl"
+    target.parent.mkdir(parents=True)
+    opening = {"type": "user", "sessionId": "vr", "cwd": "/home/dev/vr-forest", "timestamp": "2026-02-10T01:19:00Z",
+               "message": {"role": "user", "content": "plan the water ponds"}}
+    target.write_bytes(orjson.dumps(opening) + b"\n" + (FIXTURES / VR_EXCERPT).read_bytes())
+    [session] = run(tmp_path).sessions
+    [turn] = session.turns
+    assert turn.request == "plan the water ponds"
+    assert turn.queued_messages == ["if you walk through the water, the footsteps should sound more like sloshing",
+                                    "tree shadows work well, by the way.", "and the sun is good now too"]
+    assert turn.rejected_tool is True
+    assert turn.rejection_feedback is None
+    errors = {tool.name: tool.error for tool in turn.tools if tool.error}
+    assert "File has not been read yet" in errors["Write"]
+    assert errors["ExitPlanMode"].startswith("The user doesn't want to proceed with this tool use.")
+    assert turn.final_answer == "Let me present the water ponds plan for approval."
+
+
+def test_schema_fixture_newer_record_types_are_tolerated(tmp_path):
+    install(tmp_path, SCHEMA)
+    result = run(tmp_path)
+    assert result.stats.malformed_lines == {}
+    assert result.stats.records_unknown == 0
+    [session] = result.sessions
+    assert session.cwd == "/tmp"
+    # line 7 "Hello" is a sidechain record; line 60 was sent by another agent (origin.from); 49, 62, 63, 87 remain
+    assert "Hello" not in requests_of(result)
+    assert len(session.turns) == 4
+    assert session.turns[0].queued_messages == ["[trimmed for fixture]"]  # attachment queued_command (line 59)
+
+
+# --------------------------------------------------------------------------- synthetic variants
+
+
+def test_builtin_control_commands_are_not_tasks_but_custom_commands_and_plans_are(tmp_path):
+    def command(name: str, args: str = "") -> str:
+        return (f"<command-message>{name} is running…</command-message>\n<command-name>/{name}</command-name>\n"
+                f"<command-args>{args}</command-args>")
+
+    write_session(tmp_path, [
+        user(command("clear"), 0), user(command("model", "opus"), 1), user(command("compact"), 2),
+        user(command("exit"), 3), user(command("review-pr", "123"), 4),
+        user("# /review-pr\nReview the pull request...", 4, isMeta=True),
+        user(command("init"), 5),
+        user("Implement the following plan:\n\n# Plan: add caching\n1. do it", 6, planContent="# Plan"),
+    ])
+    [session] = run(tmp_path).sessions
+    assert [(t.request, t.kind) for t in session.turns] == [
+        ("/review-pr 123", "command"),
+        ("/init", "command"),
+        ("Implement the following plan:\n\n# Plan: add caching\n1. do it", "plan"),
+    ]
+
+
+@pytest.mark.parametrize("injected", [
+    "<local-command-caveat>Caveat: The messages below were generated by the user while running local commands."
+    "</local-command-caveat>",
+    "<local-command-stdout>Goodbye!</local-command-stdout>",
+    "<local-command-stderr>oops</local-command-stderr>",
+    "<task-notification>\n<task-id>b1</task-id>\n<status>completed</status>\n</task-notification>",
+    "<system-reminder>Remember the todo list</system-reminder>",
+    "This session is being continued from a previous conversation that ran out of context.",
+    "Caveat: The messages below were generated by the user while running local commands.",
+    "<bash-input>ls</bash-input>",
+    "<bash-stdout>a.txt</bash-stdout><bash-stderr></bash-stderr>",
+    "[Request interrupted by user]",
+])
+def test_injected_user_content_is_never_a_request(tmp_path, injected):
+    write_session(tmp_path, [user("fix the login bug", 0), user(injected, 1)])
+    [session] = run(tmp_path).sessions
+    assert [t.request for t in session.turns] == ["fix the login bug"]
+
+
+@pytest.mark.parametrize("flag", ["isMeta", "isCompactSummary", "isVisibleInTranscriptOnly"])
+def test_meta_flagged_user_records_are_never_requests(tmp_path, flag):
+    write_session(tmp_path, [user("fix the login bug", 0), user("expanded command body", 1, **{flag: True})])
+    [session] = run(tmp_path).sessions
+    assert [t.request for t in session.turns] == ["fix the login bug"]
+
+
+def test_synthetic_assistant_message_is_not_the_final_answer(tmp_path):
+    write_session(tmp_path, [
+        user("explain the cache", 0),
+        assistant([text_block("The cache keeps results for an hour.")], 1, message_id="msg_a"),
+        assistant([text_block("No response requested.")], 2, message_id="msg_b", model="<synthetic>"),
+    ])
+    [session] = run(tmp_path).sessions
+    assert session.turns[0].final_answer == "The cache keeps results for an hour."
+
+
+def test_streamed_assistant_records_are_merged_by_message_id(tmp_path):
+    write_session(tmp_path, [
+        user("summarize", 0),
+        assistant([text_block("First draft.")], 1, message_id="msg_a"),
+        assistant([text_block("Part one.")], 2, message_id="msg_b"),
+        assistant([tool_use("toolu_1", "Read", {"file_path": "/x"})], 3, message_id="msg_b"),
+        assistant([text_block("Part two.")], 4, message_id="msg_b"),
+    ])
+    [turn] = run(tmp_path).sessions[0].turns
+    assert turn.final_answer == "Part one.\nPart two."
+    assert [tool.name for tool in turn.tools] == ["Read"]
+
+
+def test_exit_code_in_a_tool_result_marks_the_tool_failed_without_is_error(tmp_path):
+    write_session(tmp_path, [
+        user("run the tests", 0),
+        assistant([tool_use("toolu_1", "Bash", {"command": "pytest"}), tool_use("toolu_2", "Bash",
+                                                                                 {"command": "ls"})], 1),
+        tool_result("toolu_1", "Exit code 2\nerror: no tests ran", 2),
+        tool_result("toolu_2", "Exit code 0\nfile.txt", 3),
+    ])
+    [turn] = run(tmp_path).sessions[0].turns
+    assert [tool.error for tool in turn.tools] == ["Exit code 2\nerror: no tests ran", None]
+    assert '"command":"pytest"' in turn.tools[0].input_head
+
+
+def test_tool_rejection_with_feedback_is_kept_on_the_turn(tmp_path):
+    rejection = ("The user doesn't want to proceed with this tool use. The tool use was rejected (eg. if it was a "
+                 "file edit, the new_string was NOT written to the file). To tell you how to proceed, the user "
+                 "said:\nuse pnpm, not npm")
+    write_session(tmp_path, [
+        user("install the deps", 0),
+        assistant([tool_use("toolu_1", "Bash", {"command": "npm install"})], 1),
+        tool_result("toolu_1", rejection, 2, is_error=True, toolUseResult="User rejected tool use"),
+    ])
+    [turn] = run(tmp_path).sessions[0].turns
+    assert turn.rejected_tool is True
+    assert turn.rejection_feedback == "use pnpm, not npm"
+    assert turn.tools[0].error.startswith("The user doesn't want to proceed")
+
+
+def test_interrupt_for_tool_use_inside_a_tool_result_marks_the_turn(tmp_path):
+    write_session(tmp_path, [
+        user("deploy", 0),
+        assistant([tool_use("toolu_1", "Bash", {"command": "make deploy"})], 1),
+        user([{"type": "tool_result", "tool_use_id": "toolu_1", "content": "interrupted", "is_error": True},
+              text_block("[Request interrupted by user for tool use]")], 2),
+        user("wait, deploy to staging first", 3),
+    ])
+    first, second = run(tmp_path).sessions[0].turns
+    assert (first.interrupted, second.interrupted) == (True, False)
+    assert second.request == "wait, deploy to staging first"
+
+
+def test_session_with_our_own_replay_marker_is_skipped(tmp_path):
+    write_session(tmp_path, [user(f"{SESSION_MARKER} Answer the task below.\nTask: add tests", 0),
+                             assistant([text_block("done")], 1)])
+    result = run(tmp_path)
+    assert result.sessions == []
+    assert result.stats.sessions_skipped == {"own_marker": 1}
+
+
+def test_queue_operation_enqueue_becomes_a_queued_message_of_the_current_turn(tmp_path):
+    write_session(tmp_path, [
+        user("refactor the parser", 0),
+        {"type": "queue-operation", "operation": "enqueue", "timestamp": "2026-03-01T10:01:00Z",
+         "sessionId": SESSION, "content": "also keep the old API"},
+        {"type": "queue-operation", "operation": "remove", "timestamp": "2026-03-01T10:01:30Z", "sessionId": SESSION},
+    ])
+    [turn] = run(tmp_path).sessions[0].turns
+    assert turn.queued_messages == ["also keep the old API"]

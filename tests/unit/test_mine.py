@@ -1,0 +1,437 @@
+"""Mining sessions into TaskRecords: follow-ups, evidence, judges, near-duplicates, selection, splits, LLM miner."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from skillopt_sleep.backends.base import Budget, CallLedger
+from skillopt_sleep.backends.mock import MockBackend
+from skillopt_sleep.errors import BudgetExhausted
+from skillopt_sleep.mine import MIN_TASKS_FOR_TEST, assign_split, mine_tasks, task_id_for
+from skillopt_sleep.models import Session, TaskRecord, ToolUse, Turn
+from skillopt_sleep.rules import make_llm_miner
+
+T0 = datetime(2025, 5, 1, 9, 0, tzinfo=timezone.utc)
+
+
+def turn(index: int, request: str, answer: str = "Done.", *, at: datetime | None = None, **fields) -> Turn:
+    return Turn(index=index, request=request, final_answer=answer,
+                timestamp=at or T0 + timedelta(minutes=index), **fields)
+
+
+def session(session_id: str, *turns: Turn, source: str = "claude", start: datetime = T0) -> Session:
+    return Session(source=source, session_id=session_id, path=f"/home/u/.claude/projects/p/{session_id}.jsonl",
+                   cwd="/home/u/p", started_at=start, turns=list(turns))
+
+
+def mine(*sessions: Session, **options):
+    options.setdefault("project", "/home/u/p")
+    options.setdefault("val_fraction", 0.3)
+    options.setdefault("test_fraction", 0.15)
+    return mine_tasks(list(sessions), **options)
+
+
+def distinct_requests(count: int, *, start: int = 0) -> list[str]:
+    """Requests that share no content word, so none of them merges with another."""
+    return [f"Implement alpha{n} handling in the beta{n} module with gamma{n} retries" for n in range(start,
+                                                                                                 start + count)]
+
+
+def only(result) -> TaskRecord:
+    assert len(result.tasks) == 1, [task.request for task in result.tasks]
+    return result.tasks[0]
+
+
+# --------------------------------------------------------------------------- ids
+
+
+def test_task_id_is_a_stable_hash_of_the_normalized_request():
+    assert re.fullmatch(r"t-[0-9a-f]{12}", task_id_for("Fix the bug."))
+    assert task_id_for("Fix the bug.") == task_id_for("  fix   the BUG ")
+    assert task_id_for("Fix the bug") != task_id_for("Fix the other bug")
+
+
+# --------------------------------------------------------------------------- follow-ups and evidence
+
+
+def test_a_correction_is_evidence_for_the_previous_task_with_its_rule_and_checks():
+    result = mine(session(
+        "s1",
+        turn(0, "Add lodash to the web app and wire up a debounced search box",
+             "Ran `npm install lodash` and added useDebounce.", tools=[ToolUse(name="Bash", input_head="npm i")]),
+        turn(1, "No, use pnpm, not npm. The app lives in packages/web.", "Ran `pnpm add lodash` in packages/web."),
+    ))
+    task = only(result)
+    assert task.rules == ["use pnpm, not npm"]
+    assert task.evidence.reaction == "correction"
+    assert task.evidence.reaction_text == "No, use pnpm, not npm. The app lives in packages/web."
+    # the answer the user corrected, not the fixed one
+    assert task.evidence.final_answer == "Ran `npm install lodash` and added useDebounce."
+    assert [(c.op, c.origin) for c in task.judge.checks] == [("contains", "correction"), ("regex", "correction")]
+    # the rule is not leaked into the replayed request; the task fact is kept as a follow-up
+    assert "pnpm" not in task.request
+    assert task.request.endswith("Follow-up: The app lives in packages/web")
+    assert task.id == task_id_for("Add lodash to the web app and wire up a debounced search box")
+    assert result.dropped["folded_followup"] == 1
+
+
+def test_a_reask_folds_into_the_task_without_repeating_the_request():
+    result = mine(session(
+        "s1",
+        turn(0, "Rename the fetchUser helper to loadUser across the codebase", "Renamed in api.ts."),
+        turn(1, "rename the fetchUser helper to loadUser across the whole codebase", "Renamed in 7 files."),
+    ))
+    task = only(result)
+    assert task.evidence.reaction == "reask"
+    assert "Follow-up" not in task.request
+
+
+def test_a_refinement_is_appended_to_the_request():
+    result = mine(session(
+        "s1",
+        turn(0, "Add a retry decorator to the HTTP client"),
+        turn(1, "Also add a unit test for the backoff delays"),
+    ))
+    task = only(result)
+    assert task.request == ("Add a retry decorator to the HTTP client\n\n"
+                            "Follow-up: Also add a unit test for the backoff delays")
+
+
+def test_acknowledgements_are_dropped_and_count_as_approval():
+    result = mine(session(
+        "s1",
+        turn(0, "Summarize what changed in the last release", "Three fixes and one feature."),
+        turn(1, "thanks!"),
+        turn(2, "ok"),
+    ))
+    task = only(result)
+    assert task.evidence.reaction == "approval"
+    assert result.dropped["acknowledgement"] == 2
+    assert "Three fixes and one feature." in task.judge.rubric  # the accepted answer anchors the rubric
+
+
+def test_a_session_of_acknowledgements_and_control_commands_yields_no_task():
+    result = mine(session("s1", turn(0, "continue"), turn(1, "/clear"), turn(2, "yes"), turn(3, "   "),
+                          turn(4, "/model opus")))
+    assert result.tasks == []
+    assert result.dropped == {"acknowledgement": 2, "control_command": 2, "empty": 1}
+
+
+def test_a_control_command_ends_the_thread_so_the_next_message_is_a_new_task():
+    result = mine(session(
+        "s1",
+        turn(0, "Add lodash to the web app"),
+        turn(1, "/clear"),
+        turn(2, "No, the deploy script should target staging first"),
+    ))
+    assert len(result.tasks) == 2
+    first = next(task for task in result.tasks if task.request == "Add lodash to the web app")
+    assert first.evidence.reaction == "none"
+
+
+def test_a_custom_slash_command_is_a_task():
+    task = only(mine(session("s1", turn(0, "/review-pr 42", kind="command"))))
+    assert task.request == "/review-pr 42"
+
+
+def test_interrupt_rejection_and_abort_are_recorded_as_reactions():
+    interrupted = only(mine(session("s1", turn(0, "Migrate the settings page to the new form library",
+                                                interrupted=True))))
+    rejected = only(mine(session("s2", turn(0, "Regenerate the lockfile", rejected_tool=True,
+                                            rejection_feedback="Don't touch the lockfile by hand, use pnpm not npm"))))
+    aborted = only(mine(session("s3", turn(0, "Run the full integration suite", aborted=True), source="codex")))
+    assert interrupted.evidence.reaction == "interrupted"
+    assert aborted.evidence.reaction == "aborted"
+    assert rejected.evidence.reaction == "rejected"
+    assert rejected.evidence.reaction_text.startswith("Don't touch the lockfile")
+    assert "use pnpm not npm" in rejected.rules
+    assert {check.origin for check in rejected.judge.checks} == {"correction"}
+
+
+def test_the_message_after_an_interrupt_is_kept_as_its_reaction_text():
+    result = mine(session(
+        "s1",
+        turn(0, "Refactor the payment module into services", interrupted=True),
+        turn(1, "Restacked onto main, restart the plan for the invoices page"),
+    ))
+    first = next(task for task in result.tasks if task.request.startswith("Refactor"))
+    assert first.evidence.reaction == "interrupted"
+    assert first.evidence.reaction_text == "Restacked onto main, restart the plan for the invoices page"
+
+
+def test_a_continue_after_an_interrupt_finishes_the_same_task():
+    task = only(mine(session(
+        "s1",
+        turn(0, "Write the changelog entry for 2.3. Dates are ISO, YYYY-MM-DD.", "", interrupted=True),
+        turn(1, "continue", "## 2.3 - 2025-05-01\n- search box"),
+    )))
+    assert task.evidence.final_answer == "## 2.3 - 2025-05-01\n- search box"
+    assert task.rules == ["Dates are ISO, YYYY-MM-DD"]
+    assert task.judge.checks[0].origin == "house_rule"
+
+
+def test_queued_steering_messages_are_corrections_of_their_turn():
+    task = only(mine(session("s1", turn(0, "Install the deps and build the site",
+                                        queued_messages=["no, use pnpm, not npm"]))))
+    assert task.evidence.reaction == "correction"
+    assert task.rules == ["use pnpm, not npm"]
+
+
+def test_tools_and_tool_errors_are_evidence():
+    task = only(mine(session("s1", turn(0, "Make the test suite pass", tools=[
+        ToolUse(name="Bash", input_head="pytest", error="Exit code 1\n2 failed, 10 passed"),
+        ToolUse(name="Edit", input_head="{}"),
+        ToolUse(name="Bash", input_head="pytest"),
+    ]))))
+    assert task.evidence.tools == ["Bash", "Edit"]
+    assert task.evidence.tool_errors == ["Bash: Exit code 1 2 failed, 10 passed"]
+
+
+def test_a_task_without_checks_gets_a_rubric_from_request_and_reaction():
+    task = only(mine(session(
+        "s1",
+        turn(0, "Explain why the cache misses on cold start"),
+        turn(1, "That's not what I asked, I meant the CDN cache, not the Redis one"),
+    )))
+    assert task.judge.checks == []
+    assert "Explain why the cache misses on cold start" in task.judge.rubric
+    assert "CDN cache" in task.judge.rubric
+    assert not task.judge.empty
+
+
+def test_rules_without_checks_are_carried_into_the_rubric():
+    task = only(mine(session("s1", turn(0, "Ship the hotfix. Never commit directly to main. Use pnpm, not npm."))))
+    assert [check.op for check in task.judge.checks] == ["contains", "regex"]
+    assert "Never commit directly to main" in task.judge.rubric
+
+
+def test_naive_timestamps_are_read_as_utc():
+    naive = datetime(2025, 5, 1, 9, 0)
+    task = only(mine(session("s1", turn(0, "Bump the version", at=naive), start=naive)))
+    assert task.first_seen == naive.replace(tzinfo=timezone.utc)
+
+
+# --------------------------------------------------------------------------- near-duplicates
+
+
+def test_near_duplicate_requests_across_sessions_merge_with_recurrence():
+    day2 = T0 + timedelta(days=1)
+    result = mine(
+        session("s1", turn(0, "Fix the flaky test in tests/test_api.py", "Added a retry.")),
+        session("s2", turn(0, "fix the flaky tests in tests/test_api.py", "Used a retry.", at=day2),
+                turn(1, "No, don't add retries, use a fake clock", at=day2 + timedelta(minutes=1)), start=day2),
+        session("s3", turn(0, "Write release notes for 2.4")),
+    )
+    assert result.merged_duplicates == 1
+    merged = next(task for task in result.tasks if task.recurrence == 2)
+    assert merged.session_ids == ["s1", "s2"]
+    assert merged.first_seen == T0
+    assert merged.last_seen == day2 + timedelta(minutes=1)
+    assert merged.rules == ["don't add retries, use a fake clock"]
+    assert merged.evidence.reaction == "correction"  # the telling occurrence wins
+    assert merged.request == "Fix the flaky test in tests/test_api.py"  # the earliest one represents it
+
+
+def test_different_requests_with_shared_words_do_not_merge():
+    result = mine(session("s1", turn(0, "Add tests for parser.py"), turn(1, "Add tests for lexer.py")))
+    assert len(result.tasks) == 2
+    assert result.merged_duplicates == 0
+
+
+# --------------------------------------------------------------------------- max_tasks
+
+
+def test_max_tasks_keeps_corrected_then_recurring_then_recent_tasks():
+    old, recent = T0, T0 + timedelta(days=2)
+    plain_old, plain_recent, corrected, recurring = distinct_requests(4)
+    result = mine(
+        session("a", turn(0, plain_old, at=old), start=old),
+        session("b", turn(0, plain_recent, at=recent), start=recent),
+        session("c", turn(0, corrected, at=old), turn(1, "no, use pnpm, not npm", at=old), start=old),
+        session("d", turn(0, recurring, at=old), start=old),
+        session("e", turn(0, recurring, at=old + timedelta(hours=1)), start=old + timedelta(hours=1)),
+        max_tasks=3,
+    )
+    assert {task.request.split(" handling")[0] for task in result.tasks} == {
+        corrected.split(" handling")[0], recurring.split(" handling")[0], plain_recent.split(" handling")[0]}
+    assert result.dropped["over_max_tasks"] == 1
+
+
+def test_max_tasks_must_be_positive():
+    with pytest.raises(ValueError, match="max_tasks"):
+        mine(max_tasks=0)
+
+
+# --------------------------------------------------------------------------- splits
+
+
+def test_assign_split_is_stable_and_follows_the_fractions():
+    ids = [task_id_for(f"request {n}") for n in range(3000)]
+    splits = [assign_split(task_id, 0.3, 0.15) for task_id in ids]
+    assert splits == [assign_split(task_id, 0.3, 0.15) for task_id in ids]
+    assert 0.26 < splits.count("val") / len(ids) < 0.34
+    assert 0.12 < splits.count("test") / len(ids) < 0.18
+    # val does not depend on the test fraction: a task never leaves val when test_fraction changes
+    assert all(assign_split(task_id, 0.3, 0.0) == "val" for task_id, split in zip(ids, splits) if split == "val")
+
+
+@pytest.mark.parametrize(("val", "test"), [(-0.1, 0.1), (1.0, 0.0), (0.3, 1.5)])
+def test_assign_split_rejects_fractions_outside_zero_one(val, test):
+    with pytest.raises(ValueError, match="fraction"):
+        assign_split("t-000000000000", val, test)
+
+
+def requests_split_as(wanted: str, count: int, val: float, test: float) -> list[str]:
+    found = [request for request in distinct_requests(400) if assign_split(task_id_for(request), val, test) == wanted]
+    assert len(found) >= count
+    return found[:count]
+
+
+def sessions_for(requests: list[str]) -> list[Session]:
+    return [session(f"s{n}", turn(0, request)) for n, request in enumerate(requests)]
+
+
+def test_a_task_keeps_its_split_on_another_night():
+    night1 = requests_split_as("val", 1, 0.3, 0.15) + requests_split_as("train", 2, 0.3, 0.15)
+    night2 = night1 + requests_split_as("test", 1, 0.3, 0.15) + requests_split_as("train", 4, 0.3, 0.15)[2:]
+    first = {task.id: task.split for task in mine(*sessions_for(night1)).tasks}
+    second = {task.id: task.split for task in mine(*sessions_for(night2)).tasks}
+    assert first and all(second[task_id] == split for task_id, split in first.items())
+
+
+def test_val_is_never_empty_with_two_or_more_tasks():
+    both_train = requests_split_as("train", 2, 0.1, 0.0)
+    result = mine(*sessions_for(both_train), val_fraction=0.1, test_fraction=0.0)
+    assert sorted(task.split for task in result.tasks) == ["train", "val"]
+    reversed_input = mine(*reversed(sessions_for(both_train)), val_fraction=0.1, test_fraction=0.0)
+    assert {t.id: t.split for t in result.tasks} == {t.id: t.split for t in reversed_input.tasks}
+
+
+def test_train_is_never_empty_with_two_or_more_tasks():
+    both_val = requests_split_as("val", 2, 0.9, 0.0)
+    result = mine(*sessions_for(both_val), val_fraction=0.9, test_fraction=0.0)
+    assert sorted(task.split for task in result.tasks) == ["train", "val"]
+
+
+def test_a_single_task_is_always_train():
+    (lonely,) = requests_split_as("val", 1, 0.3, 0.15)
+    assert only(mine(*sessions_for([lonely]))).split == "train"
+
+
+def test_no_test_split_below_the_minimum_task_count():
+    requests = requests_split_as("test", 2, 0.2, 0.5) + requests_split_as("train", 1, 0.2, 0.5)
+    assert len(requests) < MIN_TASKS_FOR_TEST
+    result = mine(*sessions_for(requests), val_fraction=0.2, test_fraction=0.5)
+    assert "test" not in {task.split for task in result.tasks}
+    assert {task.split for task in result.tasks} == {"train", "val"}
+
+
+def test_test_split_is_used_from_the_minimum_task_count():
+    requests = requests_split_as("test", 2, 0.2, 0.3) + requests_split_as("train", 2, 0.2, 0.3) \
+        + requests_split_as("val", 1, 0.2, 0.3)
+    result = mine(*sessions_for(requests), val_fraction=0.2, test_fraction=0.3)
+    assert sorted(task.split for task in result.tasks) == ["test", "test", "train", "train", "val"]
+
+
+# --------------------------------------------------------------------------- the LLM miner
+
+
+def corrected_session() -> Session:
+    return session("s1", turn(0, "Add lodash to the web app", "npm install lodash"),
+                   turn(1, "no, use pnpm, not npm"))
+
+
+def test_miner_checks_are_validated_and_invalid_ones_rejected_with_a_reason():
+    def miner(task: TaskRecord) -> dict:
+        return {"intent": "add a dependency with the project's package manager",
+                "checks": [{"op": "contains", "value": "lodash"},
+                           {"op": "regex", "value": "(unclosed"},
+                           {"op": "is_polite", "value": "yes"},
+                           {"op": "max_words", "value": "short"},
+                           {"op": "max_words", "value": "150"},
+                           {"op": "contains", "value": "pnpm"}],
+                "rubric": "Installs lodash with pnpm in the right package.", "outcome": "failure"}
+
+    result = mine(corrected_session(), miner=miner)
+    task = only(result)
+    assert task.intent == "add a dependency with the project's package manager"
+    assert result.rejected_checks == 3
+    reasons = " | ".join(task.rejected_checks)
+    assert "does not compile" in reasons and "unknown op 'is_polite'" in reasons and "integer" in reasons
+    miner_checks = [(c.op, c.value) for c in task.judge.checks if c.origin == "llm_miner"]
+    assert miner_checks == [("contains", "lodash"), ("max_words", 150)]  # "pnpm" was already a rule check
+    assert task.judge.rubric.startswith("Installs lodash with pnpm")
+    assert result.miner_outcomes == {task.id: "failure"}
+
+
+def test_a_failing_miner_keeps_the_heuristic_judge_and_records_why():
+    def broken(task: TaskRecord) -> dict:
+        raise RuntimeError("model returned garbage")
+
+    plain = only(mine(corrected_session()))
+    result = mine(corrected_session(), miner=broken)
+    task = only(result)
+    assert task.judge == plain.judge
+    assert "model returned garbage" in result.miner_errors[task.id]
+    assert result.rejected_checks == 0
+
+
+def test_a_miner_reply_that_is_not_an_object_is_recorded_not_merged():
+    plain = only(mine(corrected_session()))
+    result = mine(corrected_session(), miner=lambda task: ["contains", "pnpm"])
+    assert only(result).judge == plain.judge
+    assert "not an object" in result.miner_errors[plain.id]
+
+
+def test_miner_runs_only_for_kept_tasks():
+    called: list[str] = []
+
+    def miner(task: TaskRecord) -> dict:
+        called.append(task.id)
+        return {"intent": "x", "checks": [], "rubric": "", "outcome": "unknown"}
+
+    result = mine(*sessions_for(distinct_requests(5)), max_tasks=2, miner=miner)
+    assert sorted(called) == sorted(task.id for task in result.tasks)
+    assert result.miner_calls == 2
+
+
+def test_miner_stops_after_the_budget_is_exhausted():
+    calls: list[str] = []
+
+    def miner(task: TaskRecord) -> dict:
+        calls.append(task.id)
+        raise BudgetExhausted("max_calls_per_night=1 reached", limit="max_calls_per_night")
+
+    result = mine(*sessions_for(distinct_requests(3)), miner=miner)
+    assert len(calls) == 1
+    assert len(result.miner_errors) == 3
+    assert all(task.judge.rubric for task in result.tasks)  # heuristic judges kept
+
+
+def test_llm_miner_through_a_ledger_respects_its_call_budget():
+    ledger = CallLedger(MockBackend(), Budget(max_calls=1))
+    result = mine(*sessions_for(distinct_requests(2)), miner=make_llm_miner(ledger))
+    assert ledger.calls == 1
+    assert len(result.miner_outcomes) == 1
+    assert any("budget" in reason for reason in result.miner_errors.values())
+
+
+def test_rules_are_not_mined_from_the_text_of_a_plan():
+    plan = "Implement the following plan:\n\n## Steps\n1. Never use the legacy client, use the v2 SDK.\n2. Add tests."
+    task = only(mine(session("s1", turn(0, plan, kind="plan"))))
+    assert task.rules == []
+    assert task.judge.checks == [] and task.judge.rubric
+
+
+def test_a_fatal_backend_error_stops_the_miner_but_not_mining():
+    backend = MockBackend(fail_with="401 Unauthorized: invalid API key", fail_kind="fatal", fail_roles=["miner"])
+    ledger = CallLedger(backend)
+    plain = mine(*sessions_for(distinct_requests(3)))
+    result = mine(*sessions_for(distinct_requests(3)), miner=make_llm_miner(ledger))
+    assert ledger.calls == 1
+    assert [task.judge for task in result.tasks] == [task.judge for task in plain.tasks]
+    assert len(result.miner_errors) == 3
+    assert any("401" in reason for reason in result.miner_errors.values())
