@@ -55,6 +55,8 @@ class _Rule:
     windowed: bool = False
     """Keyword-anchored pattern: run only on the lines around a keyword hit (these regexes are costly on long
     texts, so they never scan a whole document)."""
+    window_needs: tuple[str, ...] = ()
+    """Characters of which a window must hold one for the pattern to match there (quotes, ``=`` or ``:``)."""
 
 
 def _kind_from_secret_type(secret_type: str) -> str:
@@ -173,7 +175,7 @@ def _library_rules() -> list[_Rule]:
     for pattern, group in keyword.QUOTES_REQUIRED_DENYLIST_REGEX_TO_GROUP.items():
         rules.append(_Rule("secret_keyword", pattern, group, (),
                            ("key", "pass", "pwd", "secret", "contras", "contraseña"), _accept_assignment_value,
-                           min_token=6, windowed=True))
+                           min_token=6, windowed=True, window_needs=("\"", "'", "`")))
     return rules
 
 
@@ -205,7 +207,8 @@ def _structural_rules() -> list[_Rule]:
         # NAME_TOKEN=value, "api_key": "value", password: value (value without spaces; quotes optional).
         _Rule("secret_assignment", re.compile(
             r"(?i)" + _SECRET_NAME + r"[\"']?\s*(?::=|=>|=|:)\s*[\"'`]?([^\s\"'`,;]+)"), 1, (),
-            ("key", "token", "secret", "pass", "pwd"), _accept_assignment_value, min_token=6, windowed=True),
+            ("key", "token", "secret", "pass", "pwd"), _accept_assignment_value, min_token=6, windowed=True,
+            window_needs=("=", ":")),
     ]
 
 
@@ -271,6 +274,9 @@ def _spans(text: str, rule_set: _RuleSet) -> list[tuple[int, int, str, bool]]:
             if windows is None:
                 windows = _keyword_windows(text, lowered)
             ranges = windows
+            if rule.window_needs:
+                ranges = [(start, end) for start, end in windows
+                          if any(char in text[start:end] for char in rule.window_needs)]
         else:
             ranges = whole
         for range_start, range_end in ranges:
