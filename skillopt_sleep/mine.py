@@ -60,6 +60,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from skillopt_sleep.errors import BackendError, BudgetExhausted
+from skillopt_sleep.harvest.claude_code import CONTROL_COMMANDS
 from skillopt_sleep.models import Check, Judge, Reaction, Session, Split, TaskEvidence, TaskRecord, Turn
 from skillopt_sleep.rules import (
     CHECK_OPS,
@@ -87,13 +88,6 @@ MAX_TOOL_ERRORS = 10
 RUBRIC_REQUEST_CHARS = 300
 RUBRIC_QUOTE_CHARS = 300
 
-#: Built-in slash commands of Claude Code and Codex CLI: session control, never a task.
-CONTROL_COMMANDS = frozenset(
-    """add-dir agents approvals bashes bug clear compact config context cost diff doctor exit export feedback
-    fork help hooks ide init install-github-app login logout mcp memory model new output-style permissions
-    privacy-settings quit release-notes resume rewind sandbox status statusline terminal-setup todos undo
-    upgrade usage vim mention""".split()
-)
 _ACK_WORDS = frozenset(
     """ok okay k kk yes yep yeah yup y sure thanks thank you thx ty great perfect nice cool awesome lgtm continue
     go on ahead proceed do it sounds looks good fine alright right keep going carry done excellent amazing got
