@@ -31,7 +31,7 @@ from skillopt_sleep.engine.reflect import reflect
 from skillopt_sleep.engine.replay import ReplayCache, replay_tasks
 from skillopt_sleep.errors import BackendError, BudgetExhausted, LockedError, SleepError
 from skillopt_sleep.fsio import write_json_atomic, write_jsonl_atomic
-from skillopt_sleep.harvest import harvest
+from skillopt_sleep.harvest import harvest_for_config
 from skillopt_sleep.harvest.checkpoint import load_checkpoints, save_checkpoints
 from skillopt_sleep.mine import mine_tasks
 from skillopt_sleep.models import Diagnostics, GateDecision, ReplayResult, Scores, TaskRecord
@@ -188,17 +188,8 @@ def _run_locked(config: SleepConfig, *, project: Path, paths: ProjectPaths, dry_
 
     # ------------------------------------------------------------------ harvest
     with stages.stage("harvest"):
-        result = harvest(
-            source=config.source,
-            scope=config.scope,
-            project=project if config.scope == "project" else None,
-            claude_home=config.claude_home,
-            codex_home=config.codex_home,
-            include_sdk_sessions=config.include_sdk_sessions,
-            lookback_hours=config.lookback_hours,
-            checkpoints=load_checkpoints(paths.checkpoints),
-            now=started,
-        )
+        result = harvest_for_config(config, project=project, checkpoints=load_checkpoints(paths.checkpoints),
+                                    now=started)
     diagnostics.harvest = result.stats
     diagnostics.sources = result.sources
     if not result.sessions:

@@ -7,7 +7,7 @@ from typing import Any
 
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.fsio import write_jsonl_atomic
-from skillopt_sleep.harvest import harvest
+from skillopt_sleep.harvest import harvest_for_config
 from skillopt_sleep.harvest.checkpoint import load_checkpoints
 from skillopt_sleep.mine import mine_tasks
 from skillopt_sleep.state import ProjectPaths
@@ -21,16 +21,7 @@ def preview_harvest(config: SleepConfig, *, project: Path, output: Path | None =
     """
     project = Path(project).expanduser().resolve()
     paths = ProjectPaths(project)
-    result = harvest(
-        source=config.source,
-        scope=config.scope,
-        project=project if config.scope == "project" else None,
-        claude_home=config.claude_home,
-        codex_home=config.codex_home,
-        include_sdk_sessions=config.include_sdk_sessions,
-        lookback_hours=config.lookback_hours,
-        checkpoints=load_checkpoints(paths.checkpoints),
-    )
+    result = harvest_for_config(config, project=project, checkpoints=load_checkpoints(paths.checkpoints))
     mined = mine_tasks(result.sessions, project=str(project), val_fraction=config.val_fraction,
                        test_fraction=config.test_fraction, max_tasks=config.max_tasks_per_night)
     if output is not None:

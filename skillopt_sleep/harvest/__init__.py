@@ -101,3 +101,19 @@ def harvest(*, source: str = "auto", scope: str = "project", project: Path | Non
         if not key.startswith(read_roots):
             result.checkpoints.setdefault(key, checkpoint)
     return result
+
+
+def harvest_for_config(config, *, project: Path, checkpoints: dict[str, FileCheckpoint] | None,
+                       now: datetime | None = None) -> HarvestResult:
+    """Run ``harvest`` with the sources, scope, roots and lookback of a ``SleepConfig`` (night and preview alike)."""
+    return harvest(
+        source=config.source,
+        scope=config.scope,
+        project=project if config.scope == "project" else None,
+        claude_home=config.claude_home,
+        codex_home=config.codex_home,
+        include_sdk_sessions=config.include_sdk_sessions,
+        lookback_hours=config.lookback_hours,
+        checkpoints=checkpoints,
+        now=now,
+    )
