@@ -94,7 +94,7 @@ class LocalBackend:
             return None
         try:
             self._llama = Llama(model_path=str(self.model_path), n_ctx=self.n_ctx, n_threads=self.n_threads,
-                                seed=self.seed, verbose=False)
+                                n_threads_batch=self.n_threads, seed=self.seed, verbose=False)
         except Exception as exc:  # a corrupt or unsupported file
             self._load_error = f"cannot load {self.model_path}: {type(exc).__name__}: {exc}"
         return self._llama

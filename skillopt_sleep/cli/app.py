@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from skillopt_sleep import __version__
-from skillopt_sleep.cli import adopt_cmd, config_cmd, report_cmd, schedule_cmd
+from skillopt_sleep.cli import adopt_cmd, config_cmd, models_cmd, report_cmd, schedule_cmd
 from skillopt_sleep.cli.common import emit_json, resolve_config, stderr, stdout, user_errors
 
 app = typer.Typer(
@@ -22,6 +22,7 @@ app.add_typer(config_cmd.app, name="config")
 adopt_cmd.register(app)
 report_cmd.register(app)
 schedule_cmd.register(app)
+models_cmd.register(app)
 
 ConfigOpt = Annotated[Optional[Path], typer.Option("--config", help="Config TOML file (default: user config dir).",
                                                     envvar="SKILLOPT_SLEEP_CONFIG")]

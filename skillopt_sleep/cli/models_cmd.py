@@ -1,0 +1,84 @@
+"""``skillopt-sleep models pull NAME`` and ``models list [--json]``: GGUF models for ``backend = local``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn, TransferSpeedColumn
+from rich.table import Table
+
+from skillopt_sleep.cli.common import emit_json, stderr, stdout, user_errors
+from skillopt_sleep.model_store import CATALOG, FIND_LINKS_ENV, catalog_model, list_models, pull_model
+
+models_app = typer.Typer(help="Download and list GGUF models for backend = local.", no_args_is_help=True)
+
+
+def _size(size_bytes: int | None) -> str:
+    return f"{size_bytes / 1e9:.2f} GB" if size_bytes and size_bytes >= 1e8 else (
+        f"{size_bytes / 1e6:.1f} MB" if size_bytes else "-")
+
+
+@models_app.command("pull")
+def pull(
+    name: Annotated[str, typer.Argument(help=f"Catalog name: {', '.join(sorted(CATALOG))}.")],
+    find_links: Annotated[Optional[Path], typer.Option(
+        "--find-links", envvar=FIND_LINKS_ENV,
+        help="Offline: read the part wheels from this folder only (pip --no-index --find-links).")] = None,
+) -> None:
+    """Download a model from PyPI (split into part wheels), verify its sha256, and store it in the data dir."""
+    with user_errors():
+        model = catalog_model(name)
+        pip_args = ["--no-index", "--find-links", str(find_links)] if find_links else []
+        columns = [TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+                   TimeElapsedColumn()]
+        with Progress(*columns, console=stderr, transient=False) as progress:
+            bar = progress.add_task(f"{name}: starting", total=model.size_bytes)
+
+            def on_progress(stage: str, done: int, total: int, written: int) -> None:
+                names = {"checking": "checking the existing file (sha256)", "verifying": "verifying sha256"}
+                step = (f"downloading part {done + 1}/{total}" if stage == "downloading" and done < total
+                        else names.get(stage, stage))
+                progress.update(bar, completed=written, description=f"{name}: {step}")
+                if stage == "downloading" and done and not stderr.is_terminal:  # a log file gets one line per part
+                    stderr.print(f"{name}: part {done}/{total} done ({_size(written)})", highlight=False)
+
+            result = pull_model(name, pip_args=pip_args, on_progress=on_progress)
+    if result.status == "already_installed":
+        stdout.print(f"{name} is already installed and verified: {result.path}", highlight=False)
+    else:
+        verb = "re-pulled (the old file did not match)" if result.status == "replaced" else "pulled"
+        stdout.print(f"[green]{name} {verb}[/green] and verified (sha256) in {result.seconds:.0f} s: {result.path} "
+                     f"({_size(result.size_bytes)})", highlight=False)
+
+
+@models_app.command("list")
+def list_(json_: Annotated[bool, typer.Option("--json", help="Print JSON to stdout.")] = False) -> None:
+    """List the catalog (installed or not), the bundled SmolLM2, and other GGUF files in the models dir."""
+    with user_errors():
+        rows = list_models()
+    if json_:
+        emit_json(rows)
+        return
+    table = Table(title="models for backend = local (default *: the largest pulled model, else the bundled one)")
+    table.add_column("name", no_wrap=True)
+    for header in ("source", "installed", "size", "default", "rules"):
+        table.add_column(header)
+    table.add_column("path", overflow="fold")
+    for row in rows:
+        follows = {True: "follows", False: "ignores", None: "?"}[row["follows_system_prompt"]]
+        table.add_row(row["name"], row["source"], "yes" if row["installed"] else "no", _size(row["size_bytes"]),
+                      "*" if row["default"] else "", follows, row["path"] or "-")
+    stdout.print(table)
+    if not any(row["installed"] for row in rows):
+        stdout.print("no model installed: pip install 'skillopt-sleep[local]' or skillopt-sleep models pull "
+                     f"{next(iter(CATALOG))}", highlight=False)
+    elif not any(row["default"] for row in rows if row["source"] != "bundled") and CATALOG:
+        stdout.print(f"tip: SmolLM2-135M ignores system-prompt rules; skillopt-sleep models pull "
+                     f"{next(iter(CATALOG))} gives backend local a model that follows them", highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``models`` command group to the root app."""
+    app.add_typer(models_app, name="models")
