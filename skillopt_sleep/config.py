@@ -98,6 +98,14 @@ class SleepConfig(BaseModel):
     """Samples per train task; > 1 enables K-rollout contrastive reflection."""
     rollout_temperature: float = Field(0.7, ge=0, le=2)
     """Sampling temperature for K > 1 rollouts."""
+    minibatch_size: int = Field(8, ge=1, le=12)
+    """Most train tasks one reflect call sees (at most 12, what one reflect prompt shows); more train tasks are
+    reflected on in parallel minibatches (failing tasks first) whose edits are then merged. One minibatch = one
+    reflect call."""
+    merge_batch_size: int = Field(4, ge=2, le=16)
+    """Patch lists (one per minibatch) merged by one optimizer call; more are merged hierarchically."""
+    failure_only: bool = False
+    """Reflect only on failing train tasks (default: failing and passing ones)."""
     evolve_skill: bool = True
     """Let the night edit the skill document."""
     evolve_memory: bool = True
@@ -110,9 +118,19 @@ class SleepConfig(BaseModel):
     """Score the gate compares: hard, soft, or ``(1-w)*hard + w*soft``."""
     gate_mixed_weight: float = Field(0.3, ge=0, le=1)
     """w of the mixed metric."""
-    gate_rule: Literal["strict"] = "strict"
-    """``strict``: the candidate's mean gate score on the val tasks must be strictly higher than the baseline's
-    (both replayed tonight on the same tasks), and no val task the baseline passed in every sample may fail."""
+    gate_rule: Literal["strict", "paired"] = "paired"
+    """``paired``: per val task win/loss/tie (baseline and candidate replayed tonight on the same tasks); accept
+    iff wins - losses >= ``gate_margin``, a one-sided sign test gives p <= ``gate_alpha``, and no task the baseline
+    passed in every sample fails. ``strict`` (SkillOpt's rule): the candidate's mean gate score must be strictly
+    higher than the baseline's, and no val task the baseline passed in every sample may fail."""
+    gate_margin: int = Field(1, ge=0)
+    """``paired`` gate: least (won val tasks - lost val tasks) to accept."""
+    gate_alpha: float = Field(0.5, ge=0, le=1)
+    """``paired`` gate: largest one-sided exact sign-test p-value (wins vs losses, ties left out) to accept. At
+    0.5 the test blocks nothing beyond ``gate_margin = 1``; lower it (0.25) for more caution, fewer acceptances."""
+    gate_samples: int = Field(4, ge=1, le=8)
+    """``paired`` gate: samples per side for a val task whose outcome could be noise (a win, a loss, or samples
+    that disagree); other val tasks are replayed once."""
 
     # -- documents
     skill_path: str | None = None

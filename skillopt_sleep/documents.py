@@ -140,10 +140,25 @@ def load_documents(project: Path, sources: list[str], *, skill_path: str | None,
 
 
 def prompt_view(text: str) -> str:
-    """Return the part of a document shown to the target (the head, bounded to MAX_DOCUMENT_CHARS)."""
+    """Return the part of a document shown to the target, about MAX_DOCUMENT_CHARS long.
+
+    The managed block (what the nights learned) is always shown whole; the rest of a long document is cut from
+    its end, so a rule learned at the bottom of a long CLAUDE.md is never hidden from the target.
+    """
     if len(text) <= MAX_DOCUMENT_CHARS:
         return text
-    return text[:MAX_DOCUMENT_CHARS] + "\n[... document truncated ...]\n"
+    marker = "\n[... document truncated ...]\n"
+    try:
+        segments = managed_block_segments(text)
+    except SleepError:
+        segments = None
+    if segments is None:
+        return text[:MAX_DOCUMENT_CHARS] + marker
+    before, block, after = segments
+    room = max(0, MAX_DOCUMENT_CHARS - len(block))
+    head = before[:room]
+    tail = after[: max(0, room - len(head))]
+    return head + (marker if len(head) < len(before) else "") + block + tail + (marker if len(tail) < len(after) else "")
 
 
 def unified_diff(before: str, after: str, name: str) -> str:

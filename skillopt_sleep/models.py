@@ -30,7 +30,9 @@ CheckOp = Literal[
     "json_valid",
     "tool_called",
 ]
-EditOp = Literal["add", "insert_after", "replace", "delete"]
+EditOp = Literal["append", "insert_after", "replace", "delete"]
+#: Older spellings of edit ops, accepted on input (optimizer replies, old diagnostics.json) and normalized.
+EDIT_OP_ALIASES = {"add": "append"}
 EditTarget = Literal["skill", "memory"]
 EditStatus = Literal["proposed", "applied", "unmatched", "rejected"]
 NightStatus = Literal["accepted", "rejected", "no_sessions", "no_tasks", "backend_error", "budget_exhausted", "dry_run"]
@@ -238,6 +240,9 @@ class ReplayResult(_Model):
     error: str | None = None
     """Set when the target call itself failed: the result is then not a score of the skill."""
     cached: bool = False
+    llm_judged: bool = False
+    """A rubric score from an LLM judge was used (``JudgeOutcome.llm_judged``): the soft score is then an
+    opinion, so the paired gate does not count a soft-only rise as a win."""
 
     @field_validator("soft")
     @classmethod
@@ -262,6 +267,15 @@ class EditRecord(_Model):
     status: EditStatus = "proposed"
     reason: str = ""
     """Why it was rejected / unmatched."""
+
+    @field_validator("op", mode="before")
+    @classmethod
+    def _op_alias(cls, value: Any) -> Any:
+        """Accept ``"add"`` (the op's former name) as ``"append"``, and ops in any case (``"Replace"``)."""
+        if isinstance(value, str):
+            normalized = value.strip().lower()
+            return EDIT_OP_ALIASES.get(normalized, normalized)
+        return value
 
 
 # --------------------------------------------------------------------------- calls and diagnostics

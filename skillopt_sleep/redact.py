@@ -14,15 +14,21 @@ Two layers, applied to the same text and merged into one pass of replacements:
 Each secret becomes ``[REDACTED:<kind>]``, e.g. ``[REDACTED:github_token]``. Redaction is idempotent: a redacted
 text contains nothing that is redacted again.
 
-Speed (profiled on harvested texts: ~50 us for a typical 200-character text, ~0.2 ms for 5 KB of prose): the
-detectors' compiled patterns are collected once (``functools.cache``; detect-secrets is imported lazily). Before a
-pattern runs, cheap tests must pass: one of its trigger substrings is present, the text has a whitespace-free run
-long enough to hold that kind of secret, and keyword-anchored patterns scan only a small window around each
-keyword hit instead of the whole text.
+Speed: one combined pre-filter regex (``_CANDIDATE_SHAPES``) is searched first; it holds, for every detector
+pattern, a part that any match of that pattern must contain (its literal prefix and a few characters after it,
+or its keyword followed by an assignment), so a text it does not match cannot hold a secret and is returned as
+it is (~99% of harvested texts, ~2 us each). The pre-filter is used only while the detector patterns are exactly
+the ones it was derived from (``_PATTERNS_DIGEST``); after a detect-secrets upgrade that changes them, every text
+takes the full pass until the shapes are checked again. In the full pass, cheap tests must pass before a pattern
+runs: one of its trigger substrings is present, the text has a whitespace-free run long enough to hold that kind
+of secret, and keyword-anchored patterns scan only a small window around each keyword hit (one line at most).
+The detectors' compiled patterns are collected once per process (``prepare()``, cached; detect-secrets is
+imported lazily, ~0.2 s).
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 from functools import cache
@@ -215,6 +221,54 @@ def _structural_rules() -> list[_Rule]:
 _LONG_RUN = 16
 
 
+# The pre-filter: for each detector pattern (library and structural), a shape that every match of it contains.
+# Keyword-anchored patterns only ever match inside one line (their windows never cross a newline).
+def _candidate_shapes(keywords: str) -> tuple[str, ...]:
+    return (
+        r"AKC[a-zA-Z0-9]{10}", r"AP[\dABCDEF][a-zA-Z0-9]{8}",                       # Artifactory
+        r"(?:A3T[A-Z0-9]|ABIA|ACCA|AKIA|ASIA)[0-9A-Z]{16}",                        # AWS access key id
+        r"(?i:aws.{0,20}?(?:key|pw|pass|token))",                                  # AWS keyword form
+        r"AccountKey=",                                                            # Azure storage
+        r"://[^\s:/@]+:[^\s/@]+@",                     # user:password@ in a URL (basic auth, Cloudant URLs)
+        r"(?i:://api.softlayer.com/soap/)",                                        # SoftLayer URL
+        r"[MNO][a-zA-Z\d_-]{23,25}\.[a-zA-Z\d_-]{6}\.[a-zA-Z\d_-]{27}",          # Discord
+        r"(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9_]{20}|github_pat_",                   # GitHub
+        r"(?:glpat|gldt|glft|glsoat|glrt|glcbt|glimt|glptt|glagent|gloas)-|GR1348941",  # GitLab
+        r"eyJ[A-Za-z0-9-_=]+\.",                                                   # JWT
+        r"-us[0-9]",                                                               # Mailchimp
+        r"/:_authToken=",                                                          # npm
+        r"T3BlbkFJ", r"sk-[A-Za-z0-9_\-]{20}",                                     # OpenAI, sk- keys, sk-ant-
+        r"PRIVATE KEY|PuTTY-User-Key-File-2",                                      # private keys
+        r"pypi-AgE",                                                               # PyPI
+        r"SG\.[a-zA-Z0-9_-]{22}\.",                                                # SendGrid
+        r"(?i:xox[abposr]-|hooks\.slack\.com)",                                    # Slack
+        r"sq0csp-", r"k_live_", r"AIza", r"hf_[A-Za-z0-9]{30}",                   # Square, Stripe, Google, HF
+        r"\d{8}:[0-9A-Za-z_-]{35}",                                                # Telegram
+        r"(?:AC|SK)[a-z0-9]{32}",                                                  # Twilio
+        # Cloudant, IBM Cloud IAM, IBM COS HMAC, SoftLayer keyword forms: keyword, assignment, long value.
+        r"(?i:(?:key|pwd|pw|password|pass|token)[\"']?\]? *(?:=|:|:=|=>| +|::) *[\"']?[a-z0-9_\-]{24})",
+        r"(?i:(?:bearer|token)\s+[A-Za-z0-9._~+/\-]{16})",                          # Bearer / token values
+        r"(?i:authorization[\"']?\s*[:=]\s*[\"']?basic\s)",                          # Basic authorization
+        # NAME=value assignments (structural): a value of at least 6 characters.
+        r"(?i:(?:key|token|secret|passw(?:or)?d|pwd|passphrase)[\"']?\s*(?::=|=>|=|:)\s*[\"'`]?[^\s\"'`,;]{6})",
+        # detect-secrets KeywordDetector, quotes required: keyword then a quote on the line, or a quoted value
+        # compared (== / !=) with a keyword.
+        r"(?i:" + keywords + r")[^\n]*?[\"'`]",
+        r"[!=]{2}\s*\w*(?i:" + keywords + r")",
+    )
+
+
+_PATTERNS_DIGEST = "da7442330190f7905c6cca2c09bc7601bd5b825395f2f7bdf9e52bd9b22126a8"
+"""sha256 of the detector patterns (text and flags) the shapes above were derived from."""
+
+
+def _patterns_digest(rules: Iterable[_Rule]) -> str:
+    digest = hashlib.sha256()
+    for rule in rules:
+        digest.update(f"{rule.pattern.pattern}\x00{rule.pattern.flags}\x00{rule.group}\n".encode("utf-8"))
+    return digest.hexdigest()
+
+
 @dataclass(frozen=True)
 class _RuleSet:
     rules: tuple[_Rule, ...]
@@ -223,10 +277,20 @@ class _RuleSet:
     by_lower_trigger: dict[str, tuple[int, tuple[int, ...]]]
     always: tuple[int, ...]
     """Indices of the rules with no trigger."""
+    candidate: Pattern[str] | None
+    """The pre-filter (None: the patterns changed since it was derived; every text takes the full pass)."""
+
+
+def prepare() -> None:
+    """Build the detectors now (imports detect-secrets, compiles the patterns; ~0.2 s once per process) instead of
+    inside the first ``redact`` call. Optional: ``redact`` builds them on first use."""
+    _rule_set()
 
 
 @cache
 def _rule_set() -> _RuleSet:
+    from detect_secrets.plugins import keyword
+
     rules = tuple(_library_rules() + _structural_rules())
     by_trigger: dict[str, list[int]] = {}
     by_lower_trigger: dict[str, list[int]] = {}
@@ -242,7 +306,10 @@ def _rule_set() -> _RuleSet:
     def index(mapping: dict[str, list[int]]) -> dict[str, tuple[int, tuple[int, ...]]]:
         return {key: (min(rules[i].min_token for i in value), tuple(value)) for key, value in mapping.items()}
 
-    return _RuleSet(rules, index(by_trigger), index(by_lower_trigger), tuple(always))
+    candidate = None
+    if _patterns_digest(rules) == _PATTERNS_DIGEST:
+        candidate = re.compile("|".join(_candidate_shapes("|".join(keyword.DENYLIST))))
+    return _RuleSet(rules, index(by_trigger), index(by_lower_trigger), tuple(always), candidate)
 
 
 def _rules() -> tuple[_Rule, ...]:
@@ -320,7 +387,10 @@ def redact(text: str) -> tuple[str, int]:
     """
     if not text or not isinstance(text, str):
         return text, 0
-    spans = _spans(text, _rule_set())
+    rule_set = _rule_set()
+    if rule_set.candidate is not None and rule_set.candidate.search(text) is None:
+        return text, 0
+    spans = _spans(text, rule_set)
     if not spans:
         return text, 0
     # the first-starting, widest finding names the kind; on a tie a token-shaped detector beats a keyword one

@@ -8,6 +8,7 @@ backend for one night: it records every call (``CallRecord``), enforces the nigh
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -22,6 +23,8 @@ ErrorKind = Literal["fatal", "transient"]
 #: Text every backend puts into the prompts it sends, so the harvester recognizes (and skips) any
 #: transcript that a backend's own call left behind (e.g. ``claude -p`` writes a session file).
 SESSION_MARKER = "[skillopt-sleep:replay]"
+
+logger = logging.getLogger("skillopt_sleep.calls")
 
 
 class ChatMessage(BaseModel):
@@ -90,18 +93,27 @@ class CallLedger:
     """Wraps a backend for one night: records calls, enforces budgets, stops on fatal errors.
 
     ``chat()`` raises ``BudgetExhausted`` before a call that a budget no longer allows, and
-    ``BackendError`` when the backend reports a fatal error (or a transient one after its retries, when
-    ``transient_is_fatal`` is set). Thread-safe (replay runs with ``workers`` threads).
+    ``BackendError`` when the backend reports a fatal error, a transient one after its retries (unless the
+    caller passes ``fail_on_error=False``), or, whatever the caller asked, a fatal ``BackendError`` (kind
+    ``"repeated_failures"``) once ``max_consecutive_failures`` calls in a row got no reply at all (failed
+    after their retries with zero tokens used: unreachable, timing out, crashing): a backend that is down
+    stops the night instead of being scored as wrong answers. A failed call that used tokens (e.g. a reply
+    that is not valid JSON) is the model's failure, not the backend's, and does not count; any successful
+    call ends the streak.
+    Thread-safe (replay runs with ``workers`` threads). clock: a monotonic clock in seconds (for tests).
     """
 
-    def __init__(self, backend: Backend, budget: Budget | None = None, *, clock=time.monotonic):
+    def __init__(self, backend: Backend, budget: Budget | None = None, *, clock=time.monotonic,
+                 max_consecutive_failures: int = 3):
         self.backend = backend
         self.budget = budget or Budget()
         self.records: list[CallRecord] = []
+        self.max_consecutive_failures = max_consecutive_failures
         self._clock = clock
         self._started = clock()
         self._lock = threading.Lock()
         self._reserved = 0
+        self._failures_in_a_row = 0
 
     # -- accounting
     @property
@@ -161,7 +173,7 @@ class CallLedger:
 
         fail_on_error: raise ``BackendError`` for any error that survived the backend's retries (fatal
         ones always raise). With False, a transient error is returned in the result for the caller to
-        count (e.g. one judge call that timed out).
+        count (e.g. one judge call that timed out), unless the backend looks down (see the class docstring).
         """
         with self._lock:
             self.check_budget()
@@ -188,6 +200,26 @@ class CallLedger:
         )
         with self._lock:
             self.records.append(record)
+            number = len(self.records)
+            if result.ok:
+                self._failures_in_a_row = 0
+            elif result.usage.total == 0:
+                self._failures_in_a_row += 1
+            failures_in_a_row = self._failures_in_a_row
+        logger.info("call %d %s %s/%s: %s, %d+%d tokens, %.1fs", number, record.role, record.backend, record.model,
+                    "ok" if record.ok else f"{record.error_kind} error: {record.error}",
+                    record.usage.prompt_tokens, record.usage.completion_tokens, record.latency_s)
+        if (not result.ok and result.error_kind != "fatal" and self.max_consecutive_failures
+                and failures_in_a_row >= self.max_consecutive_failures):
+            raise BackendError(
+                f"{failures_in_a_row} calls in a row got no reply after their retries, the backend looks down; "
+                f"last: {result.error or 'unknown error'}",
+                role=request.role,
+                model=record.model,
+                backend=self.backend.name,
+                fatal=True,
+                kind="repeated_failures",
+            )
         if not result.ok and (result.error_kind == "fatal" or fail_on_error):
             raise BackendError(
                 result.error or "unknown error",

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 import orjson
 
 from skillopt_sleep.backends.base import ChatRequest, ChatResult, ErrorKind
+from skillopt_sleep.engine.aggregate import PATCH_LIST_HEADER, RANK_ITEM
 from skillopt_sleep.engine.prompts import load_prompt
 from skillopt_sleep.engine.reflect import TASK_HEADER, USER_RULE_PREFIX, content_words, words
 from skillopt_sleep.models import Role, Usage
@@ -125,12 +126,17 @@ class MockBackend:
       the answer contains "npm" and no "pnpm". At temperature > 0, each applicable rule is skipped in a sample
       with probability temperature / 2, decided by a hash of (seed, rule): reproducible sampling noise for
       K-rollout tests.
-    * ``optimizer``: reads the reflect prompt (``engine/reflect.py`` format) and proposes one ``add`` edit per
+    * ``optimizer``, reflect prompt (``engine/reflect.py`` format): proposes one ``append`` edit per
       distinct user rule (lines ``- user rule: ...``) of the FAIL and MIXED tasks, skipping rules already in the
       prompt's current documents, up to the schema's ``maxItems`` (default 3), targeting ``memory`` (``skill``
       when the schema allows only that). Without such rules it proposes one generic procedure edit built from the
       first failing task's judge verdict (``PROCEDURES``, by the failed check's op; never the check's literal
       value); with no failing task, no edit. Reply: ``{"edits": [...]}``.
+    * ``optimizer``, merge prompt (``engine/aggregate.py``: ``### patch list`` headers, one JSON edit per line):
+      the union of the lists' edits in order, where edits with the same target and the same content up to case,
+      spacing and final punctuation are one edit whose evidence joins theirs; at most the schema's ``maxItems``.
+    * ``optimizer``, rank prompt (``[i] {JSON edit}`` lines, schema with ``order``): the edit numbers ordered by
+      the number of evidence task ids, most first, ties in listed order. Reply: ``{"order": [...]}``.
     * ``judge``: reads the ``## Rubric`` and ``## Answer`` sections and replies
       ``{"score": <share of the rubric's content words present in the answer>, "rationale": ...}``.
     * ``miner``: reads the ``## Request`` and ``## ...reaction`` sections and replies ``{"intent": <first 12
@@ -138,8 +144,10 @@ class MockBackend:
       "failure" | "success" | "unknown"}`` (outcome from correction or approval words in the reaction).
 
     Options: ``fail_with`` makes calls fail with ``ChatResult(error=fail_with, error_kind=fail_kind)`` (only for
-    ``fail_roles`` when given); ``scripted`` maps a role to replies returned in order before simulating.
-    Counters: ``calls``, ``calls_by_role``, ``requests`` (every request received). Usage is estimated as
+    ``fail_roles`` when given); ``scripted`` maps a role, or an optimizer prompt kind (``reflect``, ``merge``,
+    ``rank``: tried first), to replies returned in order before simulating. Counters: ``calls``,
+    ``calls_by_role``, ``calls_by_kind`` (optimizer calls by prompt kind, other calls by role), ``requests``
+    (every request received). Usage is estimated as
     characters / 4 (rounded up), so token budgets work. Thread-safe.
     """
 
@@ -154,6 +162,7 @@ class MockBackend:
         self.scripted = {role: list(replies) for role, replies in (scripted or {}).items()}
         self.calls = 0
         self.calls_by_role: dict[str, int] = {}
+        self.calls_by_kind: dict[str, int] = {}
         self.requests: list[ChatRequest] = []
         self._lock = threading.Lock()
 
@@ -163,11 +172,13 @@ class MockBackend:
     # -- the protocol
     def chat(self, request: ChatRequest) -> ChatResult:
         started = time.perf_counter()
+        kind = self.prompt_kind(request)
         with self._lock:
             self.calls += 1
             self.calls_by_role[request.role] = self.calls_by_role.get(request.role, 0) + 1
+            self.calls_by_kind[kind] = self.calls_by_kind.get(kind, 0) + 1
             self.requests.append(request)
-            script = self.scripted.get(request.role)
+            script = self.scripted.get(kind) or self.scripted.get(request.role)
             scripted_reply = script.pop(0) if script else None
         prompt_chars = sum(len(message.content) for message in request.messages)
         usage = Usage(prompt_tokens=math.ceil(prompt_chars / 4))
@@ -179,6 +190,10 @@ class MockBackend:
             text = scripted_reply
         elif request.role == "target":
             text = self._target(request)
+        elif kind == "merge":
+            text = self._merge(request)
+        elif kind == "rank":
+            text = self._rank(request)
         elif request.role == "optimizer":
             text = self._optimizer(request)
         elif request.role == "judge":
@@ -187,6 +202,18 @@ class MockBackend:
             text = self._miner(request)
         usage.completion_tokens = math.ceil(len(text) / 4)
         return ChatResult(text=text, usage=usage, model=model, latency_s=time.perf_counter() - started)
+
+    @staticmethod
+    def prompt_kind(request: ChatRequest) -> str:
+        """``"rank"``, ``"merge"`` or ``"reflect"`` for an optimizer request (by its schema and prompt), else the
+        request's role."""
+        if request.role != "optimizer":
+            return request.role
+        properties = (request.json_schema or {}).get("properties", {})
+        if "order" in properties:
+            return "rank"
+        prompt = "\n".join(message.content for message in request.messages if message.role == "user")
+        return "merge" if PATCH_LIST_HEADER.search(prompt) else "reflect"
 
     # -- target
     @staticmethod
@@ -264,7 +291,7 @@ class MockBackend:
                     verdict = line.split(":", 1)[1].strip().split(" (", 1)[0]
                     verdicts.append((task_id, verdict))
         edits = [
-            {"target": target, "op": "add", "anchor": None, "content": rule,
+            {"target": target, "op": "append", "anchor": None, "content": rule,
              "rationale": f"The user stated this rule; {len(ids)} failing task(s) broke it.", "evidence": ids}
             for rule, ids in rules.values()
         ]
@@ -274,10 +301,44 @@ class MockBackend:
             procedure = PROCEDURES.get(op, "check the answer against every requirement the user stated")
             content = f"Before answering, {procedure}."
             if content.lower() not in documents:
-                edits = [{"target": target, "op": "add", "anchor": None, "content": content,
+                edits = [{"target": target, "op": "append", "anchor": None, "content": content,
                           "rationale": f"Generic procedure for the failed check ({verdict}).",
                           "evidence": [task_id]}]
         return orjson.dumps({"edits": edits[: max(0, budget)]}).decode()
+
+    # -- merge and rank
+    def _merge(self, request: ChatRequest) -> str:
+        prompt = request.messages[0].content if request.messages else ""
+        _targets, budget = self._schema_limits(request)
+        merged: dict[tuple[str, str], dict] = {}
+        for section in PATCH_LIST_HEADER.split(prompt)[3::3]:
+            for line in section.splitlines():
+                try:
+                    edit = orjson.loads(line)
+                except orjson.JSONDecodeError:
+                    continue
+                if not isinstance(edit, dict) or "content" not in edit:
+                    continue
+                key = (str(edit.get("target")), " ".join(str(edit["content"]).lower().split()).rstrip(".!"))
+                if key in merged:
+                    kept = merged[key]
+                    kept["evidence"] = list(dict.fromkeys([*kept["evidence"], *edit.get("evidence", [])]))
+                else:
+                    merged[key] = {**edit, "evidence": list(edit.get("evidence", []))}
+        return orjson.dumps({"edits": list(merged.values())[: max(0, budget)]}).decode()
+
+    @staticmethod
+    def _rank(request: ChatRequest) -> str:
+        prompt = request.messages[0].content if request.messages else ""
+        support: list[tuple[int, int]] = []
+        for match in RANK_ITEM.finditer(prompt):
+            try:
+                evidence = orjson.loads(match.group(2)).get("evidence", [])
+            except (orjson.JSONDecodeError, AttributeError):
+                evidence = []
+            support.append((int(match.group(1)), len(evidence) if isinstance(evidence, list) else 0))
+        order = [index for index, _count in sorted(support, key=lambda item: (-item[1], item[0]))]
+        return orjson.dumps({"order": order}).decode()
 
     # -- judge and miner
     def _judge(self, request: ChatRequest) -> str:

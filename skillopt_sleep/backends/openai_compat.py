@@ -314,6 +314,10 @@ class OpenAIBackend:
                                f"optimizer_model, and that base_url ends in /v1 ({detail})")
         if status in (400, 422) and "response_format" in extra and _mentions_response_format(detail):
             return _FormatRejected(self._clean(f"{status} {detail}"))
+        if status == 500 and "response_format" in extra and _is_response_format_validation_error(detail):
+            # llama-cpp-python's server answers an unsupported response_format type with a 500 carrying its
+            # request-validation error (0.3.x); retrying cannot fix it, the next format can.
+            return _FormatRejected(self._clean(f"{status} {detail}"))
         if status == 429 and "quota" in detail.lower():  # billing, not load: waiting does not help
             return self._fatal(f"429 quota exceeded {where}: check the account's plan and billing ({detail})")
         if status == 429:
@@ -385,6 +389,11 @@ def _mentions_response_format(detail: str) -> bool:
     lowered = detail.lower()
     return any(word in lowered for word in ("response_format", "json_schema", "json_object", "response format",
                                             "structured output", "grammar"))
+
+
+def _is_response_format_validation_error(detail: str) -> bool:
+    lowered = detail.lower()
+    return "validation error" in lowered and "response_format" in lowered
 
 
 def _parse_json_reply(text: str) -> dict | list | None:

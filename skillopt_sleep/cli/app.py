@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -43,8 +45,12 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
-                                                help="Print the version.")] = False) -> None:
+                                                help="Print the version.")] = False,
+          verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log stages and every LLM call to stderr.")]
+          = False) -> None:
     """skillopt-sleep"""
+    if verbose:
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", stream=sys.stderr)
 
 
 @app.command("run-now")

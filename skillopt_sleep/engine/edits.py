@@ -4,7 +4,7 @@ The managed block is the run of lines between a ``BLOCK_BEGIN`` line and a ``BLO
 outside it belongs to the user and is never changed, byte for byte. Inside it, edits address lines
 exactly:
 
-- ``add``: append the content (a line, or a paragraph after a blank line) at the end of the block;
+- ``append``: append the content (a line, or a paragraph after a blank line) at the end of the block;
   rejected as ``duplicate`` when the content's lines already stand together in the block.
 - ``insert_after``: insert the content after the anchor line(s).
 - ``replace``: replace the anchor line(s) with the content.
@@ -168,7 +168,7 @@ def _apply_one(lines: list[str], edit: EditRecord) -> tuple[list[str], str, str]
             return lines, "rejected", f"empty content for {edit.op}"
         if any(BLOCK_BEGIN in line or BLOCK_END in line for line in content):
             return lines, "rejected", "content contains a managed-block marker"
-    if edit.op == "add":
+    if edit.op == "append":
         if _find_run(lines, content):
             return lines, "rejected", "duplicate: the content is already in the managed block"
         separator = [""] if len(content) > 1 and lines else []

@@ -1,14 +1,40 @@
 """The gate: accept tonight's candidate documents only if they score better on held-out (val) tasks.
 
-Rule ``strict`` (SkillOpt's gate): the candidate is replayed on the val tasks, the baseline (the current
-documents) is replayed on the same val tasks in the same night, and each result gets a gate score
-(``judges.gate_score``: hard, soft or mixed). The candidate is accepted only when
+The candidate is replayed on the val tasks, the baseline (the current documents) is replayed on the same val
+tasks in the same night, and each result gets a gate score (``judges.gate_score``: hard, soft or mixed).
+Both rules first require that
 
-1. no val result carries an error (a failed call is not a score),
-2. baseline and candidate cover the same, non-empty set of val tasks,
+1. no val result carries an error (a failed call is not a score), and
+2. baseline and candidate cover the same, non-empty set of val tasks.
+
+Rule ``strict`` (SkillOpt's gate, kept for compatibility): the candidate is accepted only when
+
 3. its mean gate score is strictly higher than the baseline's (by more than ``EPSILON``), and
 4. it does not regress a task the baseline passed: a val task where every baseline sample had hard 1 must
    not have a candidate sample with hard 0 (a mean can hide such a regression).
+
+``strict`` lets flaky val tasks decide: on 10 simulated val tasks it accepts 30% of no-op edits and 17% of
+harmful ones (``docs/benchmarks.md``, "Gate simulation"; paired with the defaults: 0.9% and 0.3%).
+
+Rule ``paired`` (the default) counts per-task wins and losses (``paired_outcome``): a task is won when every
+candidate sample scores above every baseline sample (with one sample per side: the candidate scored higher),
+lost in the mirror case, tied otherwise. When an LLM judge scored the task, only hard scores count, so a
+soft-only rise is a tie. The candidate is accepted only when
+
+3. no protected task regresses: a task the baseline passed in every sample (hard 1) must not have a
+   candidate sample with hard 0 (clause ``regression``),
+4. wins - losses >= ``margin`` (clause ``margin``), and
+5. a one-sided exact sign test over the won and lost tasks gives p <= ``alpha`` (clause ``sign_test``):
+   p = P(X >= wins) for X ~ Binomial(wins + losses, 1/2) (``sign_test_p_value``; ties are left out).
+
+Flaky tasks and extra samples (the step's job, before it calls ``decide``): replay every val task once per
+side, then ask ``tasks_to_resample(baseline, candidate, ...)`` which tasks need more samples (a win, a loss or
+a regression that rests on one sample each, or a task whose samples disagree: ``flaky_task_ids``); replay
+those tasks with ``gate_samples`` samples on both sides and merge them with ``replace_task_results``.
+
+A candidate that is not worse but lacks the evidence (blocked by ``margin`` or ``sign_test`` with
+wins >= losses) gets verdict ``reject`` with ``details["pending"] = True``: the night may keep it and re-test
+it on the next night's fresh val tasks, promoting it only if it is accepted then.
 
 Accepted candidates are ``accept_new_best`` when their mean also beats ``best_gate_score`` (the all-time
 best; None = no best yet) and ``accept`` otherwise. Mode ``off`` accepts greedily without val scoring.
@@ -16,21 +42,37 @@ best; None = no best yet) and ``accept`` otherwise. Mode ``off`` accepts greedil
 
 from __future__ import annotations
 
+from math import comb
+from typing import Literal
+
 from skillopt_sleep.engine.judges import gate_score
 from skillopt_sleep.models import GateDecision, ReplayResult, Scores, TaskComparison
 
-#: Differences of mean gate scores at or below this are ties (floating-point noise is not an improvement).
+#: Differences of gate scores at or below this are ties (floating-point noise is not an improvement).
 EPSILON = 1e-9
-SUPPORTED_RULES = ("strict",)
+SUPPORTED_RULES = ("strict", "paired")
+#: Defaults of the paired rule (config keys ``gate_margin``, ``gate_alpha``, ``gate_samples``), chosen with
+#: ``benchmarks/gate_sim.py`` (``docs/benchmarks.md``, "Gate simulation"). With alpha 0.5 the sign test blocks
+#: nothing that margin 1 lets through (p <= 0.5 iff wins > losses); the noise resistance comes from wins that
+#: must hold over ``DEFAULT_SAMPLES`` samples per side and the regression clause. Lower alpha for more caution.
+DEFAULT_MARGIN = 1
+DEFAULT_ALPHA = 0.5
+DEFAULT_SAMPLES = 4
+
+Outcome = Literal["win", "loss", "tie", "n/a"]
 
 
 def _result_gate(result: ReplayResult, metric: str, mixed_weight: float) -> float:
     return gate_score(result.hard, result.soft, metric, mixed_weight)
 
 
+def _scored(results: list[ReplayResult]) -> list[ReplayResult]:
+    return [result for result in results if result.error is None]
+
+
 def summarize(results: list[ReplayResult], metric: str, mixed_weight: float) -> Scores:
     """Mean hard, soft and gate score over the results without an error; n counts those results."""
-    scored = [result for result in results if result.error is None]
+    scored = _scored(results)
     if not scored:
         return Scores()
     count = len(scored)
@@ -50,8 +92,12 @@ def _task_ids(*groups: list[ReplayResult]) -> list[str]:
     return list(seen)
 
 
+def _by_task(results: list[ReplayResult], task_id: str) -> list[ReplayResult]:
+    return [result for result in results if result.task_id == task_id]
+
+
 def _mean_gate(results: list[ReplayResult], metric: str, mixed_weight: float) -> float | None:
-    scored = [result for result in results if result.error is None]
+    scored = _scored(results)
     if not scored:
         return None
     return sum(_result_gate(result, metric, mixed_weight) for result in scored) / len(scored)
@@ -59,13 +105,13 @@ def _mean_gate(results: list[ReplayResult], metric: str, mixed_weight: float) ->
 
 def compare_tasks(baseline: list[ReplayResult], candidate: list[ReplayResult], metric: str,
                   mixed_weight: float, request_heads: dict[str, str] | None = None) -> list[TaskComparison]:
-    """One ``TaskComparison`` per val task id (baseline order first): win/loss/tie on the mean gate score of
-    the task's samples; ``n/a`` when one side has no scored sample."""
+    """Rule ``strict``: one ``TaskComparison`` per val task id (baseline order first): win/loss/tie on the
+    mean gate score of the task's samples; ``n/a`` when one side has no scored sample."""
     heads = request_heads or {}
     comparisons: list[TaskComparison] = []
     for task_id in _task_ids(baseline, candidate):
-        base = [result for result in baseline if result.task_id == task_id]
-        cand = [result for result in candidate if result.task_id == task_id]
+        base = _by_task(baseline, task_id)
+        cand = _by_task(candidate, task_id)
         base_mean = _mean_gate(base, metric, mixed_weight)
         cand_mean = _mean_gate(cand, metric, mixed_weight)
         if base_mean is None or cand_mean is None:
@@ -81,32 +127,158 @@ def compare_tasks(baseline: list[ReplayResult], candidate: list[ReplayResult], m
     return comparisons
 
 
+def _protected(baseline: list[ReplayResult]) -> bool:
+    """The baseline passed the task (hard 1) in every scored sample."""
+    scored = _scored(baseline)
+    return bool(scored) and all(result.hard == 1 for result in scored)
+
+
 def _regressed(comparison: TaskComparison) -> bool:
     """The baseline passed the task in every sample and the candidate failed it in at least one."""
-    base_passed = bool(comparison.baseline) and all(result.hard == 1 for result in comparison.baseline)
-    return base_passed and any(result.hard == 0 for result in comparison.candidate)
+    return _protected(comparison.baseline) and any(result.hard == 0 for result in _scored(comparison.candidate))
+
+
+# --------------------------------------------------------------------------- paired rule
+
+
+def sign_test_p_value(wins: int, losses: int) -> float:
+    """One-sided exact sign test: p = P(X >= wins) for X ~ Binomial(wins + losses, 1/2).
+
+    wins, losses: counts of won and lost val tasks (ties are left out), each >= 0. Returns a float in
+    (0, 1]; 1.0 when there is no won or lost task. Raises ValueError for a negative count.
+    """
+    if wins < 0 or losses < 0:
+        raise ValueError(f"wins and losses must be >= 0, got {wins} and {losses}")
+    trials = wins + losses
+    if trials == 0:
+        return 1.0
+    return sum(comb(trials, k) for k in range(wins, trials + 1)) / 2 ** trials
+
+
+def flaky_task_ids(results: list[ReplayResult]) -> set[str]:
+    """Task ids whose scored samples (error None) disagree on the hard score (some pass, some fail).
+
+    Pass one side's results (baseline or candidate), not both together: baseline and candidate are meant to
+    differ. Soft scores are not compared (an LLM judge's soft score varies from call to call).
+    """
+    outcomes: dict[str, set[int]] = {}
+    for result in _scored(results):
+        outcomes.setdefault(result.task_id, set()).add(result.hard)
+    return {task_id for task_id, seen in outcomes.items() if len(seen) > 1}
+
+
+def paired_outcome(baseline: list[ReplayResult], candidate: list[ReplayResult], metric: str,
+                   mixed_weight: float) -> Outcome:
+    """Rule ``paired``: the outcome of one val task from its baseline and candidate samples.
+
+    ``win`` when every scored candidate sample scores above every scored baseline sample (by more than
+    ``EPSILON``), ``loss`` in the mirror case, ``tie`` otherwise, ``n/a`` when a side has no scored sample.
+    The score is the gate score, except that only hard scores count when an LLM judge scored any sample of the
+    task (``llm_judged``): a soft-only rise judged by an LLM is a tie.
+    """
+    base, cand = _scored(baseline), _scored(candidate)
+    if not base or not cand:
+        return "n/a"
+    llm_judged = any(result.llm_judged for result in base + cand)
+
+    def score(result: ReplayResult) -> float:
+        return float(result.hard) if llm_judged else _result_gate(result, metric, mixed_weight)
+
+    base_scores = [score(result) for result in base]
+    cand_scores = [score(result) for result in cand]
+    if min(cand_scores) > max(base_scores) + EPSILON:
+        return "win"
+    if max(cand_scores) < min(base_scores) - EPSILON:
+        return "loss"
+    return "tie"
+
+
+def compare_tasks_paired(baseline: list[ReplayResult], candidate: list[ReplayResult], metric: str,
+                         mixed_weight: float, request_heads: dict[str, str] | None = None) -> list[TaskComparison]:
+    """Rule ``paired``: one ``TaskComparison`` per val task id (baseline order first), outcome from
+    ``paired_outcome``."""
+    heads = request_heads or {}
+    comparisons: list[TaskComparison] = []
+    for task_id in _task_ids(baseline, candidate):
+        base = _by_task(baseline, task_id)
+        cand = _by_task(candidate, task_id)
+        comparisons.append(TaskComparison(task_id=task_id, request_head=heads.get(task_id, ""), baseline=base,
+                                          candidate=cand, outcome=paired_outcome(base, cand, metric, mixed_weight)))
+    return comparisons
+
+
+def tasks_to_resample(baseline: list[ReplayResult], candidate: list[ReplayResult], *, metric: str,
+                      mixed_weight: float, gate_samples: int) -> list[str]:
+    """Val task ids the step should replay with ``gate_samples`` samples on both sides before ``decide``.
+
+    A task needs more samples when its outcome could be noise: it is a win or a loss (``paired_outcome``),
+    it would count as a regression, or its samples disagree on either side (``flaky_task_ids``); and one
+    side has fewer than ``gate_samples`` scored samples. Stable ties are not resampled (they cost calls and
+    cannot change the decision much). Returns ids in baseline order; [] when ``gate_samples`` <= 1.
+    """
+    if gate_samples <= 1:
+        return []
+    flaky = flaky_task_ids(baseline) | flaky_task_ids(candidate)
+    wanted: list[str] = []
+    for task_id in _task_ids(baseline, candidate):
+        base = _by_task(baseline, task_id)
+        cand = _by_task(candidate, task_id)
+        if min(len(_scored(base)), len(_scored(cand))) >= gate_samples:
+            continue
+        comparison = TaskComparison(task_id=task_id, baseline=base, candidate=cand)
+        if (task_id in flaky or _regressed(comparison)
+                or paired_outcome(base, cand, metric, mixed_weight) in ("win", "loss")):
+            wanted.append(task_id)
+    return wanted
+
+
+def replace_task_results(results: list[ReplayResult], replacement: list[ReplayResult]) -> list[ReplayResult]:
+    """Return ``results`` with every result of a task that ``replacement`` covers swapped for the
+    replacement's results of that task (e.g. the same task replayed with ``gate_samples`` samples); the
+    order of first appearance of each task is kept."""
+    replaced = {result.task_id for result in replacement}
+    merged: list[ReplayResult] = []
+    for task_id in _task_ids(results, replacement):
+        merged.extend(_by_task(replacement if task_id in replaced else results, task_id))
+    return merged
+
+
+# --------------------------------------------------------------------------- decision
 
 
 def decide(*, mode: str, metric: str, mixed_weight: float, rule: str, baseline: list[ReplayResult],
            candidate: list[ReplayResult], best_gate_score: float | None,
-           request_heads: dict[str, str] | None = None) -> GateDecision:
+           request_heads: dict[str, str] | None = None, margin: int = DEFAULT_MARGIN,
+           alpha: float = DEFAULT_ALPHA) -> GateDecision:
     """Decide whether tonight's candidate documents are accepted.
 
     mode: ``"on"`` or ``"off"``; metric: ``"hard"``, ``"soft"`` or ``"mixed"``; mixed_weight: w in [0, 1];
-    rule: ``"strict"``; baseline/candidate: val ``ReplayResult``s (may be empty when mode is off);
-    best_gate_score: the all-time best mean gate score, or None; request_heads: task id -> request head
-    for the per-task report. Returns a ``GateDecision`` whose ``reason`` states the numbers. Raises
-    ValueError for an unknown mode, rule or metric.
+    rule: ``"strict"`` or ``"paired"``; baseline/candidate: val ``ReplayResult``s, any number of samples per
+    task (may be empty when mode is off); best_gate_score: the all-time best mean gate score, or None;
+    request_heads: task id -> request head for the per-task report; margin: int >= 0, least wins - losses
+    (paired); alpha: float in [0, 1], largest sign-test p-value accepted (paired).
+
+    Returns a ``GateDecision`` whose ``reason`` states the numbers and whose ``details`` hold ``clause`` (what
+    decided: ``gate_off``, ``failed_calls``, ``no_tasks``, ``coverage``, ``mean``, ``regression``,
+    ``margin``, ``sign_test`` or ``accepted``), ``pending`` (paired: rejected for lack of evidence only), and
+    for paired ``wins``, ``losses``, ``ties``, ``p_value``, ``margin``, ``alpha``, ``protected``,
+    ``regressions``, ``flaky`` and ``llm_ties`` (task id lists). Raises ValueError for an unknown mode,
+    rule or metric, or a margin/alpha out of range.
     """
     if mode not in ("on", "off"):
         raise ValueError(f"unknown gate mode {mode!r}; supported: 'on', 'off'")
     if rule not in SUPPORTED_RULES:
         raise ValueError(f"unknown gate rule {rule!r}; supported: {', '.join(map(repr, SUPPORTED_RULES))}")
+    if margin < 0 or not 0.0 <= alpha <= 1.0:
+        raise ValueError(f"gate margin must be >= 0 and alpha in [0, 1], got {margin} and {alpha}")
     gate_score(0.0, 0.0, metric, mixed_weight)  # validates the metric name
 
     base_scores = summarize(baseline, metric, mixed_weight)
     cand_scores = summarize(candidate, metric, mixed_weight)
-    per_task = compare_tasks(baseline, candidate, metric, mixed_weight, request_heads)
+    if rule == "paired":
+        per_task = compare_tasks_paired(baseline, candidate, metric, mixed_weight, request_heads)
+    else:
+        per_task = compare_tasks(baseline, candidate, metric, mixed_weight, request_heads)
     outcomes = [comparison.outcome for comparison in per_task]
     details: dict = {
         "baseline_gate": base_scores.gate,
@@ -116,46 +288,82 @@ def decide(*, mode: str, metric: str, mixed_weight: float, rule: str, baseline: 
         "wins": outcomes.count("win"),
         "losses": outcomes.count("loss"),
         "ties": outcomes.count("tie"),
+        "pending": False,
     }
 
-    def verdict(kind: str, reason: str) -> GateDecision:
+    def verdict(kind: str, clause: str, reason: str) -> GateDecision:
+        details["clause"] = clause
         return GateDecision(mode=mode, metric=metric, rule=rule, verdict=kind, reason=reason,
                             baseline=base_scores, candidate=cand_scores, per_task=per_task, details=details)
 
     if mode == "off":
-        return verdict("accept", "gate off: accepted greedily, without val scoring")
+        return verdict("accept", "gate_off", "gate off: accepted greedily, without val scoring")
 
     failed_base = sum(1 for result in baseline if result.error is not None)
     failed_cand = sum(1 for result in candidate if result.error is not None)
     details["failed_calls"] = failed_base + failed_cand
     if failed_base or failed_cand:
-        return verdict("reject", f"{failed_base + failed_cand} of {len(baseline) + len(candidate)} val calls "
-                                 f"failed (baseline {failed_base}, candidate {failed_cand}); failed calls are "
-                                 "not scores, so the candidate cannot be judged")
+        return verdict("reject", "failed_calls",
+                       f"{failed_base + failed_cand} of {len(baseline) + len(candidate)} val calls "
+                       f"failed (baseline {failed_base}, candidate {failed_cand}); failed calls are "
+                       "not scores, so the candidate cannot be judged")
 
     base_ids = set(_task_ids(baseline))
     cand_ids = set(_task_ids(candidate))
     if not base_ids and not cand_ids:
-        return verdict("reject", "no held-out tasks")
+        return verdict("reject", "no_tasks", "no held-out tasks")
     if base_ids != cand_ids:
         missing = sorted(base_ids ^ cand_ids)
-        return verdict("reject", f"baseline and candidate were not replayed on the same val tasks "
-                                 f"({len(missing)} differ: {', '.join(missing[:5])})")
+        return verdict("reject", "coverage", f"baseline and candidate were not replayed on the same val tasks "
+                                             f"({len(missing)} differ: {', '.join(missing[:5])})")
 
     base_mean, cand_mean = base_scores.gate, cand_scores.gate
     numbers = (f"val {metric} score {cand_mean:.3f} vs baseline {base_mean:.3f} "
                f"(delta {cand_mean - base_mean:+.3f}, {len(base_ids)} tasks, "
                f"{details['wins']} win / {details['losses']} loss / {details['ties']} tie)")
-    if not cand_mean > base_mean + EPSILON:
-        return verdict("reject", f"not a strict improvement: {numbers}")
+
+    def accepted(kind_of_win: str) -> GateDecision:
+        if best_gate_score is None:
+            return verdict("accept_new_best", "accepted", f"{kind_of_win}, first best: {numbers}")
+        if cand_mean > best_gate_score + EPSILON:
+            return verdict("accept_new_best", "accepted", f"{kind_of_win} and new best (previous best "
+                                                          f"{best_gate_score:.3f}): {numbers}")
+        return verdict("accept", "accepted", f"{kind_of_win}, below the best {best_gate_score:.3f}: {numbers}")
+
     regressed = [comparison.task_id for comparison in per_task if _regressed(comparison)]
-    details["regressed_tasks"] = regressed
+    if rule == "strict":
+        if not cand_mean > base_mean + EPSILON:
+            return verdict("reject", "mean", f"not a strict improvement: {numbers}")
+        details["regressed_tasks"] = regressed
+        if regressed:
+            return verdict("reject", "regression", f"regressed {len(regressed)} task(s) the baseline passed "
+                                                   f"({', '.join(regressed[:5])}): {numbers}")
+        return accepted("strict improvement")
+
+    wins, losses = details["wins"], details["losses"]
+    p_value = sign_test_p_value(wins, losses)
+    details.update({
+        "p_value": p_value,
+        "margin": margin,
+        "alpha": alpha,
+        "protected": [comparison.task_id for comparison in per_task if _protected(comparison.baseline)],
+        "regressions": regressed,
+        "flaky": sorted(flaky_task_ids(baseline) | flaky_task_ids(candidate)),
+        "llm_ties": [comparison.task_id for comparison in per_task if comparison.outcome == "tie"
+                     and any(result.llm_judged for result in comparison.baseline + comparison.candidate)
+                     and _mean_gate(comparison.candidate, metric, mixed_weight)
+                     != _mean_gate(comparison.baseline, metric, mixed_weight)],
+    })
+    evidence = (f"wins - losses {wins - losses} (margin {margin}), sign test p = {p_value:.3f} "
+                f"(alpha {alpha:g}), {len(details['protected'])} protected task(s)")
     if regressed:
-        return verdict("reject", f"regressed {len(regressed)} task(s) the baseline passed "
-                                 f"({', '.join(regressed[:5])}): {numbers}")
-    if best_gate_score is None:
-        return verdict("accept_new_best", f"strict improvement, first best: {numbers}")
-    if cand_mean > best_gate_score + EPSILON:
-        return verdict("accept_new_best", f"strict improvement and new best (previous best "
-                                          f"{best_gate_score:.3f}): {numbers}")
-    return verdict("accept", f"strict improvement, below the best {best_gate_score:.3f}: {numbers}")
+        return verdict("reject", "regression", f"regressed {len(regressed)} protected task(s) the baseline "
+                                               f"passed in every sample ({', '.join(regressed[:5])}): {numbers}")
+    if wins - losses < margin or p_value > alpha:
+        clause = "margin" if wins - losses < margin else "sign_test"
+        details["pending"] = wins >= losses
+        if details["pending"]:
+            return verdict("reject", clause, f"not enough evidence ({evidence}); pending: re-test on the next "
+                                             f"night's fresh val tasks: {numbers}")
+        return verdict("reject", clause, f"more losses than wins ({evidence}): {numbers}")
+    return accepted(f"paired improvement ({evidence})")

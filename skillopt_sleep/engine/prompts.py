@@ -1,6 +1,7 @@
 """Prompt templates: Markdown files shipped in ``skillopt_sleep/engine/prompts/``, overridable by the user.
 
-Templates: ``reflect.md``, ``reflect_contrastive.md``, ``target_system.md``, ``judge_rubric.md``, ``miner.md``.
+Templates: ``reflect.md``, ``reflect_contrastive.md``, ``merge.md``, ``rank.md``, ``target_system.md``,
+``judge_rubric.md``, ``miner.md``.
 A file of the same name in ``paths.config_dir() / "prompts"`` replaces the shipped one.
 
 Placeholders are ``{name}`` where *name* is a Python identifier. Rendering replaces exactly the placeholders whose
@@ -8,7 +9,10 @@ name is given and leaves every other brace alone (so JSON examples in a template
 itself contains ``{name}`` is never expanded a second time). Placeholders per template:
 
 * ``target_system.md``: ``{skill}``, ``{memory}``
-* ``reflect.md`` / ``reflect_contrastive.md``: ``{edit_budget}``, ``{targets}``, ``{skill}``, ``{memory}``, ``{tasks}``
+* ``reflect.md`` / ``reflect_contrastive.md``: ``{edit_budget}``, ``{targets}``, ``{skill}``, ``{memory}``,
+  ``{context}`` (a ``## Context`` section or nothing), ``{tasks}``
+* ``merge.md``: ``{max_edits}``, ``{targets}``, ``{skill}``, ``{memory}``, ``{patches}``
+* ``rank.md``: ``{keep}``, ``{count}``, ``{skill}``, ``{memory}``, ``{edits}``
 * ``judge_rubric.md``: ``{request}``, ``{rubric}``, ``{response}``
 * ``miner.md``: ``{request}``, ``{final_answer}``, ``{reaction}``
 """
@@ -22,7 +26,8 @@ from typing import Any, Mapping
 
 from skillopt_sleep import paths
 
-PROMPT_NAMES = ("reflect.md", "reflect_contrastive.md", "target_system.md", "judge_rubric.md", "miner.md")
+PROMPT_NAMES = ("reflect.md", "reflect_contrastive.md", "merge.md", "rank.md", "target_system.md", "judge_rubric.md",
+                "miner.md")
 
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 

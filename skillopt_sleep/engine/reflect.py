@@ -17,12 +17,17 @@ reply is retried once with a short follow-up; a second invalid reply is reported
 Proposed edits are then filtered, each rejection with its reason (``EditRecord.status = "rejected"``):
 a target that may not evolve, a missing anchor or content, a restatement of one task (``reject_restatements``),
 a code fragment (``is_code_fragment``), and edits beyond the budget.
+
+Minibatches: ``plan_minibatches`` cuts many train tasks into slices (failing tasks first) so that each reflect
+call sees at most ``minibatch_size`` tasks; ``engine/step.py`` runs one ``reflect`` call per minibatch in
+parallel and merges the patches (``engine/aggregate.py``). ``context`` adds caller-supplied evidence (recalled
+past tasks, rejected edits) to the prompt.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
@@ -40,6 +45,8 @@ MAX_PASSING_TASKS = 3
 HEAD_CHARS = 240
 #: Characters of all task evidence together (~2k tokens), so the prompt fits a ~4k-token local model.
 MAX_EVIDENCE_CHARS = 8000
+#: Characters kept of the caller's extra context (``build_prompt(context=...)``).
+CONTEXT_CHARS = 2000
 #: Characters kept of the current skill document and of the memory.
 DOCUMENT_CHARS = 1200
 #: Characters of the raw optimizer reply kept for diagnostics.
@@ -57,6 +64,9 @@ CODE_LINE_SHARE = 0.5
 USER_RULE_PREFIX = "- user rule: "
 #: Header of one task in the rendered evidence: ``### task <id>: <PASS|FAIL|MIXED> (...)``.
 TASK_HEADER = re.compile(r"^### task (\S+): (PASS|FAIL|MIXED)\b", re.MULTILINE)
+
+#: The edit ops an optimizer may use (``"add"`` in a reply is accepted as ``"append"``, see ``models.EditRecord``).
+EDIT_OPS = ("append", "insert_after", "replace", "delete")
 
 RETRY_MESSAGE = (
     "Your reply was not valid JSON matching the schema. Reply again with only the JSON object "
@@ -224,7 +234,7 @@ def is_code_fragment(content: str) -> bool:
 def edits_schema(edit_budget: int, targets: list[str]) -> dict[str, Any]:
     """JSON schema of the optimizer reply: ``{"edits": [edit, ...]}`` with at most ``edit_budget`` items.
 
-    Each edit: target (one of ``targets``), op (add | insert_after | replace | delete), anchor (string or
+    Each edit: target (one of ``targets``), op (append | insert_after | replace | delete), anchor (string or
     null: an exact line of the managed block for insert_after/replace/delete), content, rationale, evidence
     (task ids). Every property is required and no other is allowed (valid for strict structured outputs).
     """
@@ -232,7 +242,7 @@ def edits_schema(edit_budget: int, targets: list[str]) -> dict[str, Any]:
         "type": "object",
         "properties": {
             "target": {"type": "string", "enum": list(targets)},
-            "op": {"type": "string", "enum": ["add", "insert_after", "replace", "delete"]},
+            "op": {"type": "string", "enum": list(EDIT_OPS)},
             "anchor": {"type": ["string", "null"]},
             "content": {"type": "string"},
             "rationale": {"type": "string"},
@@ -292,8 +302,10 @@ def _contrast_block(task: TaskRecord, results: list[ReplayResult]) -> tuple[str,
     return "MIXED", "\n".join(lines)
 
 
-def _select_blocks(tasks: list[TaskRecord], results: list[ReplayResult], contrastive: bool) -> list[str]:
-    """Render the evidence blocks: MIXED first, then FAIL (tasks with user rules first), then a few PASS."""
+def _select_blocks(tasks: list[TaskRecord], results: list[ReplayResult], contrastive: bool,
+                   max_passing: int = MAX_PASSING_TASKS) -> list[str]:
+    """Render the evidence blocks: MIXED first, then FAIL (tasks with user rules first), then at most
+    ``max_passing`` PASS."""
     by_task: dict[str, list[ReplayResult]] = {}
     for result in results:
         if result.error is None:  # a failed call is not a score of the skill
@@ -315,7 +327,7 @@ def _select_blocks(tasks: list[TaskRecord], results: list[ReplayResult], contras
         if used + len(block) > MAX_EVIDENCE_CHARS:
             continue
         if rank == 3:
-            if passing >= MAX_PASSING_TASKS:
+            if passing >= max_passing:
                 continue
             passing += 1
         blocks.append(block)
@@ -323,7 +335,7 @@ def _select_blocks(tasks: list[TaskRecord], results: list[ReplayResult], contras
     return blocks
 
 
-def _document_view(text: str) -> str:
+def document_view(text: str) -> str:
     """The document as shown to the optimizer: whole when short, else its head and its managed block (the
     editable lines that anchors must be copied from), within ``DOCUMENT_CHARS``."""
     text = (text or "").strip()
@@ -339,17 +351,34 @@ def _document_view(text: str) -> str:
     return f"{head}\n[... truncated]\nEditable lines (managed block):\n{block}"
 
 
+def context_section(context: str) -> str:
+    """The ``{context}`` value of the reflect prompts: ``""`` for no context, else a ``## Context`` section
+    holding the text (cut to ``CONTEXT_CHARS``) followed by a blank line."""
+    text = (context or "").strip()
+    if not text:
+        return ""
+    if len(text) > CONTEXT_CHARS:
+        text = text[:CONTEXT_CHARS].rstrip() + "\n[... truncated]"
+    return f"## Context\n{text}\n\n"
+
+
 def build_prompt(*, tasks: list[TaskRecord], results: list[ReplayResult], skill: str, memory: str,
-                 edit_budget: int, targets: list[str], contrastive: bool) -> str:
-    """Render the reflect prompt (``reflect.md`` or ``reflect_contrastive.md``) with budgeted evidence."""
-    blocks = _select_blocks(tasks, results, contrastive)
+                 edit_budget: int, targets: list[str], contrastive: bool, context: str = "",
+                 max_passing: int = MAX_PASSING_TASKS) -> str:
+    """Render the reflect prompt (``reflect.md`` or ``reflect_contrastive.md``) with budgeted evidence.
+
+    context: extra evidence text (e.g. recalled past tasks, rejected edits), shown in a ``## Context`` section
+    before the tasks; ``""`` renders nothing. max_passing: most PASS tasks shown.
+    """
+    blocks = _select_blocks(tasks, results, contrastive, max_passing)
     return render_prompt(
         "reflect_contrastive" if contrastive else "reflect",
         edit_budget=edit_budget,
         targets=", ".join(targets),
-        skill=_document_view(skill),
-        memory=_document_view(memory),
+        skill=document_view(skill),
+        memory=document_view(memory),
         tasks="\n\n".join(blocks) if blocks else "(no scored tasks)",
+        context=context_section(context),
     )
 
 
@@ -403,7 +432,7 @@ def screen_edits(edits: list[EditRecord], tasks: list[TaskRecord], *, edit_budge
     for edit in edits:
         if not allowed[edit.target]:
             _reject(edit, f"the {edit.target} document may not evolve (evolve_{edit.target} = false)")
-        elif edit.op != "add" and not (edit.anchor or "").strip():
+        elif edit.op != "append" and not (edit.anchor or "").strip():
             _reject(edit, f"op {edit.op} needs an anchor (an exact line of the managed block)")
         elif edit.op != "delete" and not edit.content.strip():
             _reject(edit, f"op {edit.op} needs content")
@@ -428,12 +457,13 @@ def screen_edits(edits: list[EditRecord], tasks: list[TaskRecord], *, edit_budge
 
 def reflect(*, tasks: list[TaskRecord], results: list[ReplayResult], skill: str, memory: str, edit_budget: int,
             ledger: CallLedger, contrastive: bool = False, evolve_skill: bool = True,
-            evolve_memory: bool = True) -> ReflectOutcome:
+            evolve_memory: bool = True, context: str = "", max_passing: int = MAX_PASSING_TASKS) -> ReflectOutcome:
     """Ask the optimizer for at most ``edit_budget`` edits from the train replays; see the module docstring.
 
     tasks: the train tasks (tasks of another split are ignored: held-out tasks never reach reflection);
     results: their replays (errored results are skipped: they are not scores); contrastive: K samples per
-    task at temperature > 0 were replayed and pass-vs-fail pairs are shown. Makes one optimizer call, two
+    task at temperature > 0 were replayed and pass-vs-fail pairs are shown; context: extra evidence text for
+    the prompt (see ``build_prompt``); max_passing: most passing tasks shown. Makes one optimizer call, two
     when the first reply is not valid JSON matching the schema. Raises ``BackendError`` / ``BudgetExhausted``
     from the ledger (the night stops).
     """
@@ -444,22 +474,9 @@ def reflect(*, tasks: list[TaskRecord], results: list[ReplayResult], skill: str,
         return ReflectOutcome(error=f"edit budget is {edit_budget}: nothing to propose")
     train = [task for task in tasks if task.split == "train"]
     prompt = build_prompt(tasks=train, results=results, skill=skill, memory=memory, edit_budget=edit_budget,
-                          targets=targets, contrastive=contrastive)
+                          targets=targets, contrastive=contrastive, context=context, max_passing=max_passing)
     schema = edits_schema(edit_budget, targets)
-    max_tokens = min(1500, 200 + 200 * edit_budget)
-    messages = [ChatMessage(role="user", content=prompt)]
-    raw = ""
-    parsed = None
-    for attempt in range(2):
-        result = ledger.chat(ChatRequest(role="optimizer", messages=messages, json_schema=schema,
-                                         temperature=0.0, max_tokens=max_tokens))
-        raw = result.text
-        parsed = parse_edits(raw)
-        if parsed is not None:
-            break
-        if attempt == 0:
-            messages = [*messages, ChatMessage(role="assistant", content=raw[:2000] or "(empty)"),
-                        ChatMessage(role="user", content=RETRY_MESSAGE)]
+    parsed, raw = request_edits(ledger, prompt, schema, max_tokens=min(1500, 200 + 200 * edit_budget))
     raw_head = raw[:RAW_HEAD_CHARS]
     if parsed is None:
         return ReflectOutcome(raw_head=raw_head,
@@ -468,3 +485,75 @@ def reflect(*, tasks: list[TaskRecord], results: list[ReplayResult], skill: str,
     accepted, rejected = screen_edits(edits, train, edit_budget=edit_budget, evolve_skill=evolve_skill,
                                       evolve_memory=evolve_memory)
     return ReflectOutcome(edits=accepted, rejected=rejected, raw_head=raw_head, invalid_items=invalid)
+
+
+def request_edits(ledger: CallLedger, prompt: str, schema: dict[str, Any], *,
+                  max_tokens: int) -> tuple[tuple[list[EditRecord], int] | None, str]:
+    """Make one optimizer call for an ``{"edits": [...]}`` reply; retry once with ``RETRY_MESSAGE`` when the
+    reply does not parse (``parse_edits``). Returns (parsed edits and invalid-item count, or None after two
+    invalid replies; the last raw reply). Raises ``BackendError`` / ``BudgetExhausted`` from the ledger."""
+    messages = [ChatMessage(role="user", content=prompt)]
+    raw = ""
+    for attempt in range(2):
+        result = ledger.chat(ChatRequest(role="optimizer", messages=messages, json_schema=schema,
+                                         temperature=0.0, max_tokens=max_tokens))
+        raw = result.text
+        parsed = parse_edits(raw)
+        if parsed is not None:
+            return parsed, raw
+        if attempt == 0:
+            messages = [*messages, ChatMessage(role="assistant", content=raw[:2000] or "(empty)"),
+                        ChatMessage(role="user", content=RETRY_MESSAGE)]
+    return None, raw
+
+
+# --------------------------------------------------------------------------- minibatches
+
+
+class Minibatch(BaseModel):
+    """The train tasks one reflect call sees.
+
+    index: 0-based position (failure minibatches come first); kind: ``"failure"`` when it holds at least one
+    failing task, else ``"success"``; results: the scored replays of its tasks (errored ones left out).
+    """
+
+    index: int
+    kind: Literal["failure", "success"]
+    tasks: list[TaskRecord]
+    results: list[ReplayResult]
+
+
+def task_failed(results: list[ReplayResult]) -> bool:
+    """True when one scored (error-free) replay of the task has hard 0."""
+    return any(result.error is None and not result.hard for result in results)
+
+
+def plan_minibatches(tasks: list[TaskRecord], results: list[ReplayResult], *, minibatch_size: int,
+                     failure_only: bool = False) -> list[Minibatch]:
+    """Cut the train tasks into minibatches for reflection.
+
+    Kept: train tasks with at least one scored replay (N of them; errored replays are not scores). Order:
+    failing tasks (``task_failed``) first, then passing ones, each in the given order; ``failure_only`` drops
+    the passing ones. Cut into consecutive slices of ``minibatch_size``: ceil(N / minibatch_size) minibatches,
+    none when N is 0. Raises ValueError when minibatch_size < 1.
+    """
+    if minibatch_size < 1:
+        raise ValueError(f"minibatch_size must be >= 1, got {minibatch_size}")
+    by_task: dict[str, list[ReplayResult]] = {}
+    for result in results:
+        if result.error is None:
+            by_task.setdefault(result.task_id, []).append(result)
+    scored = [task for task in tasks if task.split == "train" and by_task.get(task.id)]
+    failing = [task for task in scored if task_failed(by_task[task.id])]
+    passing = [] if failure_only else [task for task in scored if not task_failed(by_task[task.id])]
+    ordered = failing + passing
+    batches: list[Minibatch] = []
+    for start in range(0, len(ordered), minibatch_size):
+        chunk = ordered[start:start + minibatch_size]
+        batches.append(Minibatch(
+            index=len(batches),
+            kind="failure" if any(task_failed(by_task[task.id]) for task in chunk) else "success",
+            tasks=chunk,
+            results=[result for task in chunk for result in by_task[task.id]],
+        ))
+    return batches

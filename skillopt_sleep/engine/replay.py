@@ -154,6 +154,7 @@ def _replay_one(task: TaskRecord, sample: int, *, system: str, ledger: CallLedge
         soft=outcome.soft,
         fail_reason=outcome.fail_reason,
         rationale=outcome.rationale,
+        llm_judged=outcome.llm_judged,
         tools_called=tools or [],
         usage=Usage(prompt_tokens=chat.usage.prompt_tokens, completion_tokens=chat.usage.completion_tokens),
         latency_s=latency,

@@ -109,7 +109,7 @@ def test_run_now_on_the_bundled_transcripts_writes_diagnostics_that_match_them(t
         assert not (night_dir / "proposed").exists()
     assert not (project / "CLAUDE.md").exists()  # proposing never writes the project
 
-    for stage in ("harvest", "mine", "replay_baseline", "reflect", "gate"):
+    for stage in ("harvest", "mine", "rollout", "reflect", "gate"):
         assert stage in diagnostics["stage_seconds"]
     assert diagnostics["config"]["backend"] == "mock"
     assert diagnostics["versions"]["skillopt-sleep"]

@@ -164,11 +164,11 @@ Answer: npm add lodash
 Judge: contains 'pnpm' failed"""
 
 
-def test_mock_optimizer_proposes_one_add_edit_per_distinct_rule_of_the_failing_tasks():
+def test_mock_optimizer_proposes_one_append_edit_per_distinct_rule_of_the_failing_tasks():
     edits = _optimize(MockBackend(), _reflect_prompt(FAILING_BLOCKS))
     assert [edit["content"] for edit in edits] == ["Use pnpm, not npm", "Pin exact versions"]
     assert edits[0]["evidence"] == ["t-1", "t-3"]
-    assert all(edit["op"] == "add" and edit["target"] == "memory" for edit in edits)
+    assert all(edit["op"] == "append" and edit["target"] == "memory" for edit in edits)
 
 
 def test_mock_optimizer_respects_budget_and_allowed_targets():

@@ -46,7 +46,7 @@ def test_reflect_with_the_mock_optimizer_proposes_the_users_rule():
     results = replay_tasks([task], skill="", memory="", ledger=ledger)
     outcome = reflect(tasks=[task], results=results, skill="", memory="", edit_budget=3, ledger=ledger)
     assert outcome.error is None
-    assert [(e.target, e.op, e.content) for e in outcome.edits] == [("memory", "add", "Use pnpm, not npm")]
+    assert [(e.target, e.op, e.content) for e in outcome.edits] == [("memory", "append", "Use pnpm, not npm")]
     assert outcome.edits[0].evidence == ["t-1"] and outcome.edits[0].status == "proposed"
     # the learned rule really fixes the task when replayed
     [after] = replay_tasks([task], skill="", memory=outcome.edits[0].content, ledger=ledger)

@@ -1,0 +1,413 @@
+"""The SkillOpt step, one code path for the nightly cycle (``night.run_night``) and an offline trainer.
+
+``run_step(train=..., val=..., documents=..., settings=StepSettings(...), ledger=..., cache=...)`` runs six stages
+on the current skill document and memory (``documents``: ``{"skill": text, "memory": text}``; a missing kind is
+shown to the target as empty and is not editable) and returns a ``StepResult``:
+
+1. rollout: replay the train tasks with the current documents (``rollouts_k`` samples per task; temperature
+   ``rollout_temperature`` when K > 1, else 0), through ``replay.replay_tasks`` and the ``ReplayCache``.
+2. reflect: ``reflect.plan_minibatches`` cuts the N scored train tasks into ceil(N / ``minibatch_size``)
+   minibatches (failing tasks first; ``failure_only`` keeps only failing tasks) and ``reflect.reflect`` makes one
+   optimizer call per minibatch, ``workers`` at a time. One minibatch = exactly one reflect call, showing the
+   same evidence as a single-shot reflection. K > 1 uses the contrastive prompt. ``context`` (extra evidence text:
+   recalled past tasks, the rejected-edit ledger) goes into every reflect prompt.
+3. aggregate: the minibatches' patch lists (failure lists first) are deduped exactly
+   (``aggregate.dedupe_edits``) and, when at least two lists proposed edits and more than one distinct edit
+   remains, merged hierarchically: groups of ``merge_batch_size`` lists, one ``merge.md`` call per group, level
+   after level until one list is left. Merged edits are screened again like reflected ones
+   (``reflect.screen_edits``: restatements, code, targets that may not evolve).
+4. select: when more than L = ``edit_budget`` edits remain, one ``rank.md`` call orders them and the top L are
+   kept (an invalid reply keeps the merged order, recorded in ``rank_fallback`` and ``errors``); the others are
+   ``rejected`` with the reason. With at most L edits there is no call.
+5. update: ``edits.apply_edits`` applies the selected edits, in order, to each document's managed block.
+6. gated evaluate: gate on: every val task is replayed once with the baseline and once with the candidate
+   documents (same step, same tasks); the tasks ``gate.tasks_to_resample`` names (a win, a loss or a regression
+   resting on one sample, or disagreeing samples) are replayed with ``gate_samples`` samples on both sides and
+   swapped in (``gate.replace_task_results``), at ``gate_temperature`` (default 0, like the first pass, whose
+   results are then sample 0 from the cache); then ``gate.decide`` rules. Gate off: accepted greedily without
+   val replays. No document changed: rejected with nothing to test (the baseline val replay still runs with the
+   gate on, so the step reports a held-out baseline score). Train is never replayed a second time.
+
+Every call goes through ``ledger`` (budgets; ``BackendError`` / ``BudgetExhausted`` propagate and stop the step).
+``StepResult.calls_by_stage`` counts the ledger's calls per stage (``rollout`` includes rubric-judge calls).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from contextlib import contextmanager
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from skillopt_sleep.backends.base import CallLedger
+from skillopt_sleep.config import SleepConfig
+from skillopt_sleep.documents import prompt_view
+from skillopt_sleep.engine.aggregate import PatchList, dedupe_edits, merge_patches, rank_edits
+from skillopt_sleep.engine.edits import apply_edits
+from skillopt_sleep.engine.gate import decide, replace_task_results, summarize, tasks_to_resample
+from skillopt_sleep.engine.reflect import (
+    MAX_PASSING_TASKS,
+    MAX_TASKS_PER_CALL,
+    Minibatch,
+    plan_minibatches,
+    reflect,
+    screen_edits,
+)
+from skillopt_sleep.engine.replay import ReplayCache, replay_tasks
+from skillopt_sleep.models import EditRecord, GateDecision, ReplayResult, TaskRecord
+
+DOCUMENT_KINDS = ("skill", "memory")
+STAGES = ("rollout", "reflect", "aggregate", "select", "update", "gate")
+
+_Item = TypeVar("_Item")
+_Out = TypeVar("_Out")
+
+
+class StepSettings(BaseModel):
+    """What one step may do. edit_budget: L, the most edits applied (0 = reflect nothing); rollouts_k: samples per
+    train task; rollout_temperature: used when K > 1; minibatch_size: most train tasks per reflect call;
+    merge_batch_size: patch lists per merge call (>= 2); failure_only: reflect on failing tasks only; gate_mode,
+    gate_metric, gate_mixed_weight, gate_rule, gate_margin, gate_alpha: see ``gate.decide``; gate_samples: samples
+    per side for a val task ``gate.tasks_to_resample`` names; gate_temperature: their sampling temperature (0 =
+    the first pass's; no config key yet); evolve_skill / evolve_memory: which documents may change; workers:
+    concurrent calls; seed: sampling seed."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    edit_budget: int = Field(ge=0)
+    rollouts_k: int = Field(1, ge=1)
+    rollout_temperature: float = Field(0.7, ge=0)
+    minibatch_size: int = Field(8, ge=1, le=MAX_TASKS_PER_CALL)
+    merge_batch_size: int = Field(4, ge=2)
+    failure_only: bool = False
+    gate_mode: Literal["on", "off"] = "on"
+    gate_metric: str = "hard"
+    gate_mixed_weight: float = Field(0.3, ge=0, le=1)
+    gate_rule: str = "paired"
+    gate_margin: int = Field(1, ge=0)
+    gate_alpha: float = Field(0.25, ge=0, le=1)
+    gate_samples: int = Field(3, ge=1)
+    gate_temperature: float = Field(0.0, ge=0)
+    evolve_skill: bool = True
+    evolve_memory: bool = True
+    workers: int = Field(4, ge=1)
+    seed: int = 0
+
+    @classmethod
+    def from_config(cls, config: SleepConfig, *, edit_budget: int) -> StepSettings:
+        """The settings a night uses: the config's step and gate keys, with tonight's ``edit_budget``."""
+        return cls(edit_budget=edit_budget, rollouts_k=config.rollouts_k,
+                   rollout_temperature=config.rollout_temperature, minibatch_size=config.minibatch_size,
+                   merge_batch_size=config.merge_batch_size, failure_only=config.failure_only,
+                   gate_mode=config.gate_mode, gate_metric=config.gate_metric,
+                   gate_mixed_weight=config.gate_mixed_weight, gate_rule=config.gate_rule,
+                   gate_margin=config.gate_margin, gate_alpha=config.gate_alpha, gate_samples=config.gate_samples,
+                   evolve_skill=config.evolve_skill, evolve_memory=config.evolve_memory, workers=config.workers,
+                   seed=config.seed)
+
+
+class StepResult(BaseModel):
+    """What one step did.
+
+    train_results: the rollouts; minibatches: reflect calls planned (0 when nothing could be reflected on);
+    raw_patches: the edits each reflect call proposed (one list per minibatch, after screening); merged: the
+    aggregated edits; ranked: ``merged`` in rank order (the merged order when there was no rank call or its reply
+    was invalid); selected: the top L of ``ranked``, as given to the update; rank_fallback: why the rank reply was
+    not used (None otherwise); edits: every edit with its final status (rejected by screening, not selected,
+    applied, unmatched), as reported in diagnostics; candidate: the documents after the update (same keys as
+    ``documents``); changed: the kinds whose text changed; baseline_val / candidate_val: val replays (empty with
+    the gate off, or candidate_val when nothing changed); gate: the decision; errors: ``{"stage", "message"}`` for
+    reflect, merge and rank replies that could not be used; optimizer_raw_head: the head of the first reflect
+    reply; calls_by_stage: ledger calls per stage; stage_seconds: wall-clock seconds per stage.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    train_results: list[ReplayResult] = Field(default_factory=list)
+    minibatches: int = 0
+    raw_patches: list[list[EditRecord]] = Field(default_factory=list)
+    merged: list[EditRecord] = Field(default_factory=list)
+    ranked: list[EditRecord] = Field(default_factory=list)
+    selected: list[EditRecord] = Field(default_factory=list)
+    rank_fallback: str | None = None
+    edits: list[EditRecord] = Field(default_factory=list)
+    candidate: dict[str, str] = Field(default_factory=dict)
+    changed: list[str] = Field(default_factory=list)
+    baseline_val: list[ReplayResult] = Field(default_factory=list)
+    candidate_val: list[ReplayResult] = Field(default_factory=list)
+    gate: GateDecision
+    errors: list[dict[str, str]] = Field(default_factory=list)
+    optimizer_raw_head: str = ""
+    calls_by_stage: dict[str, int] = Field(default_factory=dict)
+    stage_seconds: dict[str, float] = Field(default_factory=dict)
+
+    @property
+    def accepted(self) -> bool:
+        return self.gate.verdict in ("accept", "accept_new_best")
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def map_parallel(function: Callable[[_Item], _Out], items: list[_Item], workers: int) -> list[_Out]:
+    """``[function(item) for item in items]`` with at most ``workers`` threads; results in item order.
+
+    The first exception (in item order among those raised) is re-raised after the calls not yet started are
+    cancelled, so a fatal backend error or an exhausted budget stops the stage.
+    """
+    if len(items) <= 1 or workers <= 1:
+        return [function(item) for item in items]
+    with ThreadPoolExecutor(max_workers=min(workers, len(items)), thread_name_prefix="step") as pool:
+        futures = [pool.submit(function, item) for item in items]
+        done, not_done = wait(futures, return_when=FIRST_EXCEPTION)
+        failed = [future for future in futures if future in done and future.exception() is not None]
+        if failed:
+            for future in not_done:
+                future.cancel()
+            raise failed[0].exception()  # type: ignore[misc]
+        return [future.result() for future in futures]
+
+
+def _chunks(items: list[_Item], size: int) -> list[list[_Item]]:
+    return [items[start:start + size] for start in range(0, len(items), size)]
+
+
+def planned_optimizer_calls(train_tasks: int, settings: StepSettings) -> int:
+    """Most optimizer calls one step makes for ``train_tasks`` scored train tasks, not counting retries of
+    invalid replies: ceil(N / minibatch_size) reflect calls, the merge calls of the hierarchy and one rank call
+    when there is more than one minibatch (a single minibatch makes exactly one call)."""
+    batches = math.ceil(train_tasks / settings.minibatch_size) if train_tasks else 0
+    if batches <= 1:
+        return batches
+    calls, lists = batches + 1, batches
+    while lists > 1:
+        groups = _chunks(list(range(lists)), settings.merge_batch_size)
+        calls += sum(1 for group in groups if len(group) > 1)
+        lists = len(groups)
+    return calls
+
+
+class _Clock:
+    """Ledger calls and wall-clock seconds per stage."""
+
+    def __init__(self, ledger: CallLedger):
+        self.ledger = ledger
+        self.calls: dict[str, int] = {stage: 0 for stage in STAGES}
+        self.seconds: dict[str, float] = {}
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        calls, started = self.ledger.calls, time.monotonic()
+        try:
+            yield
+        finally:
+            self.calls[name] = self.calls.get(name, 0) + self.ledger.calls - calls
+            self.seconds[name] = round(self.seconds.get(name, 0.0) + time.monotonic() - started, 3)
+
+
+def _not_selected(edit: EditRecord, budget: int) -> EditRecord:
+    return edit.model_copy(update={"status": "rejected",
+                                   "reason": f"not selected: ranked below the top {budget} (the edit budget)"})
+
+
+# --------------------------------------------------------------------------- stages
+
+
+def _reflect_stage(batches: list[Minibatch], *, documents: dict[str, str], settings: StepSettings,
+                   editable: dict[str, bool], ledger: CallLedger, context: str,
+                   result: StepResult) -> tuple[list[PatchList], list[EditRecord]]:
+    """One reflect call per minibatch; returns (patch lists in minibatch order, edits rejected by screening)."""
+    several = len(batches) > 1
+
+    def one(batch: Minibatch):
+        return reflect(tasks=batch.tasks, results=batch.results, skill=documents.get("skill", ""),
+                       memory=documents.get("memory", ""), edit_budget=settings.edit_budget, ledger=ledger,
+                       contrastive=settings.rollouts_k > 1, evolve_skill=editable["skill"],
+                       evolve_memory=editable["memory"], context=context,
+                       max_passing=settings.minibatch_size if several else MAX_PASSING_TASKS)
+
+    outcomes = map_parallel(one, batches, settings.workers)
+    patches: list[PatchList] = []
+    rejected: list[EditRecord] = []
+    for batch, outcome in zip(batches, outcomes):
+        patches.append(PatchList(kind=batch.kind, edits=outcome.edits))
+        rejected.extend(outcome.rejected)
+        if outcome.error:
+            where = f"minibatch {batch.index + 1} of {len(batches)}: " if several else ""
+            result.errors.append({"stage": "reflect", "message": where + outcome.error})
+    result.optimizer_raw_head = outcomes[0].raw_head if outcomes else ""
+    return patches, rejected
+
+
+def _aggregate_stage(patches: list[PatchList], *, documents: dict[str, str], targets: list[str],
+                     train: list[TaskRecord], settings: StepSettings, editable: dict[str, bool],
+                     ledger: CallLedger, result: StepResult) -> tuple[list[EditRecord], list[EditRecord]]:
+    """Dedupe, then merge hierarchically when there is something to merge; returns (merged, rejected)."""
+    lists = sorted((patch for patch in patches if patch.edits), key=lambda patch: patch.kind != "failure")
+    pooled = dedupe_edits([edit for patch in lists for edit in patch.edits])
+    if len(lists) <= 1 or len(pooled) <= 1:
+        return pooled, []
+
+    def merge(group: list[PatchList]) -> PatchList:
+        kind = "failure" if any(patch.kind == "failure" for patch in group) else "success"
+        if len(group) == 1:
+            return group[0]
+        outcome = merge_patches(group, skill=documents.get("skill", ""), memory=documents.get("memory", ""),
+                                targets=targets, ledger=ledger)
+        if outcome.error:
+            result.errors.append({"stage": "merge", "message": outcome.error})
+        return PatchList(kind=kind, edits=outcome.edits)
+
+    while len(lists) > 1:
+        lists = map_parallel(merge, _chunks(lists, settings.merge_batch_size), settings.workers)
+    merged = dedupe_edits(lists[0].edits)
+    kept, rejected = screen_edits(merged, train, edit_budget=len(merged), evolve_skill=editable["skill"],
+                                  evolve_memory=editable["memory"])
+    return kept, rejected
+
+
+def _select_stage(merged: list[EditRecord], *, documents: dict[str, str], settings: StepSettings,
+                  ledger: CallLedger, result: StepResult) -> None:
+    budget = settings.edit_budget
+    if len(merged) <= budget:
+        result.ranked = list(merged)
+        result.selected = list(merged)
+        return
+    outcome = rank_edits(merged, keep=budget, skill=documents.get("skill", ""), memory=documents.get("memory", ""),
+                         ledger=ledger)
+    if outcome.fallback:
+        result.rank_fallback = outcome.fallback
+        result.errors.append({"stage": "rank", "message": outcome.fallback})
+    result.ranked = [merged[index] for index in outcome.order]
+    result.selected = result.ranked[:budget]
+
+
+def _resample_val(val: list[TaskRecord], result: StepResult, *, baseline_views: dict[str, str],
+                  candidate_views: dict[str, str], settings: StepSettings, replay_kwargs: dict[str, Any]) -> list[str]:
+    """Give the val tasks whose outcome could be noise ``gate_samples`` samples per side (see the module
+    docstring); updates ``result.baseline_val`` / ``candidate_val`` and returns the resampled task ids."""
+    wanted = set(tasks_to_resample(result.baseline_val, result.candidate_val, metric=settings.gate_metric,
+                                   mixed_weight=settings.gate_mixed_weight, gate_samples=settings.gate_samples))
+    tasks = [task for task in val if task.id in wanted]
+    if not tasks:
+        return []
+    sampling: dict[str, Any] = dict(samples=settings.gate_samples, temperature=settings.gate_temperature)
+    result.baseline_val = replace_task_results(
+        result.baseline_val, replay_tasks(tasks, **baseline_views, **sampling, **replay_kwargs))
+    result.candidate_val = replace_task_results(
+        result.candidate_val, replay_tasks(tasks, **candidate_views, **sampling, **replay_kwargs))
+    return [task.id for task in tasks]
+
+
+def run_step(*, train: list[TaskRecord], val: list[TaskRecord], documents: dict[str, str], settings: StepSettings,
+             ledger: CallLedger, cache: ReplayCache | None = None, rubric_judge: Any = None,
+             best_gate_score: float | None = None, context: str = "") -> StepResult:
+    """Run one SkillOpt step (see the module docstring) and return what it did.
+
+    train / val: TaskRecords (only train tasks are reflected on; val is held out for the gate); documents:
+    ``{"skill": text, "memory": text}`` (a missing kind is empty and not editable); settings: ``StepSettings``;
+    ledger: the night's ``CallLedger``; cache: the ``ReplayCache`` (or None); rubric_judge: a
+    ``judges.RubricJudge`` or None; best_gate_score: the all-time best mean gate score (None = none yet);
+    context: extra evidence text for the reflect prompts. Raises ``BackendError`` / ``BudgetExhausted`` from the
+    ledger; ValueError for unknown gate settings (from ``gate.decide``).
+    """
+    clock = _Clock(ledger)
+    texts = {kind: documents[kind] for kind in DOCUMENT_KINDS if kind in documents}
+    editable = {"skill": settings.evolve_skill and "skill" in texts,
+                "memory": settings.evolve_memory and "memory" in texts}
+    targets = [kind for kind in ("memory", "skill") if editable[kind]]
+    replay_kwargs: dict[str, Any] = dict(ledger=ledger, workers=settings.workers, cache=cache,
+                                         rubric_judge=rubric_judge, seed=settings.seed)
+
+    def views(docs: dict[str, str]) -> dict[str, str]:
+        return {"skill": prompt_view(docs.get("skill", "")), "memory": prompt_view(docs.get("memory", ""))}
+
+    baseline_views = views(texts)
+
+    # 1. rollout
+    with clock.stage("rollout"):
+        train_results = replay_tasks(
+            train, samples=settings.rollouts_k,
+            temperature=settings.rollout_temperature if settings.rollouts_k > 1 else 0.0,
+            **baseline_views, **replay_kwargs)
+    result = StepResult(train_results=train_results, gate=GateDecision(
+        mode=settings.gate_mode, metric=settings.gate_metric, rule=settings.gate_rule, verdict="skipped",
+        reason="the step did not reach the gate"))
+
+    # 2. reflect
+    rejected: list[EditRecord] = []
+    patches: list[PatchList] = []
+    with clock.stage("reflect"):
+        if not targets:
+            result.errors.append({"stage": "reflect", "message": "no document may evolve: nothing to reflect on"})
+        elif settings.edit_budget < 1:
+            result.errors.append({"stage": "reflect", "message": f"edit budget is {settings.edit_budget}: "
+                                                                 "nothing to propose"})
+        else:
+            batches = plan_minibatches(train, train_results, minibatch_size=settings.minibatch_size,
+                                       failure_only=settings.failure_only)
+            result.minibatches = len(batches)
+            if not batches and train:
+                why = "no failing train task" if settings.failure_only else "no scored train task"
+                result.errors.append({"stage": "reflect", "message": f"{why}: nothing to reflect on"})
+            patches, rejected = _reflect_stage(batches, documents=texts, settings=settings, editable=editable,
+                                               ledger=ledger, context=context, result=result)
+    result.raw_patches = [patch.edits for patch in patches]
+
+    # 3. aggregate
+    with clock.stage("aggregate"):
+        merged, merge_rejected = _aggregate_stage(patches, documents=texts, targets=targets, train=train,
+                                                  settings=settings, editable=editable, ledger=ledger,
+                                                  result=result)
+    result.merged = merged
+
+    # 4. select
+    with clock.stage("select"):
+        _select_stage(merged, documents=texts, settings=settings, ledger=ledger, result=result)
+
+    # 5. update
+    with clock.stage("update"):
+        candidate = dict(texts)
+        edits = [*rejected, *merge_rejected]
+        for kind in DOCUMENT_KINDS:
+            wanted = [edit for edit in result.selected if edit.target == kind]
+            if kind in candidate and wanted:
+                candidate[kind], applied = apply_edits(candidate[kind], wanted, kind)
+                edits.extend(applied)
+        edits.extend(_not_selected(edit, settings.edit_budget) for edit in result.ranked[settings.edit_budget:])
+    result.edits = edits
+    result.candidate = candidate
+    result.changed = [kind for kind in texts if candidate[kind] != texts[kind]]
+
+    # 6. gated evaluate
+    with clock.stage("gate"):
+        if settings.gate_mode == "on":
+            result.baseline_val = replay_tasks(val, **baseline_views, **replay_kwargs)
+        if not result.changed:
+            baseline = summarize(result.baseline_val or train_results, settings.gate_metric,
+                                 settings.gate_mixed_weight)
+            result.gate = GateDecision(mode=settings.gate_mode, metric=settings.gate_metric, rule=settings.gate_rule,
+                                       verdict="reject", reason="no edit changed a document: nothing to test",
+                                       baseline=baseline)
+        else:
+            resampled: list[str] = []
+            if settings.gate_mode == "on":
+                result.candidate_val = replay_tasks(val, **views(candidate), **replay_kwargs)
+                resampled = _resample_val(val, result, baseline_views=baseline_views,
+                                          candidate_views=views(candidate), settings=settings,
+                                          replay_kwargs=replay_kwargs)
+            result.gate = decide(mode=settings.gate_mode, metric=settings.gate_metric,
+                                 mixed_weight=settings.gate_mixed_weight, rule=settings.gate_rule,
+                                 baseline=result.baseline_val, candidate=result.candidate_val,
+                                 best_gate_score=best_gate_score,
+                                 request_heads={task.id: task.request[:120] for task in val},
+                                 margin=settings.gate_margin, alpha=settings.gate_alpha)
+            if resampled:
+                result.gate.details["resampled_tasks"] = resampled
+    result.calls_by_stage = clock.calls
+    result.stage_seconds = clock.seconds
+    return result

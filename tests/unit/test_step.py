@@ -1,0 +1,319 @@
+"""The SkillOpt step (engine/step.py): rollout -> reflect -> aggregate -> select -> update -> gated evaluate.
+
+The world: task i asks to "run the oldtool<i> command"; its user said "Use newtool<i>, not oldtool<i>", and its judge
+wants "newtool<i>" in the answer. The mock target only says newtool<i> when that rule is in its memory, so a
+task fails before reflection and passes once its rule is learned. Passing tasks ask for nothing a rule governs.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import uuid
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from skillopt_sleep.backends.base import CallLedger
+from skillopt_sleep.backends.mock import MockBackend
+from skillopt_sleep.config import SleepConfig
+from skillopt_sleep.engine.reflect import TASK_HEADER, plan_minibatches
+from skillopt_sleep.engine.replay import ReplayCache, replay_tasks
+from skillopt_sleep.engine.step import StepSettings, planned_optimizer_calls, run_step
+from skillopt_sleep.errors import BackendError
+from skillopt_sleep.models import Check, Judge, TaskRecord
+from skillopt_sleep.night import run_night
+
+MEMORY = "# Project notes\n\nHand-written: deploy after review.\n"
+
+
+def rule_task(number: int, split: str = "train", *, rule: str | None = None) -> TaskRecord:
+    old, new = f"oldtool{number}", f"newtool{number}"
+    return TaskRecord(id=f"t-{split}-{number}", source="claude", request=f"run the {old} command on this project",
+                      rules=[rule or f"Use {new}, not {old}"], judge=Judge(checks=[Check(op="contains", value=new)]),
+                      split=split)
+
+
+def passing_task(number: int) -> TaskRecord:
+    return TaskRecord(id=f"t-pass-{number}", source="claude", request=f"say hello to visitor {number}",
+                      judge=Judge(checks=[Check(op="contains", value="answer")]))
+
+
+def settings(**overrides) -> StepSettings:
+    return StepSettings(**{"edit_budget": 3, "gate_samples": 1, **overrides})
+
+
+def step(train, val=(), *, backend=None, documents=None, context="", **overrides):
+    backend = backend or MockBackend()
+    result = run_step(train=list(train), val=list(val), documents=documents or {"memory": MEMORY},
+                      settings=settings(**overrides), ledger=CallLedger(backend), cache=ReplayCache(),
+                      context=context)
+    return result, backend
+
+
+def reflect_prompts(backend: MockBackend) -> list[str]:
+    return [r.messages[0].content for r in backend.requests if MockBackend.prompt_kind(r) == "reflect"]
+
+
+def edits_reply(*contents: str, evidence: list[str] | None = None, op: str = "append") -> str:
+    return json.dumps({"edits": [{"target": "memory", "op": op, "anchor": None, "content": content,
+                                  "rationale": "r", "evidence": evidence or []} for content in contents]})
+
+
+# --------------------------------------------------------------------------- reflect: minibatches
+
+
+@pytest.mark.parametrize(("tasks", "minibatch"), [(10, 4), (9, 8), (17, 8)])
+def test_many_train_tasks_are_reflected_on_in_ceil_n_over_minibatch_calls(tasks, minibatch):
+    result, backend = step([rule_task(n) for n in range(tasks)], minibatch_size=minibatch, gate_mode="off")
+    assert backend.calls_by_kind["reflect"] == math.ceil(tasks / minibatch) == result.minibatches
+    assert result.calls_by_stage["reflect"] == math.ceil(tasks / minibatch)
+    # every train task is seen by exactly one reflect call, and no call sees more than a minibatch
+    seen = [match.group(1) for prompt in reflect_prompts(backend) for match in TASK_HEADER.finditer(prompt)]
+    assert sorted(seen) == sorted(f"t-train-{n}" for n in range(tasks))
+    assert max(prompt.count("### task ") for prompt in reflect_prompts(backend)) <= minibatch
+
+
+def test_a_single_minibatch_makes_one_reflect_call_and_no_merge_or_rank_call():
+    result, backend = step([rule_task(n) for n in range(5)], minibatch_size=8, edit_budget=2, gate_mode="off")
+    assert backend.calls_by_kind == {"target": 5, "reflect": 1}
+    assert result.calls_by_stage["aggregate"] == result.calls_by_stage["select"] == 0
+    assert planned_optimizer_calls(5, settings(minibatch_size=8)) == 1
+    # two of the five rules were learned (the budget), and the update applied them
+    assert [e.status for e in result.edits] == ["applied", "applied"]
+    assert result.changed == ["memory"] and result.candidate["memory"].startswith(MEMORY.rstrip())
+
+
+def test_minibatches_put_failing_tasks_first_and_failure_only_drops_the_passing_ones():
+    tasks = [passing_task(0), passing_task(1), rule_task(0), passing_task(2), rule_task(1)]
+    results = replay_tasks(tasks, skill="", memory="", ledger=CallLedger(MockBackend()))
+    batches = plan_minibatches(tasks, results, minibatch_size=2)
+    assert [[t.id for t in b.tasks] for b in batches] == [["t-train-0", "t-train-1"], ["t-pass-0", "t-pass-1"],
+                                                          ["t-pass-2"]]
+    assert [b.kind for b in batches] == ["failure", "success", "success"]
+    only = plan_minibatches(tasks, results, minibatch_size=2, failure_only=True)
+    assert [[t.id for t in b.tasks] for b in only] == [["t-train-0", "t-train-1"]]
+
+
+def test_failure_only_shows_reflection_no_passing_task():
+    tasks = [passing_task(n) for n in range(3)] + [rule_task(n) for n in range(3)]
+    result, backend = step(tasks, minibatch_size=2, failure_only=True, gate_mode="off")
+    prompts = reflect_prompts(backend)
+    assert len(prompts) == 2 == result.minibatches  # ceil(3 failing / 2)
+    assert all("PASS" not in match.group(2) for p in prompts for match in TASK_HEADER.finditer(p))
+    assert not any("visitor" in prompt for prompt in prompts)
+
+
+def test_a_fatal_optimizer_error_during_minibatch_reflection_stops_the_step():
+    backend = MockBackend(fail_with="401 unauthorized", fail_roles=["optimizer"])
+    with pytest.raises(BackendError):
+        step([rule_task(n) for n in range(6)], backend=backend, minibatch_size=2, gate_mode="off")
+
+
+def test_context_reaches_every_reflect_prompt():
+    result, backend = step([rule_task(n) for n in range(4)], minibatch_size=2, gate_mode="off",
+                           context="Rejected on an earlier night: 'Always use tabs'")
+    prompts = reflect_prompts(backend)
+    assert len(prompts) == 2
+    assert all("## Context\nRejected on an earlier night: 'Always use tabs'" in p for p in prompts)
+    _, plain = step([rule_task(0)], gate_mode="off")
+    assert "## Context" not in reflect_prompts(plain)[0]
+
+
+# --------------------------------------------------------------------------- aggregate and select
+
+
+def test_the_same_rule_from_two_minibatches_is_deduped_without_a_merge_call():
+    shared = "Use newtool0, not oldtool0"
+    tasks = [rule_task(0), rule_task(1, rule=shared), rule_task(2, rule=shared)]
+    result, backend = step(tasks, minibatch_size=2, edit_budget=1, gate_mode="off")
+    assert [[e.content for e in patch] for patch in result.raw_patches] == [[shared], [shared]]
+    assert [e.content for e in result.merged] == [shared]
+    assert result.merged[0].evidence == ["t-train-0", "t-train-1", "t-train-2"]
+    assert "merge" not in backend.calls_by_kind and "rank" not in backend.calls_by_kind
+
+
+def test_patch_lists_are_merged_hierarchically_in_groups_of_merge_batch_size():
+    result, backend = step([rule_task(n) for n in range(5)], minibatch_size=1, merge_batch_size=2, edit_budget=1,
+                           gate_mode="off")
+    # 5 lists -> groups (2, 2, 1): 2 calls -> 3 lists -> (2, 1): 1 call -> 2 lists -> 1 call
+    assert backend.calls_by_kind["merge"] == 4 == result.calls_by_stage["aggregate"]
+    assert planned_optimizer_calls(5, settings(minibatch_size=1, merge_batch_size=2)) == 5 + 4 + 1
+    assert sorted(e.content for e in result.merged) == sorted(f"Use newtool{n}, not oldtool{n}" for n in range(5))
+
+
+def test_merge_prompts_list_patches_from_failing_tasks_before_those_from_passing_tasks():
+    # minibatches are failing first and run one at a time (workers=1): the first reply is the failing task's
+    backend = MockBackend(scripted={"reflect": [edits_reply("Use newtool0, not oldtool0", evidence=["t-train-0"]),
+                                                edits_reply("Prefer short answers", evidence=["t-pass-0"])]})
+    result, _ = step([passing_task(0), rule_task(0)], backend=backend, minibatch_size=1, workers=1, gate_mode="off")
+    [merge_request] = [r for r in backend.requests if MockBackend.prompt_kind(r) == "merge"]
+    prompt = merge_request.messages[0].content
+    failing_list = prompt.index('(failing tasks)\n{"target":"memory","op":"append","anchor":null,"content":"Use new')
+    passing_list = prompt.index('(passing tasks)\n{"target":"memory","op":"append","anchor":null,"content":"Prefer')
+    assert failing_list < passing_list
+    assert [e.content for e in result.merged] == ["Use newtool0, not oldtool0", "Prefer short answers"]
+
+
+def scripted_three_edits(rank_replies: list[str] | None = None) -> MockBackend:
+    scripted = {"reflect": [edits_reply("Run the linter first", "Answer in English", evidence=["t-train-0"]),
+                            edits_reply("Keep answers short", evidence=["t-train-0", "t-train-1"])]}
+    if rank_replies is not None:
+        scripted["rank"] = rank_replies
+    return MockBackend(scripted=scripted)
+
+
+def test_rank_keeps_the_top_l_merged_edits_and_rejects_the_rest_with_a_reason():
+    backend = scripted_three_edits()
+    result, _ = step([rule_task(0), rule_task(1)], backend=backend, minibatch_size=1, workers=1, edit_budget=2,
+                     gate_mode="off")
+    assert backend.calls_by_kind["rank"] == 1
+    # the mock ranks by evidence count: "Keep answers short" (2 tasks) first, then the merged order
+    assert [e.content for e in result.ranked] == ["Keep answers short", "Run the linter first", "Answer in English"]
+    assert [e.content for e in result.selected] == ["Keep answers short", "Run the linter first"]
+    statuses = {e.content: (e.status, e.reason) for e in result.edits}
+    assert statuses["Answer in English"][0] == "rejected" and "not selected" in statuses["Answer in English"][1]
+    assert statuses["Keep answers short"][0] == statuses["Run the linter first"][0] == "applied"
+    memory = result.candidate["memory"]
+    assert "Keep answers short" in memory and "Run the linter first" in memory and "Answer in English" not in memory
+    assert memory.index("Keep answers short") < memory.index("Run the linter first")  # applied in rank order
+
+
+def test_an_invalid_rank_reply_falls_back_to_the_merged_order_and_is_recorded():
+    backend = scripted_three_edits(rank_replies=["The second one, clearly."])
+    result, _ = step([rule_task(0), rule_task(1)], backend=backend, minibatch_size=1, workers=1, edit_budget=2,
+                     gate_mode="off")
+    assert [e.content for e in result.selected] == ["Run the linter first", "Answer in English"]
+    assert result.rank_fallback and "invalid rank reply" in result.rank_fallback
+    assert {"stage": "rank", "message": result.rank_fallback} in result.errors
+
+
+def test_an_optimizer_reply_with_the_old_op_add_is_applied_as_append():
+    backend = MockBackend(scripted={"reflect": [edits_reply("Use newtool0, not oldtool0", op="add")]})
+    result, _ = step([rule_task(0)], backend=backend, gate_mode="off")
+    [applied] = result.edits
+    assert (applied.op, applied.status) == ("append", "applied")
+    assert "Use newtool0, not oldtool0" in result.candidate["memory"]
+
+
+def test_a_missing_document_is_not_editable():
+    backend = MockBackend(scripted={"reflect": [json.dumps({"edits": [
+        {"target": "skill", "op": "append", "content": "Always run the tests"}]})]})
+    result, _ = step([rule_task(0)], backend=backend, gate_mode="off")
+    assert result.changed == [] and set(result.candidate) == {"memory"}
+    assert backend.requests[-1].json_schema["properties"]["edits"]["items"]["properties"]["target"]["enum"] == [
+        "memory"]
+
+
+# --------------------------------------------------------------------------- gated evaluate
+
+
+def test_gate_off_accepts_greedily_and_replays_no_val_task():
+    train, val = [rule_task(n) for n in range(3)], [rule_task(n, "val") for n in range(3)]
+    result, backend = step(train, val, gate_mode="off")
+    assert result.gate.verdict == "accept" and result.accepted
+    assert result.baseline_val == [] and result.candidate_val == []
+    assert backend.calls_by_kind["target"] == len(train) and result.calls_by_stage["gate"] == 0
+
+
+def test_gate_on_replays_val_once_per_side_and_accepts_the_learned_rule():
+    train, val = [rule_task(n) for n in range(3)], [rule_task(n, "val") for n in range(3)]
+    result, backend = step(train, val, gate_rule="strict")
+    assert result.gate.verdict == "accept_new_best"
+    assert [r.hard for r in result.baseline_val] == [0, 0, 0] and [r.hard for r in result.candidate_val] == [1, 1, 1]
+    # nothing replayed twice: train once (rollout), val once with each document set (gate)
+    assert result.calls_by_stage["rollout"] == 3 and result.calls_by_stage["gate"] == 6
+    assert backend.calls_by_kind["target"] == 9
+
+
+def test_gate_samples_resample_only_the_deciding_val_tasks_and_reuse_the_first_pass():
+    train = [rule_task(n) for n in range(2)]
+    val = [rule_task(0, "val"), passing_task(9).model_copy(update={"split": "val", "id": "t-val-pass"})]
+    result, _ = step(train, val, gate_rule="paired", gate_samples=3)
+    # the won task gets 3 samples per side; sample 0 comes from the cache, so 2 new calls per side; the stable
+    # passing task is not resampled
+    assert result.gate.details["resampled_tasks"] == ["t-val-0"]
+    assert sum(1 for r in result.candidate_val if r.task_id == "t-val-0") == 3
+    assert result.calls_by_stage["gate"] == 2 + 2 + 2 * 2
+
+
+def test_no_changed_document_is_rejected_without_a_candidate_replay():
+    result, _ = step([passing_task(0)], [rule_task(0, "val")])
+    assert result.gate.verdict == "reject" and "nothing to test" in result.gate.reason
+    assert len(result.baseline_val) == 1 and result.candidate_val == []
+
+
+# --------------------------------------------------------------------------- the night uses the step
+
+
+CORRECTION = "no, we use pnpm in this repo, never npm"
+CONVERSATIONS = [
+    ("install the deps for this repo", "Run `npm install`."),
+    ("add lodash to this repo", "Run `npm install lodash`."),
+    ("how do I run the tests in this repo", "Run `npm test`."),
+    ("update the dependencies of this repo", "Run `npm update`."),
+    ("start the dev server of this repo", "Run `npm run dev`."),
+    ("remove the unused left-pad package from this repo", "Run `npm uninstall left-pad`."),
+    ("build this repo for production", "Run `npm run build`."),
+    ("audit this repo for vulnerable dependencies", "Run `npm audit`."),
+]
+
+
+def write_transcripts(claude_home: Path, project: Path) -> None:
+    """Claude Code JSONL: one session per conversation, each request answered with npm, then corrected."""
+    folder = claude_home / "projects" / str(project).replace("/", "-")
+    folder.mkdir(parents=True)
+    start = datetime.now(timezone.utc) - timedelta(hours=3)
+    for number, (request, answer) in enumerate(CONVERSATIONS):
+        session_id = str(uuid.UUID(int=number + 1))
+        moment, parent, lines = start + timedelta(minutes=10 * number), None, []
+        for index, (role, text) in enumerate((("user", request), ("assistant", answer), ("user", CORRECTION),
+                                              ("assistant", "Sorry, I will use pnpm."))):
+            moment += timedelta(seconds=20)
+            record_id = str(uuid.UUID(int=1000 * (number + 1) + index))
+            record = {"parentUuid": parent, "isSidechain": False, "userType": "external", "cwd": str(project),
+                      "sessionId": session_id, "version": "2.1.80", "type": role, "uuid": record_id,
+                      "entrypoint": "cli", "timestamp": moment.isoformat().replace("+00:00", "Z"),
+                      "message": ({"role": "user", "content": text} if role == "user" else
+                                  {"role": "assistant", "id": f"msg_{record_id[:8]}", "model": "claude-sonnet",
+                                   "content": [{"type": "text", "text": text}], "stop_reason": "end_turn"})}
+            lines.append(json.dumps(record))
+            parent = record_id
+        (folder / f"{session_id}.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def night(tmp_path: Path, name: str, **overrides):
+    project = tmp_path / name / "project"
+    project.mkdir(parents=True)
+    (project / "CLAUDE.md").write_text("# Web app\n\nHand-written notes.\n", encoding="utf-8")
+    write_transcripts(tmp_path / name / "claude", project)
+    config = SleepConfig(backend="mock", lookback_hours=0, claude_home=tmp_path / name / "claude", **overrides)
+    return run_night(config, project=project, state_root=tmp_path / name / "state").diagnostics
+
+
+def test_run_night_learns_the_users_correction_through_the_step(tmp_path):
+    # The user corrected every npm answer with "we use pnpm in this repo, never npm": that is the rule the mock
+    # optimizer proposes, and with it in CLAUDE.md the mock target drops npm and says pnpm, so every held-out
+    # task goes from failing (hard 0) to passing (hard 1). A night with 5 train tasks makes one reflect call.
+    diagnostics = night(tmp_path, "strict", gate_rule="strict", gate_samples=1)
+    assert diagnostics.status == "accepted" and diagnostics.gate.verdict == "accept_new_best"
+    assert [(e.target, e.op, e.content, e.status) for e in diagnostics.edits] == [
+        ("memory", "append", "we use pnpm in this repo, never npm", "applied")]
+    assert diagnostics.tasks["train"] == 5 and diagnostics.cost["optimizer"].calls == 1
+    assert (diagnostics.baseline.hard, diagnostics.candidate.hard) == (0.0, 1.0)
+    assert {"rollout", "reflect", "aggregate", "select", "update", "gate"} <= set(diagnostics.stage_seconds)
+
+
+def test_run_night_decides_the_same_with_one_minibatch_or_several(tmp_path):
+    one = night(tmp_path, "one", minibatch_size=8)
+    several = night(tmp_path, "several", minibatch_size=2)
+    assert several.cost["optimizer"].calls == 3 + 0  # ceil(5 / 2) reflect calls; the same rule is deduped
+    assert one.cost["optimizer"].calls == 1
+    for diagnostics in (one, several):
+        assert diagnostics.status == "accepted" and diagnostics.gate.verdict == "accept_new_best"
+    assert [(e.content, e.status) for e in several.edits] == [(e.content, e.status) for e in one.edits]
+    assert sorted(several.edits[0].evidence) == sorted(one.edits[0].evidence)
+    assert [(c.task_id, c.outcome) for c in several.gate.per_task] == [(c.task_id, c.outcome)
+                                                                       for c in one.gate.per_task]
+    assert (several.baseline, several.candidate) == (one.baseline, one.candidate)
