@@ -51,7 +51,8 @@ class SleepConfig(BaseModel):
 
     # -- mining and splits
     llm_mine: bool | None = None
-    """Ask the optimizer model for ``{intent, checks, rubric, outcome}`` per task. None = on for real backends."""
+    """Ask the optimizer model for ``{intent, checks, rubric, outcome}`` per task.
+    None = on, except for the mock simulator and the tiny embedded model."""
     val_fraction: float = Field(0.3, ge=0, lt=1)
     """Share of tasks held out for the gate (by a hash of the task id, stable across nights)."""
     test_fraction: float = Field(0.15, ge=0, lt=1)
@@ -131,6 +132,19 @@ class SleepConfig(BaseModel):
     gate_samples: int = Field(4, ge=1, le=8)
     """``paired`` gate: samples per side for a val task whose outcome could be noise (a win, a loss, or samples
     that disagree); other val tasks are replayed once."""
+
+    # -- memory across nights
+    recall_k: int = Field(3, ge=0, le=12)
+    """Past train tasks from the task archive most similar to tonight's, shown to the optimizer when it
+    reflects (with their last score and the user's rules); 0 = off. Val and test tasks are never recalled."""
+    slow_update_every: int = Field(7, ge=0)
+    """Every N nights, replay archived train tasks with the documents of N nights ago and with today's; tasks
+    that passed then and fail now join tonight's train tasks with the contrast as context; 0 = off."""
+    slow_update_max_tasks: int = Field(8, ge=1, le=40)
+    """Most archived train tasks one slow update replays (twice each: old and new documents)."""
+    dream_factor: int = Field(0, ge=0, le=5)
+    """Synthetic variants per train task (one optimizer call each paraphrases the request, keeping its judge
+    and rules), used as extra train tasks, never val or test; 0 = off."""
 
     # -- documents
     skill_path: str | None = None

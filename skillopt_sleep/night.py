@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import platform
+import sqlite3
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ from skillopt_sleep.harvest import harvest_for_config
 from skillopt_sleep.harvest.checkpoint import load_checkpoints, save_checkpoints
 from skillopt_sleep.mine import mine_tasks
 from skillopt_sleep.models import Diagnostics, ReplayResult, Scores, TaskRecord
+from skillopt_sleep.night_memory import NightMemory
 from skillopt_sleep.redact import redact_text
 from skillopt_sleep.retention import prune_nights
 from skillopt_sleep.rules import make_llm_miner
@@ -137,6 +139,9 @@ def _summary(diagnostics: Diagnostics) -> str:
             f"tasks train {tasks.get('train', 0)} / val {tasks.get('val', 0)} / test {tasks.get('test', 0)}")
     if gate is not None:
         head += f"; gate {gate.verdict}: {gate.reason}"
+    pending = diagnostics.pending or {}
+    if pending.get("action") in ("promoted", "dropped"):
+        head += f"; pending candidate of night {pending.get('from_night')} {pending['action']}: {pending.get('reason')}"
     return head
 
 
@@ -173,7 +178,13 @@ def _run_locked(config: SleepConfig, *, project: Path, paths: ProjectPaths, dry_
     diagnostics = Diagnostics(night_id=night_id, status="no_sessions", summary="", project=str(project),
                               started_at=started, config=config.public_dump(), versions=_versions())
 
+    night_memory: NightMemory | None = None
+
     def finish(status: str, exit_code: int = 0, commit_checkpoints: dict | None = None) -> NightResult:
+        if night_memory is not None:
+            diagnostics.memory = night_memory.report_with_edits(diagnostics.edits)
+            diagnostics.pending = night_memory.pending_report()
+            night_memory.close()
         diagnostics.status = status
         diagnostics.finished_at = datetime.now(timezone.utc)
         diagnostics.stage_seconds = stages.seconds
@@ -239,10 +250,13 @@ def _run_locked(config: SleepConfig, *, project: Path, paths: ProjectPaths, dry_
     train = [t for t in tasks if t.split == "train"]
     val = [t for t in tasks if t.split == "val"]
     test = [t for t in tasks if t.split == "test"]
+    night_memory = NightMemory(config, paths, state, night_id=night_id)
 
     try:
-        llm_mine = config.llm_mine if config.llm_mine is not None else choice.name != "mock"
-        _preflight(ledger, config, train, val, edit_budget=edit_budget, miner_calls=len(tasks) if llm_mine else 0)
+        # auto: mine with the optimizer model, except on the simulator and on the tiny embedded model
+        llm_mine = config.llm_mine if config.llm_mine is not None else not (choice.name == "mock" or choice.tiny)
+        _preflight(ledger, config, train, val, edit_budget=edit_budget, miner_calls=len(tasks) if llm_mine else 0,
+                   dream_calls=len(train) * (1 + config.dream_factor * config.rollouts_k) if config.dream_factor else 0)
         if llm_mine:
             with stages.stage("mine_llm"):
                 mined = mine_tasks(result.sessions, project=str(project), val_fraction=config.val_fraction,
@@ -259,11 +273,17 @@ def _run_locked(config: SleepConfig, *, project: Path, paths: ProjectPaths, dry_
                              seed=config.seed)
         skill_view, memory_view = prompt_view(skill), prompt_view(memory)
 
-        # -------------------------------------------------------------- the step (engine/step.py)
+        # -------------------------------------------------------------- memory across nights (night_memory.py)
         step_documents = {kind: text for kind, text in (("skill", skill), ("memory", memory)) if kind in documents}
-        step = run_step(train=train, val=val, documents=step_documents,
-                        settings=StepSettings.from_config(config, edit_budget=edit_budget), ledger=ledger,
-                        cache=cache, rubric_judge=rubric_judge, best_gate_score=state.best_gate_score)
+        settings = StepSettings.from_config(config, edit_budget=edit_budget)
+        with stages.stage("memory"):
+            prepared = night_memory.before_step(train=train, val=val, test=test, documents=step_documents,
+                                                settings=settings, ledger=ledger, replay_kwargs=replay_kwargs)
+
+        # -------------------------------------------------------------- the step (engine/step.py)
+        step = run_step(train=prepared.train, val=val, documents=prepared.documents, settings=settings,
+                        ledger=prepared.ledger, cache=cache, rubric_judge=rubric_judge,
+                        best_gate_score=state.best_gate_score, context=prepared.context)
         for stage, seconds in step.stage_seconds.items():
             stages.seconds[stage] = round(stages.seconds.get(stage, 0.0) + seconds, 3)
         diagnostics.train_results = step.train_results
@@ -271,21 +291,28 @@ def _run_locked(config: SleepConfig, *, project: Path, paths: ProjectPaths, dry_
         diagnostics.optimizer_raw_head = redact_text(step.optimizer_raw_head)
         diagnostics.errors.extend({"stage": error["stage"], "message": redact_text(error["message"])}
                                   for error in step.errors)
-        diagnostics.edits = step.edits
+        diagnostics.edits = [*step.edits, *night_memory.blocked_edits]
         diagnostics.candidate = _scores(step.candidate_val, config) if step.candidate_val else Scores()
-        diagnostics.gate = gate = step.gate
-        candidate = step.candidate
-        accepted = step.accepted
+        diagnostics.gate = step.gate
+        outcome = night_memory.decide(step)  # the step's candidate, or a promoted pending one
+        gate = outcome.gate if outcome.accepted and outcome.gate is not None else step.gate
+        candidate = outcome.candidate
+        accepted = outcome.accepted
 
         # -------------------------------------------------------------- test split (report only)
+        test_results: dict[str, list[ReplayResult]] = {}
+        test_documents: dict[str, dict[str, str]] = {}
         if test:
             with stages.stage("test"):
-                diagnostics.test["baseline"] = _scores(
-                    replay_tasks(test, skill=skill_view, memory=memory_view, **replay_kwargs), config)
+                test_results["baseline"] = replay_tasks(test, skill=skill_view, memory=memory_view, **replay_kwargs)
+                test_documents["baseline"] = step_documents
+                diagnostics.test["baseline"] = _scores(test_results["baseline"], config)
                 if accepted:
-                    diagnostics.test["candidate"] = _scores(
-                        replay_tasks(test, skill=prompt_view(candidate.get("skill", "")),
-                                     memory=prompt_view(candidate.get("memory", "")), **replay_kwargs), config)
+                    test_results["candidate"] = replay_tasks(
+                        test, skill=prompt_view(candidate.get("skill", "")),
+                        memory=prompt_view(candidate.get("memory", "")), **replay_kwargs)
+                    test_documents["candidate"] = candidate
+                    diagnostics.test["candidate"] = _scores(test_results["candidate"], config)
         cache.save()
     except BackendError as exc:
         diagnostics.cost = ledger.cost_by_role()
@@ -303,6 +330,13 @@ def _run_locked(config: SleepConfig, *, project: Path, paths: ProjectPaths, dry_
 
     diagnostics.cost = ledger.cost_by_role()
     diagnostics.errors.extend(_redacted(ledger.errors()))
+
+    # ------------------------------------------------------------------ memory: archive, ledger, pending, history
+    try:
+        night_memory.after_step(step, tasks=tasks, val=val, outcome=outcome, test_results=test_results,
+                                test_documents=test_documents)
+    except (sqlite3.Error, OSError) as exc:  # a memory aid: tonight's result stands without it
+        diagnostics.errors.append({"stage": "memory", "message": f"could not record the night: {exc}"})
 
     # ------------------------------------------------------------------ stage / adopt
     state.edit_budget = update_edit_budget_state(state.edit_budget, budget_used=edit_budget, accepted=accepted)
@@ -334,22 +368,23 @@ def _split_counts(tasks: list[TaskRecord]) -> dict[str, int]:
 
 
 def _preflight(ledger: CallLedger, config: SleepConfig, train: list[TaskRecord], val: list[TaskRecord], *,
-               edit_budget: int, miner_calls: int = 0) -> None:
+               edit_budget: int, miner_calls: int = 0, dream_calls: int = 0) -> None:
     """Skip (BudgetExhausted) before spending when one full reflect -> gate round cannot be afforded.
 
     Minimal round (calls): the LLM miner's calls (one per task, when on) + K samples per train task + the
     step's planned optimizer calls (``step.planned_optimizer_calls``: reflect per minibatch, merge, rank) +
-    baseline and candidate on val (gate on). Rubric-judge calls and gate resamples come on top, so this is a
-    lower bound.
+    baseline and candidate on val (gate on) + dreaming (``dream_calls``: one optimizer call per train task and
+    K samples per variant, when ``dream_factor`` > 0). Rubric-judge calls, gate resamples, the pending
+    candidate's re-test and the slow update's replays come on top, so this is a lower bound.
     """
     settings = StepSettings.from_config(config, edit_budget=edit_budget)
     optimizer_calls = planned_optimizer_calls(len(train), settings)
-    needed = (miner_calls + len(train) * config.rollouts_k + optimizer_calls
+    needed = (miner_calls + dream_calls + len(train) * config.rollouts_k + optimizer_calls
               + (2 * len(val) if config.gate_mode == "on" else 0))
     remaining = ledger.remaining_calls()
     if remaining is not None and remaining < needed:
         raise BudgetExhausted(
             f"max_calls_per_night={config.max_calls_per_night} cannot afford one reflect -> gate round "
-            f"({needed} calls: {miner_calls} miner, {len(train)} train x {config.rollouts_k} samples, "
+            f"({needed} calls: {miner_calls} miner, {dream_calls} dreaming, {len(train)} train x {config.rollouts_k} samples, "
             f"{optimizer_calls} optimizer, {len(val)} val x 2); skipped before spending",
             limit="max_calls_per_night")

@@ -72,6 +72,12 @@ class LocalBackend:
         self._lock = threading.Lock()
 
     @property
+    def tiny(self) -> bool:
+        """True when running the bundled SmolLM2-135M (it does not follow system-prompt rules)."""
+        bundled = bundled_model_path()
+        return self.model_path is not None and bundled is not None and self.model_path == bundled
+
+    @property
     def model_name(self) -> str:
         return self.model_path.stem if self.model_path else "(no model)"
 

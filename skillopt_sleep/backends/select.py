@@ -23,6 +23,9 @@ NO_BACKEND_HELP = (
     "pip install 'skillopt-sleep[local]'"
 )
 
+TINY_NOTE = ("running the tiny embedded model (SmolLM2-135M): the whole night runs with zero setup, but expect few "
+             "accepted edits; 'skillopt-sleep models pull qwen2.5-coder-1.5b' or a real endpoint learns for real")
+
 
 @dataclass
 class BackendChoice:
@@ -30,6 +33,11 @@ class BackendChoice:
     name: str
     reason: str
     note: str = ""
+
+    @property
+    def tiny(self) -> bool:
+        """True for the bundled SmolLM2-135M: too small to mine tasks or follow rules (see ``LocalBackend.tiny``)."""
+        return bool(getattr(self.backend, "tiny", False))
 
 
 def _build(name: str, config: SleepConfig) -> Backend:
@@ -58,7 +66,11 @@ def local_available() -> bool:
 def choose_backend(config: SleepConfig, sources: list[str]) -> BackendChoice:
     """Return the backend for tonight and why. Raises ConfigError when ``auto`` finds none."""
     if config.backend != "auto":
-        return BackendChoice(_build(config.backend, config), config.backend, f"backend = '{config.backend}' (configured)")
+        choice = BackendChoice(_build(config.backend, config), config.backend,
+                               f"backend = '{config.backend}' (configured)")
+        if choice.tiny:
+            choice.note = TINY_NOTE
+        return choice
     if config.base_url or config.api_key or os.environ.get("OPENAI_BASE_URL") or os.environ.get("OPENAI_API_KEY"):
         return BackendChoice(_build("openai", config), "openai", "an OpenAI-compatible endpoint/key is configured")
     for source, cli in (("claude", "claude"), ("codex", "codex")):
@@ -68,7 +80,7 @@ def choose_backend(config: SleepConfig, sources: list[str]) -> BackendChoice:
     if local_available():
         choice = BackendChoice(_build("local", config), "local",
                                "no endpoint or logged-in agent CLI found; using the embedded local model")
-        choice.note = ("the embedded model is tiny: expect few accepted edits tonight (configure a real model "
-                       "for real learning)")
+        if choice.tiny:
+            choice.note = TINY_NOTE
         return choice
     raise ConfigError(NO_BACKEND_HELP, key="backend")
