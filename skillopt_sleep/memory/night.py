@@ -1,0 +1,243 @@
+"""The memory features of one night, in the order ``night.run_night`` calls them.
+
+``NightMemory(config, paths, state, night_id)`` opens the task archive (``archive.py``) and the document store
+(``docstore.py``), then:
+
+1. ``before_step(...)`` (inside the night's try block, so backend and budget errors stop the night as usual):
+   dream variants (``dream.py``), the pending candidate's re-test (``pending.py``; a promoted candidate becomes
+   the step's starting documents), the slow update (``slow_update.py``), recall and the rejected-edit ledger
+   (``memory.py``). Returns a ``Prepared``: the step's train tasks, documents, ``context`` and the ledger to
+   give it (``memory.RejectedEditScreen``).
+2. ``decide(step)``: tonight's outcome: the step's candidate when it was accepted, else a promoted pending
+   candidate, else nothing.
+3. ``after_step(...)`` (completed nights only): the archive records tonight's tasks and scores, rejected edits
+   go to the ledger, a pending verdict is stored, the documents of the night are recorded; ``report()`` is
+   ``diagnostics.memory``.
+
+Nothing here writes ``state.json``: the night does, once, at its end. A state dir whose archive cannot be
+opened (e.g. a read-only disk) runs the night without archive features and says so in ``report()["errors"]``.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from dataclasses import dataclass, field
+from typing import Any
+
+from skillopt_sleep.memory.archive import TaskArchive
+from skillopt_sleep.backends.base import CallLedger
+from skillopt_sleep.config import SleepConfig
+from skillopt_sleep.memory.docstore import DocumentStore, text_sha256
+from skillopt_sleep.memory.dream import DreamOutcome, dream_variants
+from skillopt_sleep.engine.step import StepResult, StepSettings
+from skillopt_sleep.memory.ledger import (
+    RejectedEditScreen,
+    build_context,
+    ledger_keys,
+    record_rejected,
+    render_ledger,
+    render_recalled,
+)
+from skillopt_sleep.models import GateDecision, ReplayResult, TaskRecord
+from skillopt_sleep.memory.pending import PendingOutcome, is_pending, keep_pending, retest_pending
+from skillopt_sleep.memory.slow_update import SlowUpdate, record_night_documents, run_slow_update
+from skillopt_sleep.state import ProjectPaths, ProjectState
+
+logger = logging.getLogger("skillopt_sleep.memory.night")
+
+#: Gate clauses that are evidence against the edits (a failed call or missing coverage is not).
+EVIDENCE_CLAUSES = ("mean", "regression", "margin", "sign_test")
+
+
+@dataclass
+class Prepared:
+    """What the step gets: train (tonight's train tasks + dream variants + forgotten tasks), documents (the
+    baseline, or a promoted pending candidate), context (for every reflect prompt) and ledger."""
+
+    train: list[TaskRecord]
+    documents: dict[str, str]
+    context: str
+    ledger: Any
+
+
+@dataclass
+class Outcome:
+    """Tonight's result: accepted, the candidate documents and the gate decision that accepted them."""
+
+    accepted: bool
+    candidate: dict[str, str] = field(default_factory=dict)
+    gate: GateDecision | None = None
+
+
+class NightMemory:
+    """See the module docstring. ``use_fts5``: None detects FTS5, False forces the LIKE scorer (tests)."""
+
+    def __init__(self, config: SleepConfig, paths: ProjectPaths, state: ProjectState, *, night_id: str,
+                 use_fts5: bool | None = None):
+        self.config = config
+        self.state = state
+        self.night_id = night_id
+        self.store = DocumentStore(paths.documents)
+        self.errors: list[str] = []
+        self.archive: TaskArchive | None = None
+        try:
+            self.archive = TaskArchive(paths.archive, use_fts5=use_fts5)
+            if self.archive.moved_aside is not None:
+                self.errors.append(f"the task archive was damaged; moved aside to {self.archive.moved_aside}")
+        except (sqlite3.Error, OSError) as exc:
+            self.errors.append(f"task archive unavailable ({exc}); recall, the ledger and the slow update are off "
+                               "tonight")
+            logger.warning("task archive %s unavailable: %s", paths.archive, exc)
+        self.screen: RejectedEditScreen | None = None
+        self.dream = DreamOutcome()
+        self.pending: PendingOutcome | None = None
+        self.slow: SlowUpdate | None = None
+        self.recalled: list[str] = []
+        self.ledger_shown = 0
+        self.archived: dict[str, int] = {}
+        self.stored_pending: dict[str, Any] | None = None
+        self.baseline: dict[str, str] = {}
+
+    def close(self) -> None:
+        if self.archive is not None:
+            self.archive.close()
+            self.archive = None
+
+    # ------------------------------------------------------------------ before the step
+    def before_step(self, *, train: list[TaskRecord], val: list[TaskRecord], test: list[TaskRecord],
+                    documents: dict[str, str], settings: StepSettings, ledger: CallLedger,
+                    replay_kwargs: dict[str, Any]) -> Prepared:
+        """Dream, re-test the pending candidate, slow update, recall, ledger (see the module docstring).
+        Raises ``BackendError`` / ``BudgetExhausted`` from the ledger."""
+        config = self.config
+        self.baseline = dict(documents)
+        tonight_ids = {task.id for task in [*train, *val, *test]}
+        step_train = list(train)
+        if config.dream_factor > 0:
+            self.dream = dream_variants(train, factor=config.dream_factor, ledger=ledger, held_out=[*val, *test],
+                                        workers=config.workers)
+            step_train += self.dream.variants
+        step_documents = dict(documents)
+        if self.state.pending is not None and config.gate_mode == "off":
+            self.pending = PendingOutcome("dropped", "the gate is off: candidates are accepted greedily, there is "
+                                                     "nothing to re-test", self.state.pending)
+        elif self.state.pending is not None:
+            self.pending = retest_pending(self.state.pending, documents=documents, val=val, settings=settings,
+                                          store=self.store, best_gate_score=self.state.best_gate_score,
+                                          replay_kwargs=replay_kwargs)
+            if self.pending.promoted:
+                step_documents = {kind: self.pending.documents.get(kind, text) for kind, text in documents.items()}
+            elif self.pending.action == "dropped" and self.pending.gate is not None and self.archive is not None:
+                # into the ledger now, so that tonight's step cannot propose the same edits again
+                record_rejected(self.archive, self.pending.pending.edits, night_id=self.night_id,
+                                reason=f"pending candidate of night {self.pending.pending.night_id} dropped "
+                                       f"after its re-test: {self.pending.gate.reason}")
+        sections: list[str] = []
+        if self.archive is not None:
+            self.slow = run_slow_update(self.state, every=config.slow_update_every,
+                                        max_tasks=config.slow_update_max_tasks, archive=self.archive,
+                                        store=self.store, documents=step_documents, exclude_ids=tonight_ids,
+                                        replay_kwargs=replay_kwargs)
+            step_train += self.slow.forgotten_tasks
+            sections.append(self.slow.context)
+            entries = self.archive.rejected_edits()
+            self.ledger_shown = min(len(entries), 8)
+            sections.append(render_ledger(entries))
+            recalled = self.archive.recall([task.request for task in train], k=config.recall_k,
+                                           exclude_ids=tonight_ids)
+            self.recalled = [item.archived.task.id for item in recalled]
+            sections.append(render_recalled(recalled))
+            self.screen = RejectedEditScreen(ledger, ledger_keys(self.archive))
+        return Prepared(train=step_train, documents=step_documents, context=build_context(*sections),
+                        ledger=self.screen or ledger)
+
+    # ------------------------------------------------------------------ the outcome
+    def decide(self, step: StepResult) -> Outcome:
+        if step.accepted:
+            return Outcome(True, dict(step.candidate), step.gate)
+        if self.pending is not None and self.pending.promoted:
+            return Outcome(True, self.baseline_for(step), self.pending.gate)  # the step started from it
+        return Outcome(False)
+
+    @property
+    def blocked_edits(self):
+        return list(self.screen.blocked) if self.screen is not None else []
+
+    # ------------------------------------------------------------------ after the step (completed nights)
+    def after_step(self, step: StepResult, *, tasks: list[TaskRecord], val: list[TaskRecord],
+                   outcome: Outcome, test_results: dict[str, list[ReplayResult]],
+                   test_documents: dict[str, dict[str, str]]) -> None:
+        """Record tonight (see the module docstring). test_results / test_documents: ``"baseline"`` /
+        ``"candidate"`` -> the test replays and the documents (kind -> text) they used."""
+        night_id, state = self.night_id, self.state
+        archive = self.archive
+        # the pending candidate: tonight's re-test, then tonight's own verdict
+        if self.pending is not None and self.pending.action != "kept":
+            state.pending = None
+        if is_pending(step) and self.config.gate_mode == "on":
+            state.pending = keep_pending(step, night_id=night_id, baseline=self.baseline_for(step), val=val,
+                                         store=self.store)
+            self.stored_pending = {"from_night": night_id, "action": "stored", "reason": step.gate.reason,
+                                   "wins": state.pending.wins, "losses": state.pending.losses}
+        elif (archive is not None and step.changed and not step.accepted
+              and step.gate.details.get("clause") in EVIDENCE_CLAUSES):
+            record_rejected(archive, step.edits, night_id=night_id, reason=step.gate.reason)
+        if self.slow is not None and self.slow.compared_night is not None:
+            state.slow_update_at = state.nights_completed + 1
+        # the archive: tasks, then scores with the documents they were replayed with
+        if archive is not None:
+            counts = archive.record_tasks(tasks, night_id=night_id)
+            split_of = {task.id: task.split for task in tasks}
+            base = {kind: text_sha256(text) for kind, text in self.baseline_for(step).items()}
+            archive.record_scores(step.train_results, night_id=night_id, split_of=split_of, documents=base)
+            archive.record_scores(step.baseline_val, night_id=night_id, split_of=split_of, documents=base)
+            if step.candidate_val:
+                archive.record_scores(step.candidate_val, night_id=night_id, split_of=split_of,
+                                      documents={k: text_sha256(t) for k, t in step.candidate.items()})
+            for side, results in test_results.items():
+                archive.record_scores(results, night_id=night_id, split_of=split_of,
+                                      documents={k: text_sha256(t) for k, t in test_documents[side].items()})
+            self.archived = {"new": counts.new, "recurring": counts.recurring, "total": archive.count()}
+        record_night_documents(state, self.store, night_id=night_id, baseline=self.baseline,
+                               accepted=outcome.candidate if outcome.accepted else None)
+
+    def baseline_for(self, step: StepResult) -> dict[str, str]:
+        """The documents the step started from (tonight's baseline, or a promoted pending candidate)."""
+        if self.pending is not None and self.pending.promoted:
+            return {kind: self.pending.documents.get(kind, text) for kind, text in self.baseline.items()}
+        return dict(self.baseline)
+
+    # ------------------------------------------------------------------ diagnostics
+    def pending_report(self) -> dict[str, Any] | None:
+        """``diagnostics.pending``: the re-test of an earlier candidate (with ``stored_tonight`` when tonight
+        left a new one), or tonight's stored candidate, or None."""
+        if self.pending is not None:
+            report = self.pending.report()
+            report["stored_tonight"] = self.stored_pending
+            return report
+        return self.stored_pending
+
+    def report(self) -> dict[str, Any]:
+        """``diagnostics.memory``."""
+        out: dict[str, Any] = {
+            "archive": {"search": self.archive.search_backend if self.archive is not None else None,
+                        **self.archived},
+            "recalled": list(self.recalled),
+            "ledger": {"shown": self.ledger_shown, "blocked": len(self.blocked_edits)},
+            "dream": self.dream.summary() if self.config.dream_factor > 0 else None,
+            "slow_update": None,
+        }
+        if self.slow is not None and (self.slow.ran or self.slow.compared_night is not None):
+            out["slow_update"] = self.slow.report()
+        elif self.slow is not None:
+            out["slow_update"] = {"ran": False, "reason": self.slow.reason}
+        if self.errors:
+            out["errors"] = list(self.errors)
+        return out
+
+    def report_with_edits(self, edits) -> dict[str, Any]:
+        out = self.report()
+        if self.slow is not None and self.slow.ran:
+            out["slow_update"] = self.slow.report(edits)
+        return out
