@@ -28,6 +28,7 @@ from typing import Any
 
 from skillopt_sleep.backends.base import ChatMessage, ChatRequest, ChatResult
 from skillopt_sleep.backends.subprocess_call import (
+    AgentCLIBackend,
     AttemptFailed,
     AttemptReply,
     ProcessOutcome,
@@ -52,7 +53,6 @@ CLAUDE_FLAGS: tuple[str, ...] = ("-p", "--output-format", "json", "--tools", "",
 #: Environment variables removed for the child (Claude Code refuses to start "inside another session").
 DROPPED_ENV = ("CLAUDECODE",)
 #: Model name reported when none is configured (the CLI's own default model is used).
-DEFAULT_MODEL_LABEL = "default"
 #: Seconds the ``claude auth status`` probe may take.
 AUTH_STATUS_TIMEOUT_S = 15.0
 
@@ -69,7 +69,7 @@ _LOGIN_FIX = "run `claude` in a terminal and log in (/login), then run the night
 _INSTALL_HINT = "Install Claude Code (npm install -g @anthropic-ai/claude-code)"
 
 
-class ClaudeCLIBackend:
+class ClaudeCLIBackend(AgentCLIBackend):
     """Calls ``claude -p`` once per attempt (see the module docstring for the exact command).
 
     binary: ``claude`` on PATH or an absolute path (config ``claude_bin``). model: the target model (``--model``;
@@ -85,27 +85,8 @@ class ClaudeCLIBackend:
     name = "claude"
     runs_tools = False
 
-    def __init__(self, *, binary: str = "claude", model: str | None = None, optimizer_model: str | None = None,
-                 timeout_s: float = 300.0, max_retries: int = 2, backoff_base_s: float = 1.0):
-        self.binary = binary
-        self.model = model or None
-        self.optimizer_model = optimizer_model or None
-        self.timeout_s = float(timeout_s)
-        self.max_retries = max(0, int(max_retries))
-        self.backoff_base_s = float(backoff_base_s)
-
-    def __repr__(self) -> str:
-        return (f"ClaudeCLIBackend(binary={self.binary!r}, model={self.model!r}, "
-                f"optimizer_model={self.optimizer_model!r})")
-
-    def _configured_model(self, role: Role) -> str | None:
-        if role == "target":
-            return self.model
-        return self.optimizer_model or self.model
-
-    def model_for(self, role: Role) -> str:
-        """The model passed with ``--model`` for ``role``, or ``"default"`` (the CLI's own default)."""
-        return self._configured_model(role) or DEFAULT_MODEL_LABEL
+    def __init__(self, *, binary: str = "claude", **options):
+        super().__init__(binary=binary, **options)
 
     def command(self, path: str, role: Role) -> list[str]:
         """The argv of one call (the prompt is not part of it: it goes on stdin)."""

@@ -22,6 +22,7 @@ import os
 
 from skillopt_sleep.backends.base import ChatRequest, ChatResult
 from skillopt_sleep.backends.subprocess_call import (
+    AgentCLIBackend,
     AttemptFailed,
     AttemptReply,
     ProcessOutcome,
@@ -44,7 +45,6 @@ from skillopt_sleep.models import Role, Usage
 CODEX_FLAGS: tuple[str, ...] = ("exec", "--sandbox", "read-only", "--skip-git-repo-check", "--color", "never")
 #: Name of the ``-o`` file inside the scratch directory.
 LAST_MESSAGE_FILE = "last_message.txt"
-DEFAULT_MODEL_LABEL = "default"
 #: Seconds the ``codex login status`` probe may take.
 LOGIN_STATUS_TIMEOUT_S = 15.0
 
@@ -63,7 +63,7 @@ _LOGIN_FIX = "run `codex login` in a terminal, then run the night again"
 _INSTALL_HINT = "Install the Codex CLI (npm install -g @openai/codex)"
 
 
-class CodexCLIBackend:
+class CodexCLIBackend(AgentCLIBackend):
     """Calls ``codex exec`` once per attempt (see the module docstring for the exact command).
 
     binary: ``codex`` on PATH or an absolute path (config ``codex_bin``). model: the target model (``-m``; None:
@@ -78,27 +78,8 @@ class CodexCLIBackend:
     name = "codex"
     runs_tools = False
 
-    def __init__(self, *, binary: str = "codex", model: str | None = None, optimizer_model: str | None = None,
-                 timeout_s: float = 300.0, max_retries: int = 2, backoff_base_s: float = 1.0):
-        self.binary = binary
-        self.model = model or None
-        self.optimizer_model = optimizer_model or None
-        self.timeout_s = float(timeout_s)
-        self.max_retries = max(0, int(max_retries))
-        self.backoff_base_s = float(backoff_base_s)
-
-    def __repr__(self) -> str:
-        return (f"CodexCLIBackend(binary={self.binary!r}, model={self.model!r}, "
-                f"optimizer_model={self.optimizer_model!r})")
-
-    def _configured_model(self, role: Role) -> str | None:
-        if role == "target":
-            return self.model
-        return self.optimizer_model or self.model
-
-    def model_for(self, role: Role) -> str:
-        """The model passed with ``-m`` for ``role``, or ``"default"`` (the CLI's configured default)."""
-        return self._configured_model(role) or DEFAULT_MODEL_LABEL
+    def __init__(self, *, binary: str = "codex", **options):
+        super().__init__(binary=binary, **options)
 
     def command(self, path: str, role: Role, last_message_path: str) -> list[str]:
         """The argv of one call (the prompt is not part of it: ``-`` makes Codex read stdin)."""

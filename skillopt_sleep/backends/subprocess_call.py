@@ -35,7 +35,7 @@ from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_expo
 
 from skillopt_sleep.backends.base import SESSION_MARKER, ChatRequest, ChatResult, ErrorKind
 from skillopt_sleep.backends.jsonextract import extract_json
-from skillopt_sleep.models import Usage
+from skillopt_sleep.models import Role, Usage
 
 #: Environment variable set to "1" for every agent CLI child process.
 REPLAY_ENV_VAR = "SKILLOPT_SLEEP_REPLAY"
@@ -55,6 +55,42 @@ JSON_ONLY_INSTRUCTION = (
 
 
 # --------------------------------------------------------------------------- finding the binary
+
+
+DEFAULT_MODEL_LABEL = "default"
+
+
+class AgentCLIBackend:
+    """What the ``claude`` and ``codex`` backends share: the binary, the models per role, retries and timeout.
+
+    model: the model for the ``target`` role (None = the CLI's own default); optimizer_model: the model for the
+    other roles (None = ``model``). timeout_s: seconds per call; backoff_base_s: seconds of the first retry wait.
+    """
+
+    name = "agent-cli"
+    runs_tools = False
+
+    def __init__(self, *, binary: str, model: str | None = None, optimizer_model: str | None = None,
+                 timeout_s: float = 300.0, max_retries: int = 2, backoff_base_s: float = 1.0):
+        self.binary = binary
+        self.model = model or None
+        self.optimizer_model = optimizer_model or None
+        self.timeout_s = float(timeout_s)
+        self.max_retries = max(0, int(max_retries))
+        self.backoff_base_s = float(backoff_base_s)
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(binary={self.binary!r}, model={self.model!r}, "
+                f"optimizer_model={self.optimizer_model!r})")
+
+    def _configured_model(self, role: Role) -> str | None:
+        if role == "target":
+            return self.model
+        return self.optimizer_model or self.model
+
+    def model_for(self, role: Role) -> str:
+        """The model passed to the CLI for ``role``, or ``"default"`` (the CLI's configured default)."""
+        return self._configured_model(role) or DEFAULT_MODEL_LABEL
 
 
 def find_binary(binary: str) -> str | None:
