@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 import typer
 
 from skillopt_sleep import __version__
-from skillopt_sleep.cli import adopt_cmd, config_cmd, models_cmd, report_cmd, schedule_cmd
+from skillopt_sleep.cli import adopt_cmd, config_cmd, models_cmd, report_cmd, schedule_cmd, train_cmd
 from skillopt_sleep.cli.common import emit_json, resolve_config, stderr, stdout, user_errors
 
 app = typer.Typer(
@@ -25,6 +25,7 @@ adopt_cmd.register(app)
 report_cmd.register(app)
 schedule_cmd.register(app)
 models_cmd.register(app)
+train_cmd.register(app)
 
 ConfigOpt = Annotated[Optional[Path], typer.Option("--config", help="Config TOML file (default: user config dir).",
                                                     envvar="SKILLOPT_SLEEP_CONFIG")]

@@ -6,6 +6,11 @@ calls in flight. Nothing is replayed twice: successful results are cached by ``R
 what else changes the answer or its score (temperature, seed, max_tokens, the system prompt template and the task's
 request and judge). A failed call is never cached, so it is tried again next time.
 
+A caller may replace the target chat call by its own rollout function (``replay_tasks(rollout=...)``: e.g. the
+trainer runs an environment's ``rollout_one``, a multi-turn or tool-using episode); everything else (threads,
+cache, ordering, errors) is the same, and ``rollout_key`` (what identifies that rollout: an environment and its
+data) joins the settings hash so different rollouts never share cache entries.
+
 Errors: a fatal backend error or an exhausted budget raises from the ledger (``BackendError`` /
 ``BudgetExhausted``) and stops the replay; a transient error that survived the backend's retries, or an empty
 reply, becomes ``ReplayResult(error=...)``, which is not a score of the skill (hard 0, soft 0, ``error`` set).
@@ -16,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
@@ -24,8 +30,8 @@ import orjson
 from pydantic import ValidationError
 
 from skillopt_sleep.backends.base import CallLedger, ChatMessage, ChatRequest
-from skillopt_sleep.engine import judges
-from skillopt_sleep.engine.prompts import load_prompt, render
+from skillopt_sleep.engine import judges, prompts
+from skillopt_sleep.engine.prompts import render
 from skillopt_sleep.fsio import write_jsonl_atomic
 from skillopt_sleep.models import ReplayResult, TaskRecord, Usage
 
@@ -33,6 +39,11 @@ from skillopt_sleep.models import ReplayResult, TaskRecord, Usage
 CacheKey = tuple[str, str, str, str, int, str]
 
 EMPTY_DOCUMENT = "(none)"
+
+#: A rollout that replaces the target chat call: called as ``rollout(task, sample, *, skill, memory, ledger,
+#: temperature, seed, max_tokens, rubric_judge)`` and returning the scored ``ReplayResult`` of that task and
+#: sample (``error`` set when the attempt is not a score of the skill). Called from ``workers`` threads.
+Rollout = Callable[..., ReplayResult]
 
 
 def doc_hash(text: str) -> str:
@@ -45,7 +56,7 @@ def system_prompt(skill: str, memory: str) -> str:
 
     An empty document is shown as ``(none)``.
     """
-    return render(load_prompt("target_system"), {
+    return render(prompts.load_prompt("target_system"), {
         "skill": (skill or "").strip() or EMPTY_DOCUMENT,
         "memory": (memory or "").strip() or EMPTY_DOCUMENT,
     })
@@ -126,14 +137,26 @@ def _tools_evidence(ledger: CallLedger, tools_called: list[str]) -> list[str] | 
     return None
 
 
-def _replay_one(task: TaskRecord, sample: int, *, system: str, ledger: CallLedger, temperature: float,
-                seed: int, max_tokens: int, rubric_judge: Any) -> ReplayResult:
+def replay_one(task: TaskRecord, sample: int, *, system: str, ledger: CallLedger, temperature: float | None,
+               seed: int | None, max_tokens: int, rubric_judge: Any) -> ReplayResult:
+    """Replay one task once: one target call (system message ``system``, user message the request), scored by
+    ``judges.score_response``. Sample ``sample`` uses seed ``seed + sample``.
+
+    ledger: a ``CallLedger``, or any object with its ``chat(request, fail_on_error=)`` and ``backend`` (the
+    trainer's ``envs.base.RolloutClient``); temperature / seed None: not set on the request (the client's
+    sampling settings apply). Returns a ``ReplayResult`` (``error`` set when the call failed or the reply was
+    empty). Raises what ``ledger.chat`` raises (fatal ``BackendError``, ``BudgetExhausted``).
+    """
+    sampling: dict[str, Any] = {}
+    if temperature is not None:
+        sampling["temperature"] = temperature
+    if seed is not None:
+        sampling["seed"] = seed + sample
     request = ChatRequest(
         role="target",
         messages=[ChatMessage(role="system", content=system), ChatMessage(role="user", content=task.request)],
-        temperature=temperature,
         max_tokens=max_tokens,
-        seed=seed + sample,
+        **sampling,
     )
     started = time.perf_counter()
     chat = ledger.chat(request, fail_on_error=False)  # fatal errors and budgets raise here
@@ -163,19 +186,26 @@ def _replay_one(task: TaskRecord, sample: int, *, system: str, ledger: CallLedge
 
 def replay_tasks(tasks: list[TaskRecord], *, skill: str, memory: str, ledger: CallLedger, samples: int = 1,
                  temperature: float = 0.0, workers: int = 4, cache: ReplayCache | None = None,
-                 rubric_judge=None, seed: int = 0, max_tokens: int = 400) -> list[ReplayResult]:
+                 rubric_judge=None, seed: int = 0, max_tokens: int = 400, rollout: Rollout | None = None,
+                 rollout_key: str = "") -> list[ReplayResult]:
     """Replay every task ``samples`` times with ``skill`` and ``memory``; return the scored results.
 
     Order: task order, then sample index (whatever the completion order of the ``workers`` threads).
     Sample ``i`` uses ``temperature`` and seed ``seed + i``. Cache hits make no call and come back with
     ``cached=True``. rubric_judge: a ``judges.RubricJudge`` for tasks with a rubric (or None).
-    Raises ``BackendError`` (fatal error) or ``BudgetExhausted``: calls not yet started are cancelled.
+    rollout: a ``Rollout`` run instead of the single target chat call (None = the chat call); rollout_key: a
+    string identifying it, folded into the cache key (required to differ between rollouts that differ).
+    Raises ``BackendError`` (fatal error) or ``BudgetExhausted``: calls not yet started are cancelled; an
+    exception raised by ``rollout`` propagates the same way.
     """
     if samples < 1:
         raise ValueError(f"samples must be >= 1, got {samples}")
     system = system_prompt(skill, memory)
     model = ledger.backend.model_for("target")
-    settings = f"t={temperature}|seed={seed}|max_tokens={max_tokens}|system={doc_hash(load_prompt('target_system'))}"
+    frame = doc_hash(prompts.load_prompt("target_system"))
+    settings = f"t={temperature}|seed={seed}|max_tokens={max_tokens}|system={frame}"
+    if rollout is not None:
+        settings += f"|rollout={rollout_key}"
     jobs = [(task, sample) for task in tasks for sample in range(samples)]
     results: list[ReplayResult | None] = [None] * len(jobs)
     pending: dict[Future, tuple[int, CacheKey]] = {}
@@ -187,9 +217,14 @@ def replay_tasks(tasks: list[TaskRecord], *, skill: str, memory: str, ledger: Ca
             if hit is not None:
                 results[index] = hit
                 continue
-            future = pool.submit(_replay_one, task, sample, system=system, ledger=ledger,
-                                 temperature=temperature, seed=seed, max_tokens=max_tokens,
-                                 rubric_judge=rubric_judge)
+            if rollout is None:
+                future = pool.submit(replay_one, task, sample, system=system, ledger=ledger,
+                                     temperature=temperature, seed=seed, max_tokens=max_tokens,
+                                     rubric_judge=rubric_judge)
+            else:
+                future = pool.submit(rollout, task, sample, skill=skill, memory=memory, ledger=ledger,
+                                     temperature=temperature, seed=seed, max_tokens=max_tokens,
+                                     rubric_judge=rubric_judge)
             pending[future] = (index, key)
         done, not_done = wait(pending, return_when=FIRST_EXCEPTION)
         failed = [future for future in done if future.exception() is not None]

@@ -28,6 +28,10 @@ shown to the target as empty and is not editable) and returns a ``StepResult``:
    val replays. No document changed: rejected with nothing to test (the baseline val replay still runs with the
    gate on, so the step reports a held-out baseline score). Train is never replayed a second time.
 
+Callers: ``night.run_night`` (one step a night) and ``trainer.SkillOptTrainer`` (one step per batch of an
+environment's train items; it passes ``rollout=`` so every replay runs the environment's episode instead of the
+single target call, and ``on_stage=`` for its progress display).
+
 Every call goes through ``ledger`` (budgets; ``BackendError`` / ``BudgetExhausted`` propagate and stop the step).
 ``StepResult.calls_by_stage`` counts the ledger's calls per stage (``rollout`` includes rubric-judge calls).
 """
@@ -57,7 +61,7 @@ from skillopt_sleep.engine.reflect import (
     reflect,
     screen_edits,
 )
-from skillopt_sleep.engine.replay import ReplayCache, replay_tasks
+from skillopt_sleep.engine.replay import ReplayCache, Rollout, replay_tasks
 from skillopt_sleep.models import EditRecord, GateDecision, ReplayResult, TaskRecord
 
 DOCUMENT_KINDS = ("skill", "memory")
@@ -194,19 +198,24 @@ def planned_optimizer_calls(train_tasks: int, settings: StepSettings) -> int:
 class _Clock:
     """Ledger calls and wall-clock seconds per stage."""
 
-    def __init__(self, ledger: CallLedger):
+    def __init__(self, ledger: CallLedger, on_stage: Callable[[str, str], None] | None = None):
         self.ledger = ledger
+        self.on_stage = on_stage
         self.calls: dict[str, int] = {stage: 0 for stage in STAGES}
         self.seconds: dict[str, float] = {}
 
     @contextmanager
     def stage(self, name: str) -> Iterator[None]:
+        if self.on_stage is not None:
+            self.on_stage(name, "begin")
         calls, started = self.ledger.calls, time.monotonic()
         try:
             yield
         finally:
             self.calls[name] = self.calls.get(name, 0) + self.ledger.calls - calls
             self.seconds[name] = round(self.seconds.get(name, 0.0) + time.monotonic() - started, 3)
+        if self.on_stage is not None:
+            self.on_stage(name, "end")
 
 
 def _not_selected(edit: EditRecord, budget: int) -> EditRecord:
@@ -305,23 +314,28 @@ def _resample_val(val: list[TaskRecord], result: StepResult, *, baseline_views: 
 
 def run_step(*, train: list[TaskRecord], val: list[TaskRecord], documents: dict[str, str], settings: StepSettings,
              ledger: CallLedger, cache: ReplayCache | None = None, rubric_judge: Any = None,
-             best_gate_score: float | None = None, context: str = "") -> StepResult:
+             best_gate_score: float | None = None, context: str = "", rollout: Rollout | None = None,
+             rollout_key: str = "", on_stage: Callable[[str, str], None] | None = None) -> StepResult:
     """Run one SkillOpt step (see the module docstring) and return what it did.
 
     train / val: TaskRecords (only train tasks are reflected on; val is held out for the gate); documents:
     ``{"skill": text, "memory": text}`` (a missing kind is empty and not editable); settings: ``StepSettings``;
     ledger: the night's ``CallLedger``; cache: the ``ReplayCache`` (or None); rubric_judge: a
     ``judges.RubricJudge`` or None; best_gate_score: the all-time best mean gate score (None = none yet);
-    context: extra evidence text for the reflect prompts. Raises ``BackendError`` / ``BudgetExhausted`` from the
+    context: extra evidence text for the reflect prompts; rollout / rollout_key: a ``replay.Rollout`` used for every
+    replay of the step instead of the target chat call (the trainer's environments; see ``replay.replay_tasks``);
+    on_stage: called as ``on_stage(stage, "begin" | "end")`` around each of the six stages (progress display).
+    Raises ``BackendError`` / ``BudgetExhausted`` from the
     ledger; ValueError for unknown gate settings (from ``gate.decide``).
     """
-    clock = _Clock(ledger)
+    clock = _Clock(ledger, on_stage)
     texts = {kind: documents[kind] for kind in DOCUMENT_KINDS if kind in documents}
     editable = {"skill": settings.evolve_skill and "skill" in texts,
                 "memory": settings.evolve_memory and "memory" in texts}
     targets = [kind for kind in ("memory", "skill") if editable[kind]]
     replay_kwargs: dict[str, Any] = dict(ledger=ledger, workers=settings.workers, cache=cache,
-                                         rubric_judge=rubric_judge, seed=settings.seed)
+                                         rubric_judge=rubric_judge, seed=settings.seed, rollout=rollout,
+                                         rollout_key=rollout_key)
 
     def views(docs: dict[str, str]) -> dict[str, str]:
         return {"skill": prompt_view(docs.get("skill", "")), "memory": prompt_view(docs.get("memory", ""))}

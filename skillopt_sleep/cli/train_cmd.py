@@ -1,0 +1,144 @@
+"""``skillopt-sleep train --tasks FILE [--epochs N] [--out DIR] [--backend B] [--json]``: train a skill document
+offline on mined tasks (``TaskFileEnv`` + ``SkillOptTrainer``), with a progress bar per stage on stderr and a
+final table. A ``--out`` directory that already holds a run is resumed after its last completed step."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from skillopt_sleep.cli.common import emit_json, resolve_config, stderr, stdout, user_errors
+from skillopt_sleep.engine.step import STAGES
+
+#: Exit codes, as for ``run-now``: 2 backend error, 3 budget exhausted (the run directory keeps every completed step).
+EXIT_BACKEND_ERROR = 2
+EXIT_BUDGET_EXHAUSTED = 3
+
+
+class StageProgress:
+    """Rich progress on stderr: one bar for the steps and one per stage of the step (rollout ... gate), each
+    advanced when that stage of a step ends; the rollout and gate bars also count the episodes run."""
+
+    def __init__(self) -> None:
+        self.progress = Progress(SpinnerColumn(), TextColumn("{task.description:<28}"), BarColumn(),
+                                 MofNCompleteColumn(), TimeElapsedColumn(), console=stderr, transient=False)
+        self.steps: Any = None
+        self.stages: dict[str, Any] = {}
+        self.rollouts: dict[str, int] = {}
+
+    def __enter__(self) -> StageProgress:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+    def handle(self, event: dict[str, Any]) -> None:
+        """The trainer's ``on_event`` callback."""
+        kind = event["event"]
+        if kind == "train_begin":
+            total, done = event["total"], event["completed"]
+            self.steps = self.progress.add_task("steps", total=total, completed=done)
+            for stage in STAGES:
+                self.stages[stage] = self.progress.add_task(f"  {stage}", total=total, completed=done)
+        elif kind == "evaluate":
+            self.progress.console.print(f"evaluating the {event['skill']} skill on the {event['split']} split",
+                                        highlight=False)
+        elif kind == "stage" and event["phase"] == "end" and event["stage"] in self.stages:
+            self.progress.advance(self.stages[event["stage"]])
+        elif kind == "rollout" and event["stage"] in ("rollout", "gate"):
+            stage = event["stage"]
+            self.rollouts[stage] = self.rollouts.get(stage, 0) + 1
+            self.progress.update(self.stages[stage], description=f"  {stage} ({self.rollouts[stage]} episodes)")
+        elif kind == "step_end" and self.steps is not None:
+            record = event["record"]
+            self.progress.advance(self.steps)
+            self.progress.console.print(f"step {record['step']}/{event['total']}: {record['verdict']} "
+                                        f"(edit budget {record['edit_budget']}, "
+                                        f"{len(record['edits']['applied'])} applied)", highlight=False)
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.3f}" if isinstance(value, float) else str(value)
+
+
+def render_summary(summary: dict[str, Any], out_root: Path, resumed: bool) -> None:
+    """Print the final table of a training run to stdout."""
+    table = Table("", "initial skill", "best skill", title=f"training summary ({summary['metric']} gate)")
+    selection = summary["selection"]
+    table.add_row(f"selection ({selection['split']}) gate score", _fmt(selection["baseline"]["gate"]),
+                  _fmt(selection["best"]["gate"]))
+    if summary["test"]:
+        test = summary["test"]
+        table.add_row(f"test ({test['split']}) hard", _fmt(test["baseline"]["hard"]), _fmt(test["best"]["hard"]))
+        table.add_row(f"test ({test['split']}) soft", _fmt(test["baseline"]["soft"]), _fmt(test["best"]["soft"]))
+    stdout.print(table)
+    stdout.print(f"steps {summary['steps_completed']}/{summary['steps_total']}"
+                 f"{' (resumed)' if resumed else ''}, accepted {summary['accepted_steps']}, "
+                 f"best step {summary['best_step']}", highlight=False)
+    stdout.print(f"best skill: {out_root / 'best_skill.md'}", highlight=False)
+
+
+def train(
+    tasks: Annotated[Path, typer.Option("--tasks", help="TaskRecord JSONL ('skillopt-sleep harvest --output FILE').")],
+    epochs: Annotated[int, typer.Option("--epochs", min=1, help="Passes over the train tasks.")] = 1,
+    out: Annotated[Optional[Path], typer.Option("--out", help="Run directory (default: skillopt-runs/<tasks name>); "
+                                                "one that holds a run is resumed.")] = None,
+    backend: Annotated[Optional[str], typer.Option("--backend",
+                                                   help="auto | openai | local | claude | codex | mock")] = None,
+    batch_size: Annotated[Optional[int], typer.Option("--batch-size", min=1, help="Train tasks per step.")] = None,
+    memory: Annotated[Optional[Path], typer.Option("--memory", help="Fixed memory text shown to the target "
+                                                   "(e.g. the project's CLAUDE.md).")] = None,
+    json_: Annotated[bool, typer.Option("--json", help="Print the summary as JSON to stdout.")] = False,
+    config_file: Annotated[Optional[Path], typer.Option("--config", help="Config TOML file.",
+                                                        envvar="SKILLOPT_SLEEP_CONFIG")] = None,
+) -> None:
+    """Train the skill document offline on mined tasks: epochs of SkillOpt steps, the night's own step code."""
+    from skillopt_sleep.backends.select import choose_backend
+    from skillopt_sleep.envs.task_file import TaskFileEnv
+    from skillopt_sleep.errors import BackendError, BudgetExhausted
+    from skillopt_sleep.trainer import SkillOptConfig, SkillOptTrainer
+
+    out_root = out or Path("skillopt-runs") / tasks.stem
+    resumed = (out_root / "trainer_state.json").exists()
+    with user_errors():
+        config = resolve_config(config_file, backend=backend)
+        env = TaskFileEnv(tasks, memory=memory.read_text(encoding="utf-8") if memory else "")
+        if env.skipped:
+            stderr.print(f"skipped malformed task lines: {', '.join(f'{k} {v}' for k, v in env.skipped.items())}",
+                         highlight=False)
+        overrides: dict[str, Any] = {"num_epochs": epochs, "out_root": out_root}
+        if batch_size is not None:
+            overrides["batch_size"] = batch_size
+        train_config = SkillOptConfig.from_sleep_config(config, **overrides)
+        choice = choose_backend(config, sorted({task.source for task in env.tasks}))
+        if choice.note:
+            stderr.print(f"note: {choice.note}", highlight=False)
+        if resumed:
+            stderr.print(f"resuming the run in {out_root}", highlight=False)
+        progress = StageProgress()
+        trainer = SkillOptTrainer(config=train_config, env=env, optimizer_client=choice.backend,
+                                  on_event=progress.handle)
+        try:
+            with progress:
+                summary = trainer.train()
+        except (BackendError, BudgetExhausted) as exc:
+            code = EXIT_BACKEND_ERROR if isinstance(exc, BackendError) else EXIT_BUDGET_EXHAUSTED
+            stderr.print(f"[red]error:[/red] {exc}; completed steps are kept in {out_root}: run the same command "
+                         "again to resume", highlight=False)
+            raise typer.Exit(code=code) from None
+    if json_:
+        emit_json({"out_root": str(out_root), "resumed": resumed, **summary})
+    else:
+        render_summary(summary, out_root, resumed)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``train`` to the root app."""
+    app.command("train")(train)

@@ -1,0 +1,116 @@
+"""End to end: ``skillopt-sleep harvest --output`` on the bundled transcripts, then ``skillopt-sleep train`` on that
+task file, through the real CLI in subprocesses, with the mock simulator as the backend.
+
+The bundled transcripts (examples/claude-home, examples/codex-home) mine into 7 tasks: 6 train and 1 val (see
+tests/e2e/test_run_now_cli.py for what they hold), so with the default batch size (8) an epoch is one step.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = REPO / "examples"
+
+
+def run_cli(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "skillopt_sleep", *args], capture_output=True, text=True,
+                          env=env, cwd=cwd, timeout=240)
+
+
+@pytest.fixture
+def cli_env(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "SKILLOPT_SLEEP_"))}
+    env["HOME"] = str(tmp_path / "home")
+    env["SKILLOPT_SLEEP_HOME"] = str(tmp_path / "sleep-home")
+    return env
+
+
+@pytest.fixture
+def tasks_file(tmp_path, cli_env) -> Path:
+    output = tmp_path / "tasks.jsonl"
+    done = run_cli("harvest", "--claude-home", str(EXAMPLES / "claude-home"), "--codex-home",
+                   str(EXAMPLES / "codex-home"), "--scope", "all", "--lookback-hours", "0", "--output", str(output),
+                   env=cli_env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    return output
+
+
+def split_counts(path: Path) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for line in path.read_text().splitlines():
+        split = json.loads(line)["split"]
+        counts[split] = counts.get(split, 0) + 1
+    return counts
+
+
+def test_train_on_the_harvested_bundled_transcripts_writes_a_complete_run(tmp_path, cli_env, tasks_file):
+    counts = split_counts(tasks_file)
+    assert counts.get("train", 0) >= 1 and counts.get("val", 0) >= 1
+    out = tmp_path / "run"
+    done = run_cli("train", "--tasks", str(tasks_file), "--backend", "mock", "--epochs", "2", "--out", str(out),
+                   "--json", env=cli_env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["out_root"] == str(out) and summary["resumed"] is False
+    steps = -(-counts["train"] // 8) * 2  # ceil(train / batch 8) per epoch, 2 epochs
+    assert summary["steps_total"] == summary["steps_completed"] == steps
+    assert summary["selection"]["split"] == "val" and summary["selection"]["baseline"]["n"] == counts["val"]
+    assert (summary["test"] is None) == (counts.get("test", 0) == 0)
+    history = json.loads((out / "history.json").read_text())["steps"]
+    assert [step["step"] for step in history] == list(range(1, steps + 1))
+    for name in ("config.json", "best_skill.md", "current_skill.md", "summary.json", "trainer_state.json",
+                 "skills/skill_v0000.md", "steps/step_0001/selection.json", "steps/step_0001/step.json"):
+        assert (out / name).is_file(), name
+    config = json.loads((out / "config.json").read_text())
+    assert config["clients"]["target"] == {"backend": "mock", "model": "mock-target"}
+    assert config["config"]["num_epochs"] == 2
+    # the progress display goes to stderr, one bar per stage
+    for stage in ("rollout", "reflect", "aggregate", "select", "update", "gate"):
+        assert stage in done.stderr
+
+
+def test_running_train_again_on_the_same_out_resumes_and_adds_nothing(tmp_path, cli_env, tasks_file):
+    out = tmp_path / "run"
+    first = run_cli("train", "--tasks", str(tasks_file), "--backend", "mock", "--out", str(out), "--json",
+                    env=cli_env, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    history = (out / "history.json").read_text()
+    again = run_cli("train", "--tasks", str(tasks_file), "--backend", "mock", "--out", str(out), "--json",
+                    env=cli_env, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    first_summary, again_summary = json.loads(first.stdout), json.loads(again.stdout)
+    assert again_summary.pop("resumed") is True and first_summary.pop("resumed") is False
+    assert again_summary == first_summary
+    assert (out / "history.json").read_text() == history
+    assert "resuming the run" in again.stderr
+
+
+def test_train_prints_a_final_table_without_json(tmp_path, cli_env, tasks_file):
+    done = run_cli("train", "--tasks", str(tasks_file), "--backend", "mock", "--out", str(tmp_path / "run"),
+                   env=cli_env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "training summary" in done.stdout and "selection (val) gate score" in done.stdout
+    assert f"best skill: {tmp_path / 'run' / 'best_skill.md'}" in done.stdout
+
+
+def test_train_skips_malformed_task_lines_and_says_how_many(tmp_path, cli_env, tasks_file):
+    damaged = tmp_path / "damaged.jsonl"
+    damaged.write_text(tasks_file.read_text() + "{truncated\n[]\n", encoding="utf-8")
+    done = run_cli("train", "--tasks", str(damaged), "--backend", "mock", "--out", str(tmp_path / "run"), "--json",
+                   env=cli_env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "skipped malformed task lines: bad_json 1, not_an_object 1" in done.stderr
+
+
+def test_train_on_a_missing_task_file_fails_with_one_clear_line(tmp_path, cli_env):
+    done = run_cli("train", "--tasks", str(tmp_path / "nope.jsonl"), "--backend", "mock", env=cli_env, cwd=tmp_path)
+    assert done.returncode == 1
+    assert "cannot read the task file" in done.stderr and "harvest --output" in done.stderr
+    assert "Traceback" not in done.stderr
