@@ -425,6 +425,13 @@ def _reject(edit: EditRecord, reason: str) -> None:
     edit.reason = reason
 
 
+def is_placeholder(content: str) -> bool:
+    """True for content copied from the prompt's reply example: fewer than 2 words of letters (``...``, ``TBD``)
+    or a ``<description in angle brackets>``."""
+    text = content.strip().lstrip("-* ").strip()
+    return len(re.findall(r"[^\W\d_]{2,}", text)) < 2 or (text.startswith("<") and text.endswith(">"))
+
+
 def screen_edits(edits: list[EditRecord], tasks: list[TaskRecord], *, edit_budget: int, evolve_skill: bool,
                  evolve_memory: bool) -> tuple[list[EditRecord], list[EditRecord]]:
     """Split proposals into (accepted, rejected). Accepted keep status ``proposed``, at most ``edit_budget``."""
@@ -436,6 +443,8 @@ def screen_edits(edits: list[EditRecord], tasks: list[TaskRecord], *, edit_budge
             _reject(edit, f"op {edit.op} needs an anchor (an exact line of the managed block)")
         elif edit.op != "delete" and not edit.content.strip():
             _reject(edit, f"op {edit.op} needs content")
+        elif edit.op != "delete" and is_placeholder(edit.content):
+            _reject(edit, "placeholder content (fewer than 2 words): state a rule or a procedure")
         elif edit.op != "delete" and is_code_fragment(edit.content):
             _reject(edit, "mostly code: more than half of its lines look like code; state a rule instead")
     reject_restatements([edit for edit in edits if edit.op != "delete"], tasks)

@@ -233,3 +233,16 @@ def test_reflect_makes_no_call_when_nothing_may_evolve():
     outcome = reflect(tasks=[make_task("t-1", "x")], results=[result("t-1", 0, "y")], skill="", memory="",
                       edit_budget=2, ledger=CallLedger(backend), evolve_skill=False, evolve_memory=False)
     assert outcome.error and backend.calls == 0
+
+
+def test_placeholder_content_copied_from_a_schema_example_is_rejected_before_the_gate():
+    from skillopt_sleep.engine.reflect import is_placeholder, screen_edits
+    from skillopt_sleep.models import EditRecord
+
+    placeholder = EditRecord(target="memory", op="append", content="...", rationale="...")
+    rule = EditRecord(target="memory", op="append", content="- Use pnpm, never npm.")
+    accepted, rejected = screen_edits([placeholder, rule], [], edit_budget=3, evolve_skill=True, evolve_memory=True)
+    assert accepted == [rule]
+    assert rejected == [placeholder] and "placeholder" in placeholder.reason
+    assert is_placeholder("TBD") and is_placeholder("- ...") and not is_placeholder("Use pnpm")
+    assert is_placeholder("<the rule in one short line>")
