@@ -107,6 +107,9 @@ class SleepConfig(BaseModel):
     """Patch lists (one per minibatch) merged by one optimizer call; more are merged hierarchically."""
     failure_only: bool = False
     """Reflect only on failing train tasks (default: failing and passing ones)."""
+    propose_user_rules: bool = True
+    """Rule mining from corrections: propose the rules users stated in their corrections of failing train tasks,
+    in their own words, as edits (first in line for the edit budget; the gate still decides)."""
     evolve_skill: bool = True
     """Let the night edit the skill document."""
     evolve_memory: bool = True

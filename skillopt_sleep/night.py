@@ -287,7 +287,8 @@ def _run_locked(config: SleepConfig, *, project: Path, paths: ProjectPaths, dry_
         # -------------------------------------------------------------- the step (engine/step.py)
         step = run_step(train=prepared.train, val=val, documents=prepared.documents, settings=settings,
                         ledger=prepared.ledger, cache=cache, rubric_judge=rubric_judge,
-                        best_gate_score=state.best_gate_score, context=prepared.context)
+                        best_gate_score=state.best_gate_score, context=prepared.context,
+                        edit_filter=prepared.edit_filter)
         for stage, seconds in step.stage_seconds.items():
             stages.seconds[stage] = round(stages.seconds.get(stage, 0.0) + seconds, 3)
         diagnostics.train_results = step.train_results

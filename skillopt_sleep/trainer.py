@@ -113,6 +113,8 @@ class SkillOptConfig(BaseModel):
     rollouts_k: int = Field(1, ge=1, le=8)
     rollout_temperature: float = Field(0.7, ge=0, le=2)
     failure_only: bool = False
+    propose_user_rules: bool = True
+    """Propose the rules stated in failing items' ``rules`` verbatim, first in line for the edit budget."""
     workers: int = Field(4, ge=1, le=64)
     seed: int = 0
     shuffle: bool = True
@@ -140,6 +142,7 @@ class SkillOptConfig(BaseModel):
         values = dict(edit_budget=config.edit_budget, min_edit_budget=config.min_edit_budget,
                       lr_scheduler=config.edit_budget_schedule, minibatch_size=config.minibatch_size,
                       merge_batch_size=config.merge_batch_size, failure_only=config.failure_only,
+                      propose_user_rules=config.propose_user_rules,
                       gate_metric=config.gate_metric, gate_mixed_weight=config.gate_mixed_weight,
                       gate_rule=config.gate_rule, gate_margin=config.gate_margin, gate_alpha=config.gate_alpha,
                       gate_samples=config.gate_samples, rollouts_k=config.rollouts_k,
@@ -150,7 +153,8 @@ class SkillOptConfig(BaseModel):
         """The ``StepSettings`` of one step with ``edit_budget`` (gate on, skill document only)."""
         return StepSettings(edit_budget=edit_budget, rollouts_k=self.rollouts_k,
                             rollout_temperature=self.rollout_temperature, minibatch_size=self.minibatch_size,
-                            merge_batch_size=self.merge_batch_size, failure_only=self.failure_only, gate_mode="on",
+                            merge_batch_size=self.merge_batch_size, failure_only=self.failure_only,
+                            propose_user_rules=self.propose_user_rules, gate_mode="on",
                             gate_metric=self.gate_metric, gate_mixed_weight=self.gate_mixed_weight,
                             gate_rule=self.gate_rule, gate_margin=self.gate_margin, gate_alpha=self.gate_alpha,
                             gate_samples=self.gate_samples, evolve_skill=True, evolve_memory=False,

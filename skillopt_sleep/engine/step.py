@@ -74,7 +74,8 @@ _Out = TypeVar("_Out")
 class StepSettings(BaseModel):
     """What one step may do. edit_budget: L, the most edits applied (0 = reflect nothing); rollouts_k: samples per
     train task; rollout_temperature: used when K > 1; minibatch_size: most train tasks per reflect call;
-    merge_batch_size: patch lists per merge call (>= 2); failure_only: reflect on failing tasks only; gate_mode,
+    merge_batch_size: patch lists per merge call (>= 2); failure_only: reflect on failing tasks only;
+    propose_user_rules: propose the rules users stated in corrections of failing train tasks, verbatim; gate_mode,
     gate_metric, gate_mixed_weight, gate_rule, gate_margin, gate_alpha: see ``gate.decide``; gate_samples: samples
     per side for a val task ``gate.tasks_to_resample`` names; gate_temperature: their sampling temperature (0 =
     the first pass's; no config key yet); evolve_skill / evolve_memory: which documents may change; workers:
@@ -88,6 +89,7 @@ class StepSettings(BaseModel):
     minibatch_size: int = Field(8, ge=1, le=MAX_TASKS_PER_CALL)
     merge_batch_size: int = Field(4, ge=2)
     failure_only: bool = False
+    propose_user_rules: bool = True
     gate_mode: Literal["on", "off"] = "on"
     gate_metric: str = "hard"
     gate_mixed_weight: float = Field(0.3, ge=0, le=1)
@@ -107,6 +109,7 @@ class StepSettings(BaseModel):
         return cls(edit_budget=edit_budget, rollouts_k=config.rollouts_k,
                    rollout_temperature=config.rollout_temperature, minibatch_size=config.minibatch_size,
                    merge_batch_size=config.merge_batch_size, failure_only=config.failure_only,
+                   propose_user_rules=config.propose_user_rules,
                    gate_mode=config.gate_mode, gate_metric=config.gate_metric,
                    gate_mixed_weight=config.gate_mixed_weight, gate_rule=config.gate_rule,
                    gate_margin=config.gate_margin, gate_alpha=config.gate_alpha, gate_samples=config.gate_samples,
@@ -133,6 +136,8 @@ class StepResult(BaseModel):
 
     train_results: list[ReplayResult] = Field(default_factory=list)
     minibatches: int = 0
+    user_rules: int = 0
+    """Edits proposed verbatim from the users' stated rules (``propose_user_rules``); first in ``merged``."""
     raw_patches: list[list[EditRecord]] = Field(default_factory=list)
     merged: list[EditRecord] = Field(default_factory=list)
     ranked: list[EditRecord] = Field(default_factory=list)
@@ -279,19 +284,55 @@ def _aggregate_stage(patches: list[PatchList], *, documents: dict[str, str], tar
     return kept, rejected
 
 
+def _rule_key(text: str) -> str:
+    """A rule's text for comparison: lower case, single spaces, no list bullet or final period."""
+    return " ".join(text.lower().split()).strip("-* ").rstrip(".")
+
+
+def user_rule_edits(train: list[TaskRecord], results: list[ReplayResult], *, documents: dict[str, str],
+                    target: str) -> list[EditRecord]:
+    """Rule mining from corrections: the rules users stated (``TaskRecord.rules``, their own words) on train tasks
+    the current documents fail, as ``append`` edits to ``target``, most-stated first. A rule already written in a
+    document (case- and space-insensitive) is not proposed again. These edits still face the gate."""
+    failing = {r.task_id for r in results if r.error is None and not r.hard}
+    stated: dict[str, list[str]] = {}
+    shown: dict[str, str] = {}
+    for task in train:
+        if task.id not in failing:
+            continue
+        for rule in task.rules:
+            key = _rule_key(rule)
+            if key and key not in stated:
+                stated[key], shown[key] = [], rule.strip()
+            if key:
+                stated[key].append(task.id)
+    present = " ".join(" ".join(documents.get(kind, "").lower().split()) for kind in DOCUMENT_KINDS)
+    order = sorted(stated, key=lambda key: -len(stated[key]))
+    return [EditRecord(target=target, op="append", content=f"- {shown[key].rstrip('.')}.",
+                       rationale=f"stated by the user in {len(stated[key])} corrected task(s)",
+                       evidence=list(dict.fromkeys(stated[key])))
+            for key in order if key not in present]
+
+
 def _select_stage(merged: list[EditRecord], *, documents: dict[str, str], settings: StepSettings,
                   ledger: CallLedger, result: StepResult) -> None:
+    """Keep the top L edits. The users' own rules (``result.user_rules`` of them, first in ``merged``) come first,
+    most-stated first; the optimizer ranks the other edits for what budget is left (no call when they fit)."""
     budget = settings.edit_budget
     if len(merged) <= budget:
         result.ranked = list(merged)
         result.selected = list(merged)
         return
-    outcome = rank_edits(merged, keep=budget, skill=documents.get("skill", ""), memory=documents.get("memory", ""),
-                         ledger=ledger)
-    if outcome.fallback:
-        result.rank_fallback = outcome.fallback
-        result.errors.append({"stage": "rank", "message": outcome.fallback})
-    result.ranked = [merged[index] for index in outcome.order]
+    stated, proposed = merged[: result.user_rules], merged[result.user_rules:]
+    room = max(0, budget - len(stated))
+    if room and len(proposed) > room:
+        outcome = rank_edits(proposed, keep=room, skill=documents.get("skill", ""),
+                             memory=documents.get("memory", ""), ledger=ledger)
+        if outcome.fallback:
+            result.rank_fallback = outcome.fallback
+            result.errors.append({"stage": "rank", "message": outcome.fallback})
+        proposed = [proposed[index] for index in outcome.order]
+    result.ranked = [*stated, *proposed]
     result.selected = result.ranked[:budget]
 
 
@@ -315,8 +356,12 @@ def _resample_val(val: list[TaskRecord], result: StepResult, *, baseline_views: 
 def run_step(*, train: list[TaskRecord], val: list[TaskRecord], documents: dict[str, str], settings: StepSettings,
              ledger: CallLedger, cache: ReplayCache | None = None, rubric_judge: Any = None,
              best_gate_score: float | None = None, context: str = "", rollout: Rollout | None = None,
-             rollout_key: str = "", on_stage: Callable[[str, str], None] | None = None) -> StepResult:
+             rollout_key: str = "", on_stage: Callable[[str, str], None] | None = None,
+             edit_filter: Callable[[list[EditRecord]], list[EditRecord]] | None = None) -> StepResult:
     """Run one SkillOpt step (see the module docstring) and return what it did.
+
+    edit_filter: applied to the edits the step proposes itself (the users' stated rules), e.g. the night's
+    rejected-edit ledger; the optimizer's edits are screened where its replies are read.
 
     train / val: TaskRecords (only train tasks are reflected on; val is held out for the gate); documents:
     ``{"skill": text, "memory": text}`` (a missing kind is empty and not editable); settings: ``StepSettings``;
@@ -377,6 +422,16 @@ def run_step(*, train: list[TaskRecord], val: list[TaskRecord], documents: dict[
         merged, merge_rejected = _aggregate_stage(patches, documents=texts, targets=targets, train=train,
                                                   settings=settings, editable=editable, ledger=ledger,
                                                   result=result)
+    if settings.propose_user_rules and targets:
+        rules = user_rule_edits(train, train_results, documents=texts, target=targets[0])
+        if edit_filter is not None:
+            rules = edit_filter(rules)
+        rules, rules_rejected = screen_edits(rules, train, edit_budget=len(rules), evolve_skill=editable["skill"],
+                                             evolve_memory=editable["memory"])
+        rejected.extend(rules_rejected)
+        stated = {_rule_key(edit.content) for edit in rules}
+        merged = [*rules, *(edit for edit in merged if _rule_key(edit.content) not in stated)]
+        result.user_rules = len(rules)
     result.merged = merged
 
     # 4. select

@@ -33,7 +33,7 @@ CONTEXT_HEAD_CHARS = 160
 
 
 def _normalized(text: str | None) -> str:
-    return " ".join((text or "").split()).casefold().rstrip(".!;:, ")
+    return " ".join((text or "").split()).casefold().lstrip("-* ").rstrip(".!;:, ")
 
 
 def rejected_edit_key(edit: EditRecord) -> str:
@@ -78,6 +78,22 @@ class RejectedEditScreen:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._ledger, name)
 
+    def filter(self, edits: list[EditRecord]) -> list[EditRecord]:
+        """Return the edits not in the ledger; the dropped ones are added to ``blocked`` (once each)."""
+        kept = []
+        for edit in edits:
+            key = rejected_edit_key(edit)
+            night = self._rejected.get(key)
+            if night is None:
+                kept.append(edit)
+                continue
+            with self._lock:
+                if key not in self._blocked_keys:
+                    self._blocked_keys.add(key)
+                    self.blocked.append(edit.model_copy(update={"status": "rejected",
+                                                                "reason": already_rejected_reason(night)}))
+        return kept
+
     def chat(self, request: ChatRequest, **options: Any) -> ChatResult:
         result = self._ledger.chat(request, **options)
         properties = (request.json_schema or {}).get("properties", {})
@@ -87,17 +103,7 @@ class RejectedEditScreen:
         if parsed is None:
             return result
         edits, _invalid = parsed
-        kept = []
-        for edit in edits:
-            night = self._rejected.get(rejected_edit_key(edit))
-            if night is None:
-                kept.append(edit)
-                continue
-            with self._lock:
-                if rejected_edit_key(edit) not in self._blocked_keys:
-                    self._blocked_keys.add(rejected_edit_key(edit))
-                    self.blocked.append(edit.model_copy(update={"status": "rejected",
-                                                                "reason": already_rejected_reason(night)}))
+        kept = self.filter(edits)
         if len(kept) == len(edits):
             return result
         text = orjson.dumps({"edits": [edit.model_dump(include={"target", "op", "anchor", "content", "rationale",

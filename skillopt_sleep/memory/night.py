@@ -53,12 +53,14 @@ EVIDENCE_CLAUSES = ("mean", "regression", "margin", "sign_test")
 @dataclass
 class Prepared:
     """What the step gets: train (tonight's train tasks + dream variants + forgotten tasks), documents (the
-    baseline, or a promoted pending candidate), context (for every reflect prompt) and ledger."""
+    baseline, or a promoted pending candidate), context (for every reflect prompt), ledger, and edit_filter (drops
+    edits the rejected-edit ledger holds from the proposals the step makes itself, e.g. the users' rules)."""
 
     train: list[TaskRecord]
     documents: dict[str, str]
     context: str
     ledger: Any
+    edit_filter: Any = None
 
 
 @dataclass
@@ -150,7 +152,7 @@ class NightMemory:
             sections.append(render_recalled(recalled))
             self.screen = RejectedEditScreen(ledger, ledger_keys(self.archive))
         return Prepared(train=step_train, documents=step_documents, context=build_context(*sections),
-                        ledger=self.screen or ledger)
+                        ledger=self.screen or ledger, edit_filter=self.screen.filter if self.screen else None)
 
     # ------------------------------------------------------------------ the outcome
     def decide(self, step: StepResult) -> Outcome:

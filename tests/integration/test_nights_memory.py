@@ -194,12 +194,13 @@ def test_recall_k_zero_adds_no_recalled_tasks(world):
 
 def test_the_ledger_blocks_an_identical_edit_on_the_next_night(world):
     useless = "Always answer in French."
-    first = world.night(npm(*NPM_TRAIN[:2], NPM_VAL[0]), gate_rule="strict",
+    # the scripted optimizer alone proposes edits (the users' stated pnpm rule would otherwise be proposed too)
+    first = world.night(npm(*NPM_TRAIN[:2], NPM_VAL[0]), gate_rule="strict", propose_user_rules=False,
                         backend=MockBackend(scripted={"reflect": [edits_reply(useless)]}))
     assert first.diagnostics.gate.verdict == "reject" and first.diagnostics.gate.details["clause"] == "mean"
     night_one = first.diagnostics.night_id
 
-    second = world.night(npm(NPM_TRAIN[2], NPM_VAL[1]), gate_rule="strict",
+    second = world.night(npm(NPM_TRAIN[2], NPM_VAL[1]), gate_rule="strict", propose_user_rules=False,
                          backend=MockBackend(scripted={"reflect": [edits_reply("  always answer in FRENCH ")]}))
     blocked = [edit for edit in second.diagnostics.edits if edit.reason.startswith("already rejected")]
     assert len(blocked) == 1 and blocked[0].status == "rejected"
@@ -320,3 +321,18 @@ def test_a_pending_candidate_that_does_not_win_is_dropped_and_never_retested_aga
     assert state.pending is None or state.pending.night_id == second.diagnostics.night_id  # never night 1's
     third = world.night(npm(NPM_TRAIN[3]) + other(OTHER_TRAIN[0]))
     assert (third.diagnostics.pending or {}).get("from_night") != first.diagnostics.night_id
+
+
+def test_a_stated_user_rule_the_gate_rejected_is_not_proposed_again_the_next_night(world):
+    # The users' rules are proposed by the step itself (not by an optimizer reply): the ledger must screen them too.
+    from skillopt_sleep.engine.step import user_rule_edits
+    from skillopt_sleep.memory.ledger import RejectedEditScreen, rejected_edit_key
+    from skillopt_sleep.models import EditRecord, ReplayResult, TaskRecord
+
+    rule = EditRecord(target="memory", op="append", content="we use pnpm in this repo, never npm")
+    screen = RejectedEditScreen(ledger=None, rejected={rejected_edit_key(rule): "n1"})
+    task = TaskRecord(id="t-1", source="claude", request="install deps", rules=["We use pnpm in this repo, never npm"])
+    proposed = user_rule_edits([task], [ReplayResult(task_id="t-1", hard=0)], documents={"memory": ""},
+                               target="memory")
+    assert proposed and screen.filter(proposed) == []
+    assert screen.blocked[0].reason == "already rejected on night n1"

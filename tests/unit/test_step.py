@@ -41,7 +41,8 @@ def passing_task(number: int) -> TaskRecord:
 
 
 def settings(**overrides) -> StepSettings:
-    return StepSettings(**{"edit_budget": 3, "gate_samples": 1, **overrides})
+    # the optimizer path alone unless a test turns the users' own rules on
+    return StepSettings(**{"edit_budget": 3, "gate_samples": 1, "propose_user_rules": False, **overrides})
 
 
 def step(train, val=(), *, backend=None, documents=None, context="", **overrides):
@@ -293,13 +294,14 @@ def night(tmp_path: Path, name: str, **overrides):
 
 
 def test_run_night_learns_the_users_correction_through_the_step(tmp_path):
-    # The user corrected every npm answer with "we use pnpm in this repo, never npm": that is the rule the mock
-    # optimizer proposes, and with it in CLAUDE.md the mock target drops npm and says pnpm, so every held-out
-    # task goes from failing (hard 0) to passing (hard 1). A night with 5 train tasks makes one reflect call.
+    # The user corrected every npm answer with "we use pnpm in this repo, never npm": that stated rule is proposed
+    # verbatim (propose_user_rules, on by default; the mock optimizer proposes the same rule and is deduped), and
+    # with it in CLAUDE.md the mock target drops npm and says pnpm, so every held-out task goes from failing
+    # (hard 0) to passing (hard 1). A night with 5 train tasks makes one reflect call.
     diagnostics = night(tmp_path, "strict", gate_rule="strict", gate_samples=1)
     assert diagnostics.status == "accepted" and diagnostics.gate.verdict == "accept_new_best"
     assert [(e.target, e.op, e.content, e.status) for e in diagnostics.edits] == [
-        ("memory", "append", "we use pnpm in this repo, never npm", "applied")]
+        ("memory", "append", "- we use pnpm in this repo, never npm.", "applied")]
     assert diagnostics.tasks["train"] == 5 and diagnostics.cost["optimizer"].calls == 1
     assert (diagnostics.baseline.hard, diagnostics.candidate.hard) == (0.0, 1.0)
     assert {"rollout", "reflect", "aggregate", "select", "update", "gate"} <= set(diagnostics.stage_seconds)
@@ -317,3 +319,29 @@ def test_run_night_decides_the_same_with_one_minibatch_or_several(tmp_path):
     assert [(c.task_id, c.outcome) for c in several.gate.per_task] == [(c.task_id, c.outcome)
                                                                        for c in one.gate.per_task]
     assert (several.baseline, several.candidate) == (one.baseline, one.candidate)
+
+
+# --------------------------------------------------------------------------- rule mining from corrections
+
+
+def test_the_users_stated_rules_are_proposed_verbatim_first_and_most_stated_first():
+    tasks = [rule_task(0, rule="Use pnpm, never npm"), rule_task(1, rule="Dates are ISO, YYYY-MM-DD"),
+             rule_task(2, rule="use pnpm,  never npm.")]
+    optimizer = MockBackend(scripted={"optimizer": [edits_reply("A rule the optimizer wrote itself")]})
+    result, _ = step(tasks, backend=optimizer, propose_user_rules=True, edit_budget=2, gate_mode="off")
+    assert result.user_rules == 2
+    assert [e.content for e in result.selected] == ["- Use pnpm, never npm.", "- Dates are ISO, YYYY-MM-DD."]
+    assert result.selected[0].evidence == ["t-train-0", "t-train-2"]  # stated twice: first in line
+    not_selected = [e for e in result.edits if e.content == "A rule the optimizer wrote itself"]
+    assert not_selected and not_selected[0].status == "rejected"
+
+
+def test_a_rule_already_in_the_documents_or_from_a_passing_task_is_not_proposed_again():
+    from skillopt_sleep.engine.step import user_rule_edits
+    from skillopt_sleep.models import ReplayResult
+
+    tasks = [rule_task(0, rule="Use pnpm, never npm"), rule_task(1, rule="Prefer pathlib over os.path")]
+    results = [ReplayResult(task_id="t-train-0", hard=0), ReplayResult(task_id="t-train-1", hard=1)]
+    assert user_rule_edits(tasks, results, documents={"memory": "x"}, target="memory")[0].content == \
+        "- Use pnpm, never npm."
+    assert user_rule_edits(tasks, results, documents={"memory": "- use PNPM, never npm"}, target="memory") == []

@@ -151,7 +151,7 @@ def test_the_gate_blocks_a_harmful_edit_and_the_best_skill_stays_the_initial_one
     pnpm_only = [item for item in items("val", 2, rules=False) if "pnpm" in item["answers"]]
     env = qa_env(initial_skill=good, val_items=pnpm_only, test_items=[])
     backend = MockBackend(scripted={"reflect": [edits_reply("Never mention pnpm")]})
-    summary = trainer(tmp_path, env=env, backend=backend, batch_size=6).train()
+    summary = trainer(tmp_path, env=env, backend=backend, batch_size=6, propose_user_rules=False).train()
     [step] = history(tmp_path / "run")
     assert step["edits"]["applied"] == ["Never mention pnpm"] and step["changed"]
     assert step["verdict"] == "reject" and step["clause"] == "regression"
@@ -174,7 +174,7 @@ def test_an_identical_candidate_is_never_evaluated_twice(tmp_path):
         if event["event"] == "step_end":
             calls_after_step.append(backend.calls_by_role.get("target", 0))
 
-    run = trainer(tmp_path, env=env, backend=backend, batch_size=6, num_epochs=2)
+    run = trainer(tmp_path, env=env, backend=backend, batch_size=6, num_epochs=2, propose_user_rules=False)
     run.on_event = count
     run.train()
     first, second = history(tmp_path / "run")
