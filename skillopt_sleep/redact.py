@@ -14,23 +14,23 @@ Two layers, applied to the same text and merged into one pass of replacements:
 Each secret becomes ``[REDACTED:<kind>]``, e.g. ``[REDACTED:github_token]``. Redaction is idempotent: a redacted
 text contains nothing that is redacted again.
 
-Speed: one combined pre-filter regex (``_CANDIDATE_SHAPES``) is searched first; it holds, for every detector
-pattern, a part that any match of that pattern must contain (its literal prefix and a few characters after it,
-or its keyword followed by an assignment), so a text it does not match cannot hold a secret and is returned as
-it is (~99% of harvested texts, ~2 us each). The pre-filter is used only while the detector patterns are exactly
-the ones it was derived from (``_PATTERNS_DIGEST``); after a detect-secrets upgrade that changes them, every text
-takes the full pass until the shapes are checked again. In the full pass, cheap tests must pass before a pattern
-runs: one of its trigger substrings is present, the text has a whitespace-free run long enough to hold that kind
-of secret, and keyword-anchored patterns scan only a small window around each keyword hit (one line at most).
-The detectors' compiled patterns are collected once per process (``prepare()``, cached; detect-secrets is
-imported lazily, ~0.2 s).
+Speed: a pre-filter runs first (``_candidate_shapes``, one RE2 set, google-re2): for every detector pattern it
+holds a shape that each match of that pattern contains (its literal prefix and what must follow, or its keyword
+followed by an assignment), so a text in which no shape matches cannot hold a secret and is returned as it is
+(nearly all harvested texts: ~2 us each, and ``redact_many`` checks many texts in one pass); a text in which some
+shapes match runs only the detectors of those shapes. The pre-filter is used only while the detector patterns are
+exactly the ones its shapes were derived from (``_PATTERNS_DIGEST``) and google-re2 is installed; otherwise every
+text takes the full pass. In the full pass, cheap tests must pass before a pattern runs: one of its trigger
+substrings is present, the text has a whitespace-free run long enough to hold that kind of secret, and
+keyword-anchored patterns scan only a small window around each keyword hit (one line at most). The detectors are
+built once per process (``prepare()``; detect-secrets is imported lazily; ~0.15 s).
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from typing import Callable, Iterable, Pattern
 
@@ -221,41 +221,103 @@ def _structural_rules() -> list[_Rule]:
 _LONG_RUN = 16
 
 
-# The pre-filter: for each detector pattern (library and structural), a shape that every match of it contains.
-# Keyword-anchored patterns only ever match inside one line (their windows never cross a newline).
-def _candidate_shapes(keywords: str) -> tuple[str, ...]:
+# The pre-filter, in RE2 syntax: for every detector pattern (library and structural), a shape that each of its
+# matches contains. Keyword-anchored patterns only ever match inside one line (their windows never cross a
+# newline), hence ``[^\n]``. RE2 classes are ASCII where Python's are Unicode, so ``\s`` and ``\d`` of a pattern
+# become ``_WS`` and ``\p{Nd}`` here (a negated ``\s`` class may stay: it is only wider in RE2). RE2's
+# case-insensitive matching folds K and ſ like Python's but not İ and ı: a text holding either always passes.
+_WS = r"[\t-\r\x{1c}-\x{1f}\x{85}\pZ]"
+_OPERATOR = r"(?::=|=>|=|:)"
+_ASSIGNMENT = r"(?i:key|token|secret|passw(?:or)?d|pwd|passphrase)[\"']?" + _WS + "*" + _OPERATOR
+_VALUE = r"[^\t-\r\x{1c}-\x{1f}\x{85}\pZ\"'`,;(]"
+
+
+def _candidate_shapes(keywords: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """``(shape, kinds of the rules it stands for)``; an empty kinds tuple stands for every rule."""
     return (
-        r"AKC[a-zA-Z0-9]{10}", r"AP[\dABCDEF][a-zA-Z0-9]{8}",                       # Artifactory
-        r"(?:A3T[A-Z0-9]|ABIA|ACCA|AKIA|ASIA)[0-9A-Z]{16}",                        # AWS access key id
-        r"(?i:aws.{0,20}?(?:key|pw|pass|token))",                                  # AWS keyword form
-        r"AccountKey=",                                                            # Azure storage
-        r"://[^\s:/@]+:[^\s/@]+@",                     # user:password@ in a URL (basic auth, Cloudant URLs)
-        r"(?i:://api.softlayer.com/soap/)",                                        # SoftLayer URL
-        r"[MNO][a-zA-Z\d_-]{23,25}\.[a-zA-Z\d_-]{6}\.[a-zA-Z\d_-]{27}",          # Discord
-        r"(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9_]{20}|github_pat_",                   # GitHub
-        r"(?:glpat|gldt|glft|glsoat|glrt|glcbt|glimt|glptt|glagent|gloas)-|GR1348941",  # GitLab
-        r"eyJ[A-Za-z0-9-_=]+\.",                                                   # JWT
-        r"-us[0-9]",                                                               # Mailchimp
-        r"/:_authToken=",                                                          # npm
-        r"T3BlbkFJ", r"sk-[A-Za-z0-9_\-]{20}",                                     # OpenAI, sk- keys, sk-ant-
-        r"PRIVATE KEY|PuTTY-User-Key-File-2",                                      # private keys
-        r"pypi-AgE",                                                               # PyPI
-        r"SG\.[a-zA-Z0-9_-]{22}\.",                                                # SendGrid
-        r"(?i:xox[abposr]-|hooks\.slack\.com)",                                    # Slack
-        r"sq0csp-", r"k_live_", r"AIza", r"hf_[A-Za-z0-9]{30}",                   # Square, Stripe, Google, HF
-        r"\d{8}:[0-9A-Za-z_-]{35}",                                                # Telegram
-        r"(?:AC|SK)[a-z0-9]{32}",                                                  # Twilio
-        # Cloudant, IBM Cloud IAM, IBM COS HMAC, SoftLayer keyword forms: keyword, assignment, long value.
-        r"(?i:(?:key|pwd|pw|password|pass|token)[\"']?\]? *(?:=|:|:=|=>| +|::) *[\"']?[a-z0-9_\-]{24})",
-        r"(?i:(?:bearer|token)\s+[A-Za-z0-9._~+/\-]{16})",                          # Bearer / token values
-        r"(?i:authorization[\"']?\s*[:=]\s*[\"']?basic\s)",                          # Basic authorization
-        # NAME=value assignments (structural): a value of at least 6 characters.
-        r"(?i:(?:key|token|secret|passw(?:or)?d|pwd|passphrase)[\"']?\s*(?::=|=>|=|:)\s*[\"'`]?[^\s\"'`,;]{6})",
-        # detect-secrets KeywordDetector, quotes required: keyword then a quote on the line, or a quoted value
+        (r"AKC[a-zA-Z0-9]{10}|AP[\p{Nd}A-F][a-zA-Z0-9]{8}", ("artifactory_credentials",)),
+        (r"(?:A3T[A-Z0-9]|ABIA|ACCA|AKIA|ASIA)[0-9A-Z]{16}", ("aws_access_key",)),  # access key id
+        (r"(?i:aws.{0,20}?(?:key|pw|pass|token))", ("aws_access_key",)),            # keyword form
+        (r"AccountKey=", ("azure_storage_account_access_key",)),
+        (r"://[^\s:/@]+:[^\s/@]+@", ("basic_auth_credentials", "cloudant_credentials")),  # user:password@ in a URL
+        (r"(?i:authorization[\"']?" + _WS + r"*[:=]" + _WS + r"*[\"']?basic" + _WS + ")",
+         ("basic_auth_credentials",)),
+        (r"(?i:://api.softlayer.com/soap/)", ("softlayer_credentials",)),
+        (r"\.[a-zA-Z\p{Nd}_-]{6}\.[a-zA-Z\p{Nd}_-]{27}", ("discord_bot_token",)),   # its two dots and what follows
+        (r"gh[pousr]_[A-Za-z0-9_]{20}|github_pat_", ("github_token",)),
+        (r"(?:glpat|gldt|glft|glsoat|glrt|glcbt|glimt|glptt|glagent|gloas)-|GR1348941", ("gitlab_token",)),
+        (r"eyJ[A-Za-z0-9_=-]+\.", ("json_web_token",)),
+        (r"-us[0-9]", ("mailchimp_access_key",)),
+        (r"/:_authToken=", ("npm_tokens",)),
+        (r"T3BlbkFJ", ("openai_token",)),
+        (r"sk-[A-Za-z0-9_-]{20}", ("api_key", "anthropic_api_key", "openai_token")),
+        (r"PRIVATE KEY|PuTTY-User-Key-File-2", ("private_key",)),
+        (r"pypi-AgE", ("pypi_token",)),
+        (r"SG\.[a-zA-Z0-9_-]{22}\.", ("sendgrid_api_key",)),
+        (r"(?i:xox[abposr]-|hooks\.slack\.com)", ("slack_token",)),
+        (r"sq0csp-", ("square_oauth_secret",)),
+        (r"k_live_", ("stripe_access_key",)),
+        (r"AIza", ("google_api_key",)),
+        (r"hf_[A-Za-z0-9]{30}", ("huggingface_token",)),
+        (r"\p{Nd}:[0-9A-Za-z_-]{35}", ("telegram_bot_token",)),
+        (r"(?:AC|SK)[a-z0-9]{32}", ("twilio_api_key",)),
+        # Keyword forms of Cloudant, IBM Cloud IAM, IBM COS HMAC, SoftLayer: keyword, assignment, long value.
+        (r"(?i:(?:key|pwd|pw|password|pass|token)[\"']?\]? *(?:=|:|:=|=>| +|::) *[\"']?[a-z0-9_-]{24})",
+         ("cloudant_credentials", "ibm_cloud_iam_key", "ibm_cos_hmac_credentials", "softlayer_credentials")),
+        (r"(?i:(?:bearer|token)" + _WS + r"+[a-z0-9._~+/-]{16})", ("bearer_token",)),
+        # NAME=value assignments (structural rule). The value (a run of non-space characters other than quotes,
+        # commas, semicolons) is accepted only with 6 characters and no "(": so it is such a run ending before a
+        # delimiter; or, cut by its keyword window (~200 characters after the keyword), a long run, or one that
+        # starts far after the keyword.
+        (_ASSIGNMENT + _WS + r"*[\"'`]?(?:" + _VALUE + r"{6,}(?:" + _WS[:-1] + r"\"'`,;]|$)|" + _VALUE
+         + r"{90})|" + _ASSIGNMENT[:-len(_OPERATOR)] + _WS + r"{45}|" + _ASSIGNMENT + _WS + r"{45}",
+         ("secret_assignment",)),
+        # detect-secrets KeywordDetector, quotes required: a keyword then a quote on its line, or a quoted value
         # compared (== / !=) with a keyword.
-        r"(?i:" + keywords + r")[^\n]*?[\"'`]",
-        r"[!=]{2}\s*\w*(?i:" + keywords + r")",
+        (r"(?i:(?:" + keywords + r")[^\n]*[\"'`])|[!=]{2}[^\n]*(?i:" + keywords + r")", ("secret_keyword",)),
+        (r"\x{130}|\x{131}", ()),                                                    # İ, ı: see above
     )
+
+
+@dataclass(frozen=True)
+class _Prefilter:
+    """The pre-filter: ``shapes`` is an RE2 set of the candidate shapes (one pass tells which of them match)."""
+
+    shapes: object
+    kinds: tuple[frozenset[str] | None, ...]
+    """Rule kinds per shape (None: every rule)."""
+
+    def kinds_in(self, text: str) -> frozenset[str] | None:
+        """The kinds of the rules that may match ``text`` (empty: none can; None: any may)."""
+        try:
+            matched = self.shapes.Match(text)
+        except UnicodeEncodeError:  # a lone surrogate: RE2 reads only UTF-8
+            return None
+        if not matched:
+            return frozenset()
+        kinds: set[str] = set()
+        for index in matched:
+            if self.kinds[index] is None:
+                return None
+            kinds |= self.kinds[index]
+        return frozenset(kinds)
+
+
+def _build_prefilter(keywords: str) -> _Prefilter | None:
+    """The compiled pre-filter, or None when google-re2 is not installed (every text then takes the full pass)."""
+    try:
+        import re2
+    except ImportError:
+        return None
+    options = re2.Options()
+    options.never_capture = True
+    options.max_mem = 64 << 20
+    shapes = _candidate_shapes(keywords)
+    shape_set = re2.Set.SearchSet(options)
+    for shape, _kinds in shapes:
+        shape_set.Add(shape)
+    shape_set.Compile()
+    return _Prefilter(shape_set, tuple(frozenset(kinds) if kinds else None for _shape, kinds in shapes))
 
 
 _PATTERNS_DIGEST = "da7442330190f7905c6cca2c09bc7601bd5b825395f2f7bdf9e52bd9b22126a8"
@@ -277,13 +339,24 @@ class _RuleSet:
     by_lower_trigger: dict[str, tuple[int, tuple[int, ...]]]
     always: tuple[int, ...]
     """Indices of the rules with no trigger."""
-    candidate: Pattern[str] | None
-    """The pre-filter (None: the patterns changed since it was derived; every text takes the full pass)."""
+    by_kind: dict[frozenset[str] | None, tuple[int, ...]] = field(default_factory=dict, compare=False)
+    """Cache of ``indices_for``."""
+    prefilter: _Prefilter | None = None
+    """The compiled pre-filter; None when google-re2 is missing or the detector patterns changed since the
+    shapes were derived: every text then takes the full pass."""
+
+    def indices_for(self, kinds: frozenset[str] | None) -> tuple[int, ...]:
+        """Indices of the rules of ``kinds`` (None: every rule), in rule order."""
+        indices = self.by_kind.get(kinds)
+        if indices is None:
+            indices = tuple(index for index, rule in enumerate(self.rules) if kinds is None or rule.kind in kinds)
+            self.by_kind[kinds] = indices
+        return indices
 
 
 def prepare() -> None:
-    """Build the detectors now (imports detect-secrets, compiles the patterns; ~0.2 s once per process) instead of
-    inside the first ``redact`` call. Optional: ``redact`` builds them on first use."""
+    """Build the detectors and the pre-filter now (imports detect-secrets, compiles the patterns; ~0.15 s of CPU,
+    once per process) instead of inside the first ``redact`` call. Optional: ``redact`` builds them on first use."""
     _rule_set()
 
 
@@ -306,39 +379,59 @@ def _rule_set() -> _RuleSet:
     def index(mapping: dict[str, list[int]]) -> dict[str, tuple[int, tuple[int, ...]]]:
         return {key: (min(rules[i].min_token for i in value), tuple(value)) for key, value in mapping.items()}
 
-    candidate = None
+    prefilter = None
     if _patterns_digest(rules) == _PATTERNS_DIGEST:
-        candidate = re.compile("|".join(_candidate_shapes("|".join(keyword.DENYLIST))))
-    return _RuleSet(rules, index(by_trigger), index(by_lower_trigger), tuple(always), candidate)
+        prefilter = _build_prefilter("|".join(keyword.DENYLIST))
+    return _RuleSet(rules, index(by_trigger), index(by_lower_trigger), tuple(always), prefilter=prefilter)
 
 
 def _rules() -> tuple[_Rule, ...]:
     return _rule_set().rules
 
 
-def _spans(text: str, rule_set: _RuleSet) -> list[tuple[int, int, str, bool]]:
+def _spans(text: str, rule_set: _RuleSet, kinds: frozenset[str] | None = None) -> list[tuple[int, int, str, bool]]:
+    """Every finding ``(start, end, kind, keyword-anchored)`` of the rules of ``kinds`` (None: all) in ``text``."""
     # A token-shaped secret is one whitespace-free run: the longest run rules most detectors out at once, and
     # their triggers are looked for only in the runs long enough to hold a secret (a small part of most texts).
-    long_words = [word for word in text.split() if len(word) >= _LONG_RUN]
-    longest = max(map(len, long_words)) if long_words else min(len(text), _LONG_RUN - 1)
-    long_runs = " ".join(long_words)
-    selected = set(rule_set.always)
-    for trigger, (min_token, indices) in rule_set.by_trigger.items():
-        if longest >= min_token and trigger in (long_runs if min_token >= _LONG_RUN else text):
-            selected.update(indices)
-    lowered = text.lower()
-    for trigger, (min_token, indices) in rule_set.by_lower_trigger.items():
-        if longest >= min_token and trigger in lowered:
-            selected.update(indices)
+    # (Below _LONG_RUN, ``longest`` only needs the text's length: the text split into words only when a rule needs
+    # a longer run.)
+    long_words: list[str] | None = None
+    longest = min(len(text), _LONG_RUN - 1)
+    long_runs: str | None = None
+    lowered: str | None = None
     windows: list[tuple[int, int]] | None = None
     whole = [(0, len(text))]
     found: list[tuple[int, int, str, bool]] = []
-    for index in sorted(selected):
+    for index in rule_set.indices_for(kinds):
         rule = rule_set.rules[index]
+        if rule.min_token >= _LONG_RUN and long_words is None:
+            long_words = [word for word in text.split() if len(word) >= _LONG_RUN]
+            if long_words:
+                longest = max(map(len, long_words))
         if longest < rule.min_token:
+            continue
+        selected = index in rule_set.always
+        for trigger in rule.triggers:
+            min_token = rule_set.by_trigger[trigger][0]
+            if min_token >= _LONG_RUN:
+                if long_runs is None:
+                    long_runs = " ".join(long_words or ())
+                if trigger in long_runs:
+                    selected = True
+                    break
+            elif trigger in text:
+                selected = True
+                break
+        if not selected and rule.lower_triggers:
+            if lowered is None:
+                lowered = text.lower()
+            selected = any(trigger in lowered for trigger in rule.lower_triggers)
+        if not selected:
             continue
         if rule.windowed:
             if windows is None:
+                if lowered is None:
+                    lowered = text.lower()
                 windows = _keyword_windows(text, lowered)
             ranges = windows
             if rule.window_needs:
@@ -388,9 +481,27 @@ def redact(text: str) -> tuple[str, int]:
     if not text or not isinstance(text, str):
         return text, 0
     rule_set = _rule_set()
-    if rule_set.candidate is not None and rule_set.candidate.search(text) is None:
+    kinds = None if rule_set.prefilter is None else rule_set.prefilter.kinds_in(text)
+    if kinds is not None and not kinds:
         return text, 0
-    spans = _spans(text, rule_set)
+    return _redact_all(text, rule_set, kinds)
+
+
+def redact_many(texts: list[str]) -> list[tuple[str, int]]:
+    """``[redact(text) for text in texts]``, faster for many short texts: one pre-filter pass over all of them
+    together (a shape found in one text is found in the texts joined); only when it finds something are the
+    texts looked at one by one."""
+    prefilter = _rule_set().prefilter
+    if prefilter is not None and texts:
+        kinds = prefilter.kinds_in("\n".join(texts))
+        if kinds is not None and not kinds:
+            return [(text, 0) for text in texts]
+    return [redact(text) for text in texts]
+
+
+def _redact_all(text: str, rule_set: _RuleSet, kinds: frozenset[str] | None) -> tuple[str, int]:
+    """The detectors' pass over ``text``, limited to the rules of ``kinds`` (None: all)."""
+    spans = _spans(text, rule_set, kinds)
     if not spans:
         return text, 0
     # the first-starting, widest finding names the kind; on a tie a token-shaped detector beats a keyword one

@@ -13,6 +13,7 @@ Calls are serialized (one llama context is not thread-safe); token usage comes f
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import threading
 import time
@@ -140,7 +141,8 @@ class LocalBackend:
             except Exception as exc:
                 return ChatResult(error=f"llama.cpp failed: {type(exc).__name__}: {exc}", error_kind="transient",
                                   model=self.model_name, latency_s=time.monotonic() - started)
-        text = (response["choices"][0]["message"].get("content") or "").strip()
+        choice = response["choices"][0]
+        text = (choice["message"].get("content") or "").strip()
         usage = response.get("usage") or {}
         result = ChatResult(
             text=text,
@@ -150,4 +152,23 @@ class LocalBackend:
         )
         if not text:
             result.error, result.error_kind = "empty reply from the local model", "transient"
+        elif request.json_schema is not None:
+            self._normalize_json(result, cut=choice.get("finish_reason") == "length", max_tokens=max_tokens)
         return result
+
+    @staticmethod
+    def _normalize_json(result: ChatResult, *, cut: bool, max_tokens: int) -> None:
+        """Re-serialize a structured reply as strict JSON, or mark it a transient error.
+
+        llama.cpp's JSON grammar lets the model put raw newlines and tabs inside strings (not valid strict
+        JSON), and a reply cut at ``max_tokens`` is unfinished JSON.
+        """
+        try:
+            value = json.loads(result.text, strict=False)
+        except ValueError as exc:
+            why = f"cut off at max_tokens={max_tokens}" if cut else f"{exc}"
+            result.error = f"the local model's structured reply is not JSON ({why}): {result.text[:120]!r}"
+            result.error_kind = "transient"
+            result.text = ""
+            return
+        result.text = json.dumps(value, ensure_ascii=False)

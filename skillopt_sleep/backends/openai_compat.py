@@ -397,9 +397,10 @@ def _is_response_format_validation_error(detail: str) -> bool:
 
 
 def _parse_json_reply(text: str) -> dict | list | None:
-    """A reply in a JSON response format must be JSON as a whole (a fenced block is tolerated)."""
+    """A reply in a JSON response format must be JSON as a whole (a fenced block is tolerated). Raw control
+    characters (newlines, tabs) inside strings are accepted: llama.cpp's JSON grammar lets a model write them."""
     try:
-        value = json.loads(text)
+        value = json.loads(text, strict=False)
     except ValueError:
         return extract_json(text) if text.lstrip().startswith("```") else None
     return value if isinstance(value, (dict, list)) else None

@@ -1,10 +1,16 @@
 """What both harvesters share: the streaming JSONL reader, the per-file read plan (checkpoint, lookback), scope
 tests, timestamps, and the draft turn that becomes a redacted, size-bounded ``Turn``.
 
-Reading never loads a whole file: lines are read in chunks of ``READ_CHUNK`` bytes with no line-length cap, and a
-line longer than ``MAX_LINE_BYTES`` is drained without being kept (counted as ``too_long``). A last line without its
-newline is used only when it parses as a complete JSON object; otherwise it is counted as ``truncated_last_line``
-and the checkpoint offset stays before it, so the next night reads it again once the writer has finished it.
+Reading never loads a whole file: lines are found in a buffer filled ``READ_CHUNK`` bytes at a time with no
+line-length cap, and a line longer than ``MAX_LINE_BYTES`` is drained without being kept (counted as ``too_long``).
+Each harvester may settle a line from its bytes before it is parsed (records it never needs are skipped; large
+tool outputs that carry no error are read without parsing the output). A last line without its newline is used
+only when it parses as a complete JSON object; otherwise it is counted as ``truncated_last_line`` and the checkpoint
+offset stays before it, so the next night reads it again once the writer has finished it.
+
+Memory: a harvest holds one read buffer (``READ_CHUNK``, or the longest line), the draft turns of the file being
+read, and the finished, bounded turns it returns (about 6 KB per turn: request, answer head, at most
+``TOOLS_KEPT`` tool uses); it does not grow with the bytes read.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from __future__ import annotations
 import io
 import os
 import stat
+import sys
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -20,28 +27,27 @@ from typing import BinaryIO, Callable, Iterator
 import orjson
 
 from skillopt_sleep.models import FileCheckpoint, HarvestStats, ToolUse, Turn
-from skillopt_sleep.redact import REDACTED_PREFIX, redact
+from skillopt_sleep.redact import REDACTED_PREFIX, redact_many
 
 READ_CHUNK = 1 << 20
-"""Bytes read per ``readline`` call (a longer line is assembled from several chunks)."""
+"""Bytes read per read call, and the size of the read buffer (a longer line grows it)."""
 MAX_LINE_BYTES = 64 << 20
 """A line longer than this (64 MiB) is skipped without parsing (``too_long``)."""
 
 REQUEST_MAX_CHARS = 20_000
-ANSWER_MAX_CHARS = 4_000
+ANSWER_MAX_CHARS = 2_000
 TOOL_INPUT_MAX_CHARS = 200
 TOOL_ERROR_MAX_CHARS = 300
 FEEDBACK_MAX_CHARS = 2_000
 QUEUED_MAX_CHARS = 2_000
 QUEUED_MAX_COUNT = 20
+TOOLS_KEPT = 20
+"""Bounds on what one turn keeps (characters; queued messages and tool uses per turn)."""
 TOOLS_MAX_COUNT = 300
-"""Bounds on what one turn keeps (characters; tool uses and queued messages per turn)."""
+"""Tool calls of one turn followed while its span is read (the ``TOOLS_KEPT`` kept are chosen among them)."""
 _REDACT_MARGIN = 512
 """Extra characters redacted beyond a bound before cutting, so a secret that starts inside the bound is seen whole
 (token-shaped secrets are far shorter; a PEM block cut before its END line is still recognized)."""
-
-SkipLine = Callable[[bytes], bool]
-
 
 # --------------------------------------------------------------------------- small helpers
 
@@ -74,15 +80,20 @@ def parse_timestamp(value: object) -> datetime | None:
 
 def bounded_redact(text: str, limit: int) -> tuple[str, int]:
     """Redact ``text`` and cut it to ``limit`` characters (a cut text ends with ``…``). Returns (text, secrets)."""
-    if not text:
-        return "", 0
-    window = text[: limit + _REDACT_MARGIN]
-    cleaned, count = redact(window)
-    if len(cleaned) > limit or len(text) > len(window):
-        cleaned = cleaned[: max(0, limit - 1)] + "…"
-        if count:
-            count = min(count, cleaned.count(REDACTED_PREFIX))  # count only the secrets that were in what is kept
-    return cleaned, count
+    return bounded_redact_many([(text, limit)])[0]
+
+
+def bounded_redact_many(pieces: list[tuple[str, int]]) -> list[tuple[str, int]]:
+    """``bounded_redact`` of each ``(text, limit)``, with one redaction pre-filter pass over all of them."""
+    windows = [text[: limit + _REDACT_MARGIN] for text, limit in pieces]
+    results = []
+    for (text, limit), window, (cleaned, count) in zip(pieces, windows, redact_many(windows)):
+        if len(cleaned) > limit or len(text) > len(window):
+            cleaned = cleaned[: max(0, limit - 1)] + "…"
+            if count:
+                count = min(count, cleaned.count(REDACTED_PREFIX))  # count only the secrets that were in what is kept
+        results.append((cleaned, count))
+    return results
 
 
 def scope_roots(project: Path | None) -> tuple[str, ...]:
@@ -150,21 +161,34 @@ def open_binary(path: Path) -> BinaryIO:
     return handle
 
 
+SKIP = object()
+"""What a line peek returns for a known, irrelevant record: the line is not parsed and counted nowhere."""
+
+LinePeek = Callable[[bytearray, int, int], object]
+"""``peek(buffer, start, end)`` sees one complete, non-blank line ``buffer[start:end]`` (stripped, no newline)
+before it is parsed and returns ``SKIP``, the record as a dict (read without a full parse), or None (parse it)."""
+
+_WHITESPACE = frozenset(b" \t\r\n\x0b\x0c")
+
+
 class RecordReader:
     """Stream the JSON objects of one JSONL transcript from a byte offset.
 
     ``offset`` is the checkpoint offset: just after the last complete line consumed (for ``.zst`` files, an offset
     in the decompressed stream). Malformed lines are counted in ``stats.malformed_lines`` by reason: ``bad_json``,
-    ``not_an_object``, ``binary``, ``too_long``, ``truncated_last_line``. ``skip_line(head)`` may reject a line
-    from its first bytes without parsing it (counted nowhere: it is a known, irrelevant record).
+    ``not_an_object``, ``binary``, ``too_long``, ``truncated_last_line``. Lines are found in a buffer filled
+    ``READ_CHUNK`` bytes at a time (``buffer``, reused from file to file when given), so a line is never copied
+    before it is parsed; a line longer than the buffer grows it (up to ``MAX_LINE_BYTES``; it shrinks back
+    afterwards). ``peek`` (a ``LinePeek``) may settle a line without parsing it.
     """
 
     def __init__(self, handle: BinaryIO, start: int, stats: HarvestStats, *, compressed: bool,
-                 skip_line: SkipLine | None = None):
+                 peek: LinePeek | None = None, buffer: bytearray | None = None):
         self.handle = handle
         self.stats = stats
         self.offset = start
-        self.skip_line = skip_line
+        self.peek = peek
+        self.buffer = buffer
         self.lines = 0
         self.bytes_read = 0
         if start:
@@ -181,47 +205,116 @@ class RecordReader:
             self.stats.bytes_read += self.bytes_read
 
     def _records(self) -> Iterator[dict]:
-        handle = self.handle
-        stats = self.stats
+        handle, stats, peek = self.handle, self.stats, self.peek
+        chunk, limit = READ_CHUNK, MAX_LINE_BYTES
+        buffer = self.buffer if self.buffer is not None else bytearray()
+        wanted = min(chunk, _bytes_left(handle) + 1)  # most transcripts are smaller than a chunk
+        if len(buffer) < wanted:
+            buffer.extend(bytes(wanted - len(buffer)))
+        loads, decode_error, whitespace = orjson.loads, orjson.JSONDecodeError, _WHITESPACE
+        filled = position = 0
+        at_end = False
         while True:
-            line, length, complete, oversized = _read_line(handle)
-            if length == 0:
-                return
+            newline = buffer.find(b"\n", position, filled)
+            if newline == -1:
+                if at_end:
+                    break
+                if position:  # keep the partial line at the front of the buffer
+                    rest = filled - position
+                    if rest:
+                        buffer[:rest] = buffer[position:filled]
+                    filled, position = rest, 0
+                    if len(buffer) > 2 * chunk and rest <= chunk:  # shrink back after a long line
+                        del buffer[chunk:]
+                if filled == len(buffer):
+                    if filled > limit:
+                        length, rest = self._drain(buffer, filled)
+                        self.lines += 1
+                        self.bytes_read += length
+                        stats.malformed("too_long")
+                        if rest is None:
+                            return
+                        self.offset += length
+                        filled, position = rest, 0
+                        continue
+                    buffer.extend(bytes(min(len(buffer) or chunk, limit + 1 - len(buffer))))
+                count = handle.readinto(memoryview(buffer)[filled:])
+                if count:
+                    filled += count
+                else:
+                    at_end = True
+                continue
+            length = newline + 1 - position
             self.lines += 1
             self.bytes_read += length
-            if oversized:
-                stats.malformed("too_long")
-                if not complete:
-                    return
-                self.offset += length
-                continue
-            if not complete:
-                record = _parse_object(line)
-                if isinstance(record, dict):
-                    self.offset += length
-                    yield record
-                else:
-                    stats.malformed("truncated_last_line")
-                return
             self.offset += length
-            stripped = line.strip()
-            if not stripped:
+            start, end = position, newline
+            position = newline + 1
+            if start == end:
                 continue
-            if self.skip_line is not None and self.skip_line(stripped[:1024]):
+            if buffer[start] in whitespace or buffer[end - 1] in whitespace:
+                while start < end and buffer[start] in whitespace:
+                    start += 1
+                while end > start and buffer[end - 1] in whitespace:
+                    end -= 1
+                if start == end:
+                    continue
+            if peek is not None:
+                settled = peek(buffer, start, end)
+                if settled is not None:
+                    if settled is not SKIP:
+                        yield settled  # type: ignore[misc]
+                    continue
+            try:
+                record = loads(memoryview(buffer)[start:end])
+            except decode_error:
+                stats.malformed("binary" if _looks_binary(bytes(buffer[start:end])) else "bad_json")
                 continue
-            record = _parse_object(stripped)
             if isinstance(record, dict):
                 yield record
-            elif record is _BAD:
-                stats.malformed("binary" if _looks_binary(stripped) else "bad_json")
             else:
                 stats.malformed("not_an_object")
+        if filled > position:  # a last line without its newline: used only when it is a complete object
+            length = filled - position
+            self.lines += 1
+            self.bytes_read += length
+            record = _parse_object(memoryview(buffer)[position:filled])
+            if isinstance(record, dict):
+                self.offset += length
+                yield record
+            else:
+                stats.malformed("truncated_last_line")
+
+    def _drain(self, buffer: bytearray, length: int) -> tuple[int, int | None]:
+        """Read past the rest of an over-long line without keeping it; what follows it is left at the front of
+        ``buffer`` (shrunk back to ``READ_CHUNK``). Returns (the line's length in bytes, newline included; the
+        number of bytes left in ``buffer``, or None at the end of the stream)."""
+        while True:
+            count = self.handle.readinto(buffer)
+            if not count:
+                return length, None
+            newline = buffer.find(b"\n", 0, count)
+            if newline == -1:
+                length += count
+                continue
+            rest = count - newline - 1
+            buffer[:rest] = buffer[newline + 1:count]
+            del buffer[max(rest, READ_CHUNK):]
+            return length + newline + 1, rest
+
+
+def _bytes_left(handle: BinaryIO) -> int:
+    """Bytes from the current position to the end of a plain file; a large number for a stream."""
+    try:
+        return max(0, os.fstat(handle.fileno()).st_size - handle.tell())
+    except (AttributeError, OSError, ValueError):  # a decompressing stream has no file number
+        return 1 << 62
 
 
 _BAD = object()
 
 
-def _parse_object(line: bytes) -> object:
+def _parse_object(line) -> object:
     try:
         return orjson.loads(line)
     except orjson.JSONDecodeError:
@@ -236,37 +329,6 @@ def _looks_binary(line: bytes) -> bool:
     except UnicodeDecodeError:
         return True
     return False
-
-
-def _read_line(handle: BinaryIO) -> tuple[bytes, int, bool, bool]:
-    """Read one line: ``(bytes without the newline, bytes consumed, ended by a newline, too long to keep)``."""
-    first = handle.readline(READ_CHUNK)
-    if not first:
-        return b"", 0, False, False
-    if first.endswith(b"\n"):
-        return first[:-1], len(first), True, False
-    parts = [first]
-    length = len(first)
-    oversized = False
-    while True:
-        chunk = handle.readline(READ_CHUNK)
-        if not chunk:
-            break
-        length += len(chunk)
-        if not oversized:
-            if length > MAX_LINE_BYTES:
-                oversized = True
-                parts = []
-            else:
-                parts.append(chunk)
-        if chunk.endswith(b"\n"):
-            if oversized:
-                return b"", length, True, True
-            line = b"".join(parts)
-            return line[:-1], length, True, False
-    if oversized:
-        return b"", length, False, True
-    return b"".join(parts), length, False, False
 
 
 def _discard(handle: BinaryIO, count: int) -> None:
@@ -319,6 +381,10 @@ class HarvestContext:
     new_checkpoints: dict[str, FileCheckpoint]
     cutoff: datetime | None
     now: datetime
+    read_buffer: bytearray = field(default_factory=bytearray)
+    """The line buffer every ``RecordReader`` of this harvest reuses (one allocation, not one per file)."""
+    scope_by_cwd: dict[str, bool] = field(default_factory=dict)
+    """Cache of ``in_scope``."""
 
     @classmethod
     def build(cls, *, scope: str, project: Path | None, include_sdk_sessions: bool, lookback_hours: float,
@@ -334,7 +400,13 @@ class HarvestContext:
                    old_checkpoints=checkpoints, new_checkpoints=new_checkpoints, cutoff=cutoff, now=moment)
 
     def in_scope(self, cwd: str | None) -> bool:
-        return self.scope_all or cwd_in_scope(cwd, self.roots)
+        """``cwd_in_scope`` for this harvest's scope, remembered per cwd (it is asked after every record)."""
+        if self.scope_all:
+            return True
+        known = self.scope_by_cwd.get(cwd)  # type: ignore[arg-type]
+        if known is None:
+            known = self.scope_by_cwd[cwd] = cwd_in_scope(cwd, self.roots)  # type: ignore[index]
+        return known
 
 
 @dataclass
@@ -419,6 +491,11 @@ class DraftTool:
     name: str
     input_text: str = ""
     error_text: str | None = None
+    """The error text, stripped, cut one character beyond what is redacted (so a cut still shows)."""
+
+    def set_error(self, text: str) -> None:
+        """Record the tool's error text (a tool output can be hundreds of KB: only its head is kept)."""
+        self.error_text = (text.strip() or "error")[: TOOL_ERROR_MAX_CHARS + _REDACT_MARGIN + 1]
 
 
 @dataclass
@@ -457,7 +534,7 @@ class DraftTurn:
             return self.tools_by_id[call_id]
         if len(self.tools) >= TOOLS_MAX_COUNT:
             return None
-        tool = DraftTool(name=name or "unknown", input_text=input_text)
+        tool = DraftTool(name=sys.intern(name or "unknown"), input_text=input_text)  # one "Read" for all calls
         self.tools.append(tool)
         if call_id:
             self.tools_by_id[call_id] = tool
@@ -471,35 +548,60 @@ class DraftTurn:
     def has_activity(self) -> bool:
         return bool(self.answer_parts or self.tools)
 
-    def finish(self, index: int) -> tuple[Turn, int]:
-        """Return ``(Turn, secrets redacted)`` with every text redacted and bounded."""
-        secrets = 0
-        request, count = bounded_redact(self.request.strip(), REQUEST_MAX_CHARS)
-        secrets += count
-        answer, count = bounded_redact("\n".join(self.answer_parts).strip(), ANSWER_MAX_CHARS)
-        secrets += count
-        tools = []
-        for draft in self.tools:
-            input_head, count = bounded_redact(draft.input_text, TOOL_INPUT_MAX_CHARS)
-            secrets += count
-            error = None
-            if draft.error_text is not None:
-                error, count = bounded_redact(draft.error_text.strip() or "error", TOOL_ERROR_MAX_CHARS)
-                secrets += count
-            tools.append(ToolUse(name=draft.name, input_head=input_head, error=error))
-        feedback = None
+    def texts(self) -> list[tuple[str, int]]:
+        """``(text, limit)`` of every text the finished turn stores, in the order ``finish`` takes them back."""
+        texts = [(self.request.strip(), REQUEST_MAX_CHARS),
+                 ("\n".join(self.answer_parts).strip(), ANSWER_MAX_CHARS)]
+        for tool in kept_tools(self.tools):
+            texts.append((tool.input_text, TOOL_INPUT_MAX_CHARS))
+            if tool.error_text is not None:
+                texts.append((tool.error_text, TOOL_ERROR_MAX_CHARS))
         if self.rejection_feedback:
-            feedback, count = bounded_redact(self.rejection_feedback.strip(), FEEDBACK_MAX_CHARS)
-            secrets += count
-        queued = []
-        for text in self.queued:
-            cleaned, count = bounded_redact(text.strip(), QUEUED_MAX_CHARS)
-            secrets += count
-            queued.append(cleaned)
+            texts.append((self.rejection_feedback.strip(), FEEDBACK_MAX_CHARS))
+        texts.extend((text.strip(), QUEUED_MAX_CHARS) for text in self.queued)
+        return texts
+
+    def finish(self, index: int, cleaned: Iterator[tuple[str, int]]) -> tuple[Turn, int]:
+        """Return ``(Turn, secrets redacted)``; ``cleaned`` yields ``bounded_redact`` of each of ``texts()``."""
+        taken: list[int] = []
+
+        def take() -> str:
+            text, count = next(cleaned)
+            taken.append(count)
+            return text
+
+        request, answer = take(), take()
+        tools = []
+        for draft in kept_tools(self.tools):
+            input_head = take()
+            error = take() if draft.error_text is not None else None
+            tools.append(ToolUse(name=draft.name, input_head=input_head, error=error))
+        feedback = take() if self.rejection_feedback else None
+        queued = [take() for _ in self.queued]
         turn = Turn(index=index, request=request, timestamp=self.timestamp, cwd=self.cwd, kind=self.kind,
                     final_answer=answer, tools=tools, interrupted=self.interrupted, rejected_tool=self.rejected_tool,
                     aborted=self.aborted, rejection_feedback=feedback, queued_messages=queued)
-        return turn, secrets
+        return turn, sum(taken)
+
+
+def kept_tools(tools: list[DraftTool]) -> list[DraftTool]:
+    """At most ``TOOLS_KEPT`` of ``tools``, in call order: the failed calls first, then the first call of each tool
+    name, then the earliest calls (what a task's evidence uses: the tools called and their errors)."""
+    if len(tools) <= TOOLS_KEPT:
+        return tools
+    chosen: set[int] = set()
+    names: set[str] = set()
+    first_of_name = []
+    for index, tool in enumerate(tools):
+        if tool.name not in names:
+            names.add(tool.name)
+            first_of_name.append(index)
+    failed = [index for index, tool in enumerate(tools) if tool.error_text is not None]
+    for index in failed + first_of_name + list(range(len(tools))):
+        if len(chosen) == TOOLS_KEPT:
+            break
+        chosen.add(index)
+    return [tool for index, tool in enumerate(tools) if index in chosen]
 
 
 def keep_turn(draft: DraftTurn, context: HarvestContext, fallback_time: datetime) -> bool:
@@ -513,8 +615,9 @@ def keep_turn(draft: DraftTurn, context: HarvestContext, fallback_time: datetime
 
 def finish_turns(drafts: list[DraftTurn], context: HarvestContext, fallback_time: datetime,
                  stats: HarvestStats) -> tuple[list[Turn], bool]:
-    """Filter drafts by the lookback and finish them. Returns ``(turns, some were dropped as too old)``."""
-    turns: list[Turn] = []
+    """Filter drafts by the lookback and finish them (the texts of all of them redacted together). Returns
+    ``(turns, some were dropped as too old)``."""
+    kept: list[DraftTurn] = []
     dropped = False
     for draft in drafts:
         if not draft.request.strip():
@@ -522,7 +625,11 @@ def finish_turns(drafts: list[DraftTurn], context: HarvestContext, fallback_time
         if not keep_turn(draft, context, fallback_time):
             dropped = True
             continue
-        turn, secrets = draft.finish(len(turns))
+        kept.append(draft)
+    cleaned = iter(bounded_redact_many([piece for draft in kept for piece in draft.texts()]))
+    turns: list[Turn] = []
+    for draft in kept:
+        turn, secrets = draft.finish(len(turns), cleaned)
         stats.secrets_redacted += secrets
         turns.append(turn)
     return turns, dropped

@@ -28,12 +28,17 @@ Records are taken in file order (the ``parentUuid`` graph is not rebuilt: rewind
 from __future__ import annotations
 
 import os
+import re
+import sys
 from pathlib import Path
+
+import orjson
 
 from skillopt_sleep.backends.base import SESSION_MARKER
 from skillopt_sleep.errors import HarvestError
 from skillopt_sleep.harvest.base import (
     DraftTurn,
+    SKIP,
     HarvestContext,
     RecordReader,
     compact_json,
@@ -79,7 +84,12 @@ KNOWN_TYPES = frozenset({
 
 HEAD_MAX_LINES = 2_000
 
-_SKIPPED_TYPES = (b'progress"', b'file-history-snapshot"')
+_TYPE_VALUE = re.compile(rb'"type":"(progress"|file-history-snapshot")?')
+"""The first ``"type":"`` of a line; the group holds the type when it is one of the skipped record types."""
+HEAD_BYTES = 1024
+"""How far into a line its record type is looked for."""
+PLAIN_RESULT_MIN_BYTES = 4 << 10
+"""Lines at least this long are checked for the plain-tool-result shape before being parsed."""
 
 
 def skip_line(head: bytes) -> bool:
@@ -87,8 +97,76 @@ def skip_line(head: bytes) -> bool:
     messages, backups), judged without parsing from the first ``"type":"..."`` of the line: these records
     carry their own type before any nested object, while user and assistant records hold no such type before
     theirs."""
-    position = head.find(b'"type":"')
-    return position != -1 and head.startswith(_SKIPPED_TYPES, position + 8)
+    return _skipped(head, 0, len(head))
+
+
+def _skipped(data: bytes | bytearray, start: int, end: int) -> bool:
+    match = _TYPE_VALUE.search(data, start, min(end, start + HEAD_BYTES))
+    return match is not None and match.group(1) is not None
+
+
+def peek_line(buffer: bytearray, start: int, end: int) -> object:
+    """The ``LinePeek`` of Claude Code transcripts: skips progress and snapshots, reads large plain tool results
+    without parsing their output (see ``plain_tool_result``), lets everything else be parsed."""
+    match = _TYPE_VALUE.search(buffer, start, min(end, start + HEAD_BYTES))
+    if match is not None and match.group(1) is not None:
+        return SKIP
+    if end - start >= PLAIN_RESULT_MIN_BYTES:
+        return plain_tool_result(buffer, start, end)
+    return None
+
+
+_MESSAGE_OPENING = b',"message":{"role":"user","content":[{"tool_use_id":"'
+_RESULT_HEADER = re.compile(rb'[^"\\]*","type":"tool_result","content":"')
+_MESSAGE_CLOSING = b'}]},"toolUseResult":{'
+_RESULT_MARKERS = tuple(marker.encode() for marker in (REJECTION_TEXT, INTERRUPT_PREFIX, "Exit code "))
+
+
+def plain_tool_result(data: bytes | bytearray, start: int, end: int) -> dict | None:
+    """Read the line ``data[start:end]`` without parsing the tool output when it is a ``user`` record holding
+    one successful tool result, the common large line (a whole file read, a long command output, and the same
+    again in ``toolUseResult``); such a record matters only for its envelope (cwd, session, time).
+
+    Returns the envelope (every key before ``message``) with ``message`` holding one empty tool result, or None
+    when the line does not provably have that shape; it is then parsed in full. The shape, as Claude Code
+    writes it (compact JSON, keys in this order): ``{<envelope>,"message":{"role":"user","content":[
+    {"tool_use_id":"…","type":"tool_result","content":"<text>"[,"is_error":false]}]},"toolUseResult":{…}…}``,
+    where ``<text>`` does not start with a rejection, an interrupt or ``Exit code `` (escapes count as unsure),
+    no ``"is_error":true`` and no second block (``},{"``) follow it before ``toolUseResult``, and the envelope
+    has a ``timestamp``. Inside a JSON string every quote is escaped, so these byte patterns, each holding an
+    unescaped quote, can only be structure.
+    """
+    opening = data.find(_MESSAGE_OPENING, start, min(end, start + 8 * HEAD_BYTES))
+    if opening == -1:
+        return None
+    header = _RESULT_HEADER.match(data, opening + len(_MESSAGE_OPENING), end)
+    if header is None:
+        return None
+    content = header.end()
+    text_head = bytes(data[content:content + 64])
+    if any(_may_start_with(text_head, marker) for marker in _RESULT_MARKERS):
+        return None
+    closing = data.rfind(_MESSAGE_CLOSING, content, end)
+    if (closing == -1 or data.find(b'"is_error":true', content, closing) != -1
+            or data.find(b'},{"', content, closing) != -1):
+        return None
+    try:
+        envelope = orjson.loads(bytes(data[start:opening]) + b"}")
+    except orjson.JSONDecodeError:
+        return None  # the message key was not at the top level
+    if not isinstance(envelope, dict) or envelope.get("type") != "user" or "timestamp" not in envelope:
+        return None
+    envelope["message"] = {"role": "user", "content": [{"type": "tool_result", "content": ""}]}
+    return envelope
+
+
+def _may_start_with(raw: bytes, marker: bytes) -> bool:
+    """Whether the JSON string body ``raw`` may decode to a text that starts with ``marker`` (plain ASCII): True
+    when it does, and when an escape sequence inside the first ``len(marker)`` bytes makes it unsure."""
+    escape = raw.find(b"\\", 0, len(marker))
+    if escape == -1:
+        return raw.startswith(marker)
+    return raw.startswith(marker[:escape])
 
 
 def list_files(root: Path) -> tuple[list[Path], list[Path]]:
@@ -266,7 +344,7 @@ class ClaudeTranscript:
             return
         cwd = record.get("cwd")
         draft = DraftTurn(request=request, kind=kind, timestamp=parse_timestamp(record.get("timestamp")),
-                          cwd=cwd if isinstance(cwd, str) else None)
+                          cwd=sys.intern(cwd) if isinstance(cwd, str) else None)
         self.turns.append(draft)
         self.current = draft
 
@@ -298,7 +376,7 @@ class ClaudeTranscript:
             tool_id = block.get("tool_use_id")
             tool = current.tools_by_id.get(tool_id) if isinstance(tool_id, str) else None
             if tool is not None:
-                tool.error_text = text or "error"
+                tool.set_error(text)
 
     def _assistant(self, record: dict) -> None:
         if record.get("isSidechain") is True or self.current is None:
@@ -348,14 +426,14 @@ def _skip_reason(transcript: ClaudeTranscript, context: HarvestContext) -> str |
     return None
 
 
-def _read_head(path: Path, transcript: ClaudeTranscript, limit: int) -> None:
+def _read_head(path: Path, transcript: ClaudeTranscript, limit: int, buffer: bytearray) -> None:
     """Learn the session's cwd, entrypoint and first request from the start of a file read before (up to
     ``limit`` bytes), without keeping any turn: a grown file is then judged like the whole session."""
     transcript.head_mode = True
     scratch = HarvestStats()
     try:
         with open_binary(path) as handle:
-            reader = RecordReader(handle, 0, scratch, compressed=False, skip_line=skip_line)
+            reader = RecordReader(handle, 0, scratch, compressed=False, peek=peek_line, buffer=buffer)
             for record in reader.records():
                 transcript.feed(record)
                 if reader.offset >= limit or reader.lines >= HEAD_MAX_LINES:
@@ -407,11 +485,12 @@ def _harvest_file(path: Path, context: HarvestContext, stats: HarvestStats) -> S
         stats.files_grown += 1
     transcript = ClaudeTranscript(stats)
     if plan.start > 0:
-        _read_head(path, transcript, plan.start)
+        _read_head(path, transcript, plan.start, context.read_buffer)
     skip_reason: str | None = None
     try:
         with open_binary(path) as handle:
-            reader = RecordReader(handle, plan.start, stats, compressed=False, skip_line=skip_line)
+            reader = RecordReader(handle, plan.start, stats, compressed=False, peek=peek_line,
+                                  buffer=context.read_buffer)
             for record in reader.records():
                 transcript.feed(record)
                 skip_reason = _skip_reason(transcript, context)

@@ -23,6 +23,7 @@ non-zero exit codes (``metadata.exit_code``, ``Exit code: N``, ``exec_command_en
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import orjson
@@ -32,6 +33,7 @@ from skillopt_sleep.backends.base import SESSION_MARKER
 from skillopt_sleep.errors import HarvestError
 from skillopt_sleep.harvest.base import (
     DraftTurn,
+    SKIP,
     HarvestContext,
     RecordReader,
     compact_json,
@@ -68,28 +70,90 @@ TOOL_OUTPUT_TYPES = frozenset({"function_call_output", "custom_tool_call_output"
 SUBAGENT_SOURCES = frozenset({"subagent", "review", "compact"})
 HEADLESS_SOURCES = frozenset({"exec", "mcp"})
 
-_SKIPPED_ENVELOPES = (b'turn_context"', b'compacted"', b'world_state"')
-_SKIPPED_ITEMS = (b'reasoning"', b'ghost_snapshot"', b'compaction"', b'compaction_summary"')
-_ITEM_PREFIX = b'response_item","payload":{"type":"'
-_EVENT_PREFIX = b'event_msg","payload":{"type":"'
-_SKIPPED_EVENTS = (b'token_count"', b'agent_reasoning"', b'agent_reasoning_raw_content"')
+_SKIPPED_LINE = re.compile(
+    rb'\{"timestamp":"[^"]{0,40}","type":"(?:turn_context"|compacted"|world_state"'
+    rb'|response_item","payload":\{"type":"(?:reasoning"|ghost_snapshot"|compaction"|compaction_summary")'
+    rb'|event_msg","payload":\{"type":"(?:token_count"|agent_reasoning"|agent_reasoning_raw_content"))')
+"""The first bytes of the envelope lines that never matter."""
 
 
 def skip_line(head: bytes) -> bool:
     """True for envelope lines that never matter (turn context, compaction, reasoning, token counts), judged from
     their first bytes: serde writes ``{"timestamp":...,"type":...,"payload":{"type":...`` in that order."""
-    if not head.startswith(b'{"timestamp":"'):
-        return False
-    position = head.find(b'","type":"', 14, 64)
-    if position == -1:
-        return False
-    position += 10
-    if head.startswith(_SKIPPED_ENVELOPES, position):
-        return True
-    if head.startswith(_ITEM_PREFIX, position):
-        return head.startswith(_SKIPPED_ITEMS, position + len(_ITEM_PREFIX))
-    if head.startswith(_EVENT_PREFIX, position):
-        return head.startswith(_SKIPPED_EVENTS, position + len(_EVENT_PREFIX))
+    return _skipped(head, 0, len(head))
+
+
+def _skipped(data: bytes | bytearray, start: int, end: int) -> bool:
+    return _SKIPPED_LINE.match(data, start, end) is not None
+
+
+PLAIN_OUTPUT_MIN_BYTES = 2 << 10
+"""Lines at least this long are checked for the plain-tool-output shape before being parsed."""
+
+
+def peek_line(buffer: bytearray, start: int, end: int) -> object:
+    """The ``LinePeek`` of Codex rollouts: skips the lines ``skip_line`` names, reads large tool outputs that
+    report no failure without parsing them (see ``plain_tool_output``), lets everything else be parsed."""
+    if _SKIPPED_LINE.match(buffer, start, end) is not None:
+        return SKIP
+    if end - start >= PLAIN_OUTPUT_MIN_BYTES:
+        return plain_tool_output(buffer, start, end)
+    return None
+
+
+_OUTPUT_HEADER = re.compile(rb'\{"timestamp":"([^"\\]*)","type":"response_item","payload":\{"type":"'
+                            rb'(function_call_output|custom_tool_call_output)","call_id":"[^"\\]*","output":"')
+_EXIT_CODE_KEY = b'\\"exit_code\\":'
+_FAILURE_MARKERS = (b"Exit code: ", b"Process exited with code ")
+_HEAD_CHARS = 400
+"""How far into a plain-text output ``output_error`` looks for an exit-code line (characters)."""
+
+
+def plain_tool_output(data: bytes | bytearray, start: int, end: int) -> dict | None:
+    """Read the line ``data[start:end]`` without parsing it when it is a tool output (often tens of KB) that
+    ``output_error`` would find no failure in: such a record matters only for its time.
+
+    Returns ``{timestamp, type, payload: {type, output: ""}}``, or None when the line does not provably have that
+    shape (it is then parsed in full). The shape, as Codex writes it: ``{"timestamp":"…","type":"response_item",
+    "payload":{"type":"function_call_output","call_id":"…","output":"<text>"}}`` where ``<text>`` escapes no
+    ASCII character as ``\\u00XX``, starts with a printable ASCII character other than a space or a backslash,
+    and either is JSON (starts with ``{``) whose last ``"exit_code":`` is 0 (or absent), or names no exit code in
+    its first ``_HEAD_CHARS`` characters (six bytes per character at most in JSON).
+    """
+    header = _OUTPUT_HEADER.match(data, start, end)
+    if header is None or not data.startswith(b'"}}', end - 3, end):
+        return None
+    body, body_end = header.end(), end - 3
+    if body >= body_end or not 0x21 <= data[body] <= 0x7E or data[body] == 0x5C:
+        return None
+    if _has_ascii_escape(data, body, body_end):
+        return None  # a \\u00XX escape could spell a quote or a marker
+    if data[body] == 0x7B:  # "{": JSON output, failed when its last exit_code is not 0
+        key = data.rfind(_EXIT_CODE_KEY, body, body_end)
+        if key != -1:
+            after = bytes(data[key + len(_EXIT_CODE_KEY):key + len(_EXIT_CODE_KEY) + 12])
+            lead = after.lstrip(b" ")[:1]
+            if lead == b"\\" or lead >= b"\x80" or _leading_int(after.decode("ascii", "replace")):
+                return None  # failed, or an escaped or non-ASCII space before the code makes it unsure
+    else:
+        head = data[body:min(body_end, body + 6 * _HEAD_CHARS)]
+        if any(marker in head for marker in _FAILURE_MARKERS):
+            return None
+    return {"timestamp": header.group(1).decode("utf-8", "replace"), "type": "response_item",
+            "payload": {"type": header.group(2).decode("ascii"), "output": ""}}
+
+
+def _has_ascii_escape(data: bytes | bytearray, start: int, end: int) -> bool:
+    """True when the JSON string body ``data[start:end]`` escapes an ASCII character as ``\\u00XX`` (a ``\\u00``
+    after an even run of backslashes; ``\\\\u00`` is an escaped backslash followed by the letter u)."""
+    position = data.find(b"\\u00", start, end)
+    while position != -1:
+        run = 1
+        while position - run >= start and data[position - run] == 0x5C:
+            run += 1
+        if run % 2:
+            return True
+        position = data.find(b"\\u00", position + 4, end)
     return False
 
 
@@ -381,7 +445,7 @@ class CodexRollout:
             return
         tool = self.current.tools_by_id.get(call_id)
         if tool is not None:
-            tool.error_text = text if isinstance(text, str) else compact_json(text)
+            tool.set_error(text if isinstance(text, str) else compact_json(text))
 
 
 def _session_id_from_name(path: Path) -> str:
@@ -402,14 +466,15 @@ def _skip_reason(rollout: CodexRollout, context: HarvestContext) -> str | None:
     return None
 
 
-def _read_head(path: Path, rollout: CodexRollout, limit: int) -> None:
+def _read_head(path: Path, rollout: CodexRollout, limit: int, buffer: bytearray) -> None:
     """Learn the session_meta and first prompt of a grown file from its start (up to ``limit`` decompressed
     bytes) without keeping turns."""
     rollout.head_mode = True
     scratch = HarvestStats()
     try:
         with open_binary(path) as handle:
-            reader = RecordReader(handle, 0, scratch, compressed=path.name.endswith(".zst"), skip_line=skip_line)
+            reader = RecordReader(handle, 0, scratch, compressed=path.name.endswith(".zst"), peek=peek_line,
+                                  buffer=buffer)
             for record in reader.records():
                 rollout.feed(record)
                 if reader.offset >= limit or reader.lines >= 2_000:
@@ -460,11 +525,12 @@ def _harvest_file(path: Path, context: HarvestContext, stats: HarvestStats,
     compressed = path.name.endswith(".zst")
     rollout = CodexRollout(stats)
     if plan.start > 0:
-        _read_head(path, rollout, plan.start)
+        _read_head(path, rollout, plan.start, context.read_buffer)
     skip_reason: str | None = None
     try:
         with open_binary(path) as handle:
-            reader = RecordReader(handle, plan.start, stats, compressed=compressed, skip_line=skip_line)
+            reader = RecordReader(handle, plan.start, stats, compressed=compressed, peek=peek_line,
+                                  buffer=context.read_buffer)
             for record in reader.records():
                 rollout.feed(record)
                 skip_reason = _skip_reason(rollout, context)

@@ -81,9 +81,9 @@ def check_failed_loudly(project: Path, completed, *, reason_has: str, fix_has: s
     return diagnostics
 
 
-def check_the_next_run_harvests_the_same_sessions(project: Path, first: dict, **run_options) -> None:
-    """Run again in the terminal format: it says BACKEND ERROR and reads exactly the same sessions."""
-    again = run_now(project, json_output=False, **run_options)
+def check_the_next_run_harvests_the_same_sessions(project: Path, first: dict, *args: str, env: dict[str, str]) -> None:
+    """Run again (same arguments) in the terminal format: it says BACKEND ERROR and reads the same sessions."""
+    again = run_now(project, *args, env=env, json_output=False)
     assert again.returncode == 2
     assert "BACKEND ERROR" in again.stdout and "fix:" in again.stdout
     path = next(line.split("diagnostics: ", 1)[1] for line in again.stdout.splitlines()
@@ -106,9 +106,11 @@ def test_a_wrong_api_key_stops_the_night_with_exit_2_and_says_to_check_the_key(p
         diagnostics = check_failed_loudly(project, completed, reason_has="401", fix_has="API key")
         assert WRONG_KEY not in completed.stdout + completed.stderr
         assert WRONG_KEY not in json.dumps(diagnostics)
-        # fatal: the first refused call stops everything (the miner's own attempt included), no retries
-        assert sum(cost["calls"] for cost in diagnostics["cost"].values()) <= 2
-        check_the_next_run_harvests_the_same_sessions(project, diagnostics, env=env)
+        # fatal: never retried; the miner stops at its first refused call, and the replays in flight stop too
+        assert diagnostics["cost"]["miner"]["calls"] == 1
+        assert all(error["attempts"] == 1 for error in diagnostics["errors"] if "attempts" in error)
+        assert sum(cost["calls"] for cost in diagnostics["cost"].values()) < 1 + diagnostics["tasks"]["total"]
+        check_the_next_run_harvests_the_same_sessions(project, diagnostics, "--backend", "openai", env=env)
     finally:
         server.clear()
         if server.is_running():
@@ -122,7 +124,7 @@ def test_an_unreachable_server_stops_the_night_with_exit_2_instead_of_scoring_em
     assert "base_url" in diagnostics["failure"]["reason"]
     assert diagnostics["train_results"] == []  # no replay was scored as a 0
     assert diagnostics["baseline"] is None or diagnostics["baseline"]["n"] == 0
-    check_the_next_run_harvests_the_same_sessions(project, diagnostics, env=env)
+    check_the_next_run_harvests_the_same_sessions(project, diagnostics, "--backend", "openai", env=env)
 
 
 def test_a_missing_claude_cli_stops_the_night_with_exit_2_and_says_to_install_it_or_set_claude_bin(project, tmp_path):
@@ -130,7 +132,7 @@ def test_a_missing_claude_cli_stops_the_night_with_exit_2_and_says_to_install_it
     env = {"SKILLOPT_SLEEP_CLAUDE_BIN": str(missing)}
     completed = run_now(project, "--backend", "claude", env=env)
     diagnostics = check_failed_loudly(project, completed, reason_has=str(missing), fix_has="claude_bin")
-    check_the_next_run_harvests_the_same_sessions(project, diagnostics, env=env)
+    check_the_next_run_harvests_the_same_sessions(project, diagnostics, "--backend", "claude", env=env)
 
 
 # --------------------------------------------------------------------------- the ledger's dead-backend stop

@@ -352,3 +352,104 @@ def test_queue_operation_enqueue_becomes_a_queued_message_of_the_current_turn(tm
     ])
     [turn] = run(tmp_path).sessions[0].turns
     assert turn.queued_messages == ["also keep the old API"]
+
+
+# --------------------------------------------------------------------------- large tool results read without a parse
+
+BIG_OUTPUT = "     1\u2192import os  # a file read whole, \"quoted\" and \\ escaped\n" * 600  # ~36 KB
+
+
+def claude_ordered_result(tool_id: str, content, minute: int = 2, *, is_error: bool | None = None,
+                          more_blocks: tuple = (), tool_use_result=None) -> dict:
+    """A tool-result record with its keys in the order Claude Code 2.1 writes them."""
+    block = {"tool_use_id": tool_id, "type": "tool_result", "content": content}
+    if is_error is not None:
+        block["is_error"] = is_error
+    return {"parentUuid": "uuid-assistant-1", "isSidechain": False, "userType": "external", "cwd": CWD,
+            "sessionId": SESSION, "version": "2.1.56", "gitBranch": "main", "type": "user",
+            "uuid": f"uuid-result-{minute}", "timestamp": f"2026-03-01T10:{minute:02d}:00.000Z",
+            "message": {"role": "user", "content": [block, *more_blocks]},
+            "toolUseResult": tool_use_result if tool_use_result is not None else {
+                "type": "text", "file": {"filePath": "/home/dev/repo/big.py", "content": BIG_OUTPUT}},
+            "sourceToolAssistantUUID": "uuid-assistant-1"}
+
+
+def harvest_both_ways(tmp_path: Path, monkeypatch, records: list[dict], raw_line: bytes | None = None):
+    """Harvest the session as is, then with every line parsed in full; both results must agree."""
+    from skillopt_sleep.harvest import claude_code
+
+    path = write_session(tmp_path, records)
+    if raw_line is not None:
+        with open(path, "ab") as handle:
+            handle.write(raw_line + b"\n")
+    fast = run(tmp_path)
+    monkeypatch.setattr(claude_code, "PLAIN_RESULT_MIN_BYTES", 1 << 40)
+    full = run(tmp_path)
+    assert [session.model_dump() for session in fast.sessions] == [session.model_dump() for session in full.sessions]
+    assert fast.stats == full.stats
+    return fast
+
+
+def test_large_successful_tool_result_is_read_from_its_envelope_only(tmp_path, monkeypatch):
+    from skillopt_sleep.harvest.claude_code import plain_tool_result
+
+    record = claude_ordered_result("toolu_1", BIG_OUTPUT, 2)
+    line = orjson.dumps(record)
+    light = plain_tool_result(line, 0, len(line))
+    assert light == {**{key: value for key, value in record.items() if key not in ("message", "toolUseResult",
+                                                                                    "sourceToolAssistantUUID")},
+                     "message": {"role": "user", "content": [{"type": "tool_result", "content": ""}]}}
+    result = harvest_both_ways(tmp_path, monkeypatch, [
+        user("read big.py", 0), assistant([tool_use("toolu_1", "Read", {"file_path": "big.py"})], 1), record])
+    [session] = result.sessions
+    assert session.ended_at.minute == 2  # the light record still counts for the session's end
+    assert [tool.error for tool in session.turns[0].tools] == [None]
+
+
+@pytest.mark.parametrize("variant", ["is_error", "exit_code", "rejection", "interrupt_block", "second_result",
+                                     "rejected_string", "escaped_start"])
+def test_large_tool_result_that_carries_an_error_or_a_signal_is_parsed_in_full(tmp_path, monkeypatch, variant):
+    from skillopt_sleep.harvest.claude_code import plain_tool_result
+
+    options: dict = {}
+    content = BIG_OUTPUT
+    if variant == "is_error":
+        options["is_error"] = True
+    elif variant == "exit_code":
+        content = "Exit code 2\n" + BIG_OUTPUT
+    elif variant == "rejection":
+        content = "The user doesn't want to proceed with this tool use. " + BIG_OUTPUT
+    elif variant == "interrupt_block":
+        options["more_blocks"] = (text_block("[Request interrupted by user for tool use]"),)
+    elif variant == "second_result":
+        options["more_blocks"] = ({"tool_use_id": "toolu_2", "type": "tool_result", "content": "no such file",
+                                   "is_error": True},)
+    elif variant == "rejected_string":
+        options["tool_use_result"] = "User rejected tool use"
+    record = claude_ordered_result("toolu_1", content, 2, **options)
+    line = orjson.dumps(record)
+    if variant == "escaped_start":  # "Exit code 2" written with an escaped first letter
+        line = line.replace(b'"content":"     1', b'"content":"\\u0045xit code 2\\n', 1)
+    assert plain_tool_result(line, 0, len(line)) is None
+    records = [user("run it", 0), assistant([tool_use("toolu_1", "Bash", {"command": "make"}),
+                                             tool_use("toolu_2", "Read", {"file_path": "x"})], 1)]
+    result = harvest_both_ways(tmp_path, monkeypatch, records if variant == "escaped_start" else [*records, record],
+                               raw_line=line if variant == "escaped_start" else None)
+    [turn] = result.sessions[0].turns
+    assert turn.tool_errors or turn.interrupted or turn.rejected_tool
+
+
+def test_a_turn_keeps_its_failed_calls_and_each_tool_name_when_it_made_more_than_twenty_calls(tmp_path):
+    from skillopt_sleep.harvest.base import TOOLS_KEPT
+
+    calls = [tool_use(f"toolu_{index}", "Read", {"file_path": f"f{index}"}) for index in range(30)]
+    calls[25] = tool_use("toolu_25", "Grep", {"pattern": "x"})
+    write_session(tmp_path, [user("look around", 0), assistant(calls, 1),
+                             tool_result("toolu_28", "no such file", 2, is_error=True)])
+    [turn] = run(tmp_path).sessions[0].turns
+    assert len(turn.tools) == TOOLS_KEPT
+    assert [tool.name for tool in turn.tools].count("Grep") == 1
+    assert [tool.error for tool in turn.tools if tool.error] == ["no such file"]
+    # the failed call (28), the first Read (0) and the only Grep (25), then the earliest calls, in call order
+    read = [int(orjson.loads(tool.input_head)["file_path"][1:]) for tool in turn.tools if tool.name == "Read"]
+    assert read == [*range(18), 28]

@@ -326,3 +326,48 @@ def test_strip_injected(text, expected):
 ])
 def test_output_error_reads_exit_codes(output, expected):
     assert output_error(output) == expected
+
+
+# --------------------------------------------------------------------------- large tool outputs read without a parse
+
+PYTEST_LOG = "tests/test_a.py::test_one PASSED \u2192 ok\n" * 200  # ~9 KB
+
+
+def tool_output(call_id: str, output: str, second: int = 3) -> dict:
+    return line("response_item", {"type": "function_call_output", "call_id": call_id, "output": output}, second)
+
+
+def shell_output(text: str, exit_code: int) -> str:
+    """The output of a shell call as Codex stores it: JSON in a string."""
+    return orjson.dumps({"output": text, "metadata": {"exit_code": exit_code, "duration_seconds": 1.5}}).decode()
+
+
+@pytest.mark.parametrize(("output", "raw_edit", "light", "failed"), [
+    (shell_output(PYTEST_LOG, 0), None, True, False),
+    (PYTEST_LOG, None, True, False),
+    ("Exit code: 0\nWall time: 2 seconds\nOutput:\n" + PYTEST_LOG, None, False, False),  # a marker: parsed
+    (shell_output(PYTEST_LOG, 2), None, False, True),
+    ("Exit code: 1\nWall time: 2 seconds\nOutput:\n" + PYTEST_LOG, None, False, True),
+    ("Process exited with code 3\n" + PYTEST_LOG, None, False, True),
+    (PYTEST_LOG, (b'"output":"tests', b'"output":"\\u0045xit code: 1\\ntests'), False, True),  # escaped marker
+])
+def test_large_tool_output_is_read_without_a_parse_only_when_it_reports_no_failure(tmp_path, monkeypatch, output,
+                                                                                    raw_edit, light, failed):
+    from skillopt_sleep.harvest import codex
+
+    records = [meta(), user_event("run the tests", 1),
+               line("response_item", {"type": "function_call", "name": "shell", "call_id": "c1",
+                                      "arguments": '{"command":["pytest"]}'}, 2)]
+    path = write_rollout(day_dir(tmp_path), records)
+    raw = orjson.dumps(tool_output("c1", output))
+    if raw_edit is not None:
+        raw = raw.replace(*raw_edit, 1)
+    with open(path, "ab") as handle:
+        handle.write(raw + b"\n")
+    assert (codex.plain_tool_output(raw, 0, len(raw)) is not None) is light
+    fast = run(tmp_path)
+    monkeypatch.setattr(codex, "PLAIN_OUTPUT_MIN_BYTES", 1 << 40)
+    full = run(tmp_path)
+    assert [session.model_dump() for session in fast.sessions] == [session.model_dump() for session in full.sessions]
+    [turn] = fast.sessions[0].turns
+    assert turn.tool_errors == (1 if failed else 0)

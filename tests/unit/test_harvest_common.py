@@ -16,7 +16,7 @@ from skillopt_sleep.backends.base import SESSION_MARKER
 from skillopt_sleep.errors import HarvestError
 from skillopt_sleep.harvest import base, claude_code, codex, harvest, resolve_claude_home, resolve_codex_home
 from skillopt_sleep.harvest.checkpoint import load_checkpoints, save_checkpoints
-from skillopt_sleep.models import FileCheckpoint
+from skillopt_sleep.models import FileCheckpoint, HarvestStats
 
 NOW = datetime(2026, 3, 2, 0, 0, tzinfo=timezone.utc)
 PROJECT = Path("/home/u/repo")
@@ -440,6 +440,49 @@ def test_line_above_the_size_cap_is_skipped_without_being_kept(tmp_path, monkeyp
     result = claude_run(tmp_path)
     assert requests_of(result) == ["after the giant line"]
     assert result.stats.malformed_lines == {"too_long": 1}
+
+
+def read_records(path: Path, chunk: int, monkeypatch) -> tuple[list[dict], int, HarvestStats]:
+    monkeypatch.setattr(base, "READ_CHUNK", chunk)
+    stats = HarvestStats()
+    with open(path, "rb") as handle:
+        reader = base.RecordReader(handle, 0, stats, compressed=False)
+        records = list(reader.records())
+    return records, reader.offset, stats
+
+
+@pytest.mark.parametrize("chunk", [7, 64, 1000])
+def test_lines_longer_than_the_read_buffer_come_out_whole_with_the_same_offsets(tmp_path, monkeypatch, chunk):
+    records = [{"n": index, "text": "z" * size} for index, size in enumerate([0, 5, 63, 64, 65, 999, 5000, 3])]
+    body = b"".join(orjson.dumps(record) + (b"\r\n" if index % 3 == 0 else b"\n")
+                    for index, record in enumerate(records))
+    path = tmp_path / "lines.jsonl"
+    path.write_bytes(b"\n  \n" + body + orjson.dumps({"n": "last"}))  # blank lines first, last line unterminated
+    got, offset, stats = read_records(path, chunk, monkeypatch)
+    assert got == [*records, {"n": "last"}]
+    assert offset == path.stat().st_size
+    assert stats.malformed_lines == {}
+    assert stats.bytes_read == path.stat().st_size
+
+
+def test_unfinished_last_line_stays_before_the_checkpoint_whatever_the_buffer_size(tmp_path, monkeypatch):
+    complete = orjson.dumps({"n": 1}) + b"\n"
+    path = tmp_path / "lines.jsonl"
+    path.write_bytes(complete + b'{"n": 2, "still being writ')
+    for chunk in (5, 1 << 20):
+        got, offset, stats = read_records(path, chunk, monkeypatch)
+        assert (got, offset, stats.malformed_lines) == ([{"n": 1}], len(complete), {"truncated_last_line": 1})
+
+
+def test_over_long_line_between_small_reads_is_drained_and_the_next_line_is_read(tmp_path, monkeypatch):
+    monkeypatch.setattr(base, "MAX_LINE_BYTES", 1000)
+    path = tmp_path / "lines.jsonl"
+    path.write_bytes(orjson.dumps({"n": 1}) + b"\n" + orjson.dumps({"big": "q" * 5000}) + b"\n"
+                     + orjson.dumps({"n": 3}) + b"\n")
+    got, offset, stats = read_records(path, 64, monkeypatch)
+    assert got == [{"n": 1}, {"n": 3}]
+    assert offset == path.stat().st_size
+    assert stats.malformed_lines == {"too_long": 1}
 
 
 def test_unreadable_file_is_counted_and_keeps_its_previous_checkpoint(tmp_path, monkeypatch):

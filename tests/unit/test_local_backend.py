@@ -166,3 +166,49 @@ def test_run_now_with_a_missing_model_path_exits_2_and_says_to_fix_model_path(tm
     assert report["status"] == "backend_error"
     assert str(missing) in report["failure"]["reason"]
     assert "model_path" in report["failure"]["fix"]
+
+
+class CannedLlama:
+    """Stands in for a loaded ``llama_cpp.Llama``: returns one canned completion (tokenize: one token per word)."""
+
+    def __init__(self, content: str, finish_reason: str = "stop"):
+        self.content, self.finish_reason = content, finish_reason
+        self.calls: list[dict] = []
+
+    def tokenize(self, data: bytes, add_bos: bool = False) -> list[int]:
+        return list(range(len(data.split())))
+
+    def create_chat_completion(self, **kwargs):
+        self.calls.append(kwargs)
+        return {"choices": [{"message": {"content": self.content}, "finish_reason": self.finish_reason}],
+                "usage": {"prompt_tokens": 9, "completion_tokens": 4}}
+
+
+def canned_backend(tmp_path, llama: CannedLlama) -> LocalBackend:
+    backend = LocalBackend(model_path=tmp_path / "canned.gguf")
+    backend._llama = llama  # loaded already: no model file is read
+    return backend
+
+
+def test_a_structured_request_is_sent_with_the_schema_as_a_json_object_response_format(tmp_path):
+    llama = CannedLlama('{"verdict": "yes", "confidence": 3}')
+    canned_backend(tmp_path, llama).chat(ask("?", schema=VERDICT_SCHEMA))
+    assert llama.calls[0]["response_format"] == {"type": "json_object", "schema": VERDICT_SCHEMA}
+    canned_backend(tmp_path, llama).chat(ask("?"))
+    assert "response_format" not in llama.calls[1]
+
+
+def test_raw_newlines_inside_json_strings_come_back_as_strict_json(tmp_path):
+    # llama.cpp's JSON grammar lets a model write a raw newline inside a string; strict parsers reject that
+    llama = CannedLlama('{"verdict": "yes", "confidence": 3, "note": "line one\nline two"}')
+    result = canned_backend(tmp_path, llama).chat(ask("?", schema=VERDICT_SCHEMA))
+    assert result.ok
+    assert json.loads(result.text)["note"] == "line one\nline two"  # strict json.loads accepts it now
+
+
+def test_a_structured_reply_cut_at_max_tokens_is_a_transient_error_that_says_so(tmp_path):
+    llama = CannedLlama('{"verdict": "yes", "confid', finish_reason="length")
+    result = canned_backend(tmp_path, llama).chat(ask("?", schema=VERDICT_SCHEMA, max_tokens=12))
+    assert result.error_kind == "transient" and result.text == ""
+    assert "max_tokens=12" in result.error
+    assert result.usage.completion_tokens == 4  # the tokens were spent all the same

@@ -1,0 +1,121 @@
+"""The learning benchmark's simulated world: probe checkers, held-out probes, Claude Code transcript shape."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime
+
+import pytest
+
+from benchmarks import world
+from skillopt_sleep.harvest import harvest
+from skillopt_sleep.mine import mine_tasks
+
+
+@pytest.mark.parametrize("answer, expected", [
+    ("Run `pnpm add lodash`.", True),
+    ("Run `npm install lodash`.", False),
+    ("Use pnpm: `pnpm install` (not npm install).", False),
+    ("Run `yarn add lodash`.", False),
+])
+def test_pnpm_checker_needs_pnpm_and_no_bare_npm(answer, expected):
+    assert world.check_pnpm(answer) is expected
+
+
+@pytest.mark.parametrize("answer, expected", [
+    ("## 2.4.0 - 2026-11-21", True),
+    ("## 2.4.0 - 11/21/2026", False),
+    ("## 2.4.0 - 2026-11-21 (11/21/2026)", False),
+    ("## 2.4.0 - November 21, 2026", False),
+])
+def test_iso_date_checker_needs_an_iso_date_and_no_month_day_year(answer, expected):
+    assert world.check_iso_date(answer) is expected
+
+
+@pytest.mark.parametrize("answer, expected", [
+    ("fix(auth): extend the login timeout", True),
+    ("```\nfeat: add dark mode toggle\n```", True),
+    ('git commit -m "docs(readme): update installation steps"', True),
+    ("Here is a message:\n\n`chore!: drop the logger module`", True),
+    ("Fixed the login timeout", False),
+    ("Fix: extend the login timeout", False),
+    ("feature: add dark mode", False),
+])
+def test_conventional_commit_checker_finds_a_typed_subject_line(answer, expected):
+    assert world.check_conventional_commit(answer) is expected
+
+
+@pytest.mark.parametrize("answer, expected", [
+    ("from pathlib import Path\nfiles = list(Path('docs').glob('*.md'))", True),
+    ("import os\nfiles = [f for f in os.listdir('docs') if f.endswith('.md')]", False),
+    ("from pathlib import Path\nimport os.path\nos.path.join('a', 'b')", False),
+])
+def test_pathlib_checker_needs_pathlib_and_no_os_path(answer, expected):
+    assert world.check_pathlib(answer) is expected
+
+
+def test_every_wrong_answer_fails_and_every_fixed_answer_passes_its_rule():
+    for night in world.NIGHTS:
+        for conversation in night:
+            checker = world.CHECKERS[conversation.rule]
+            assert not checker(conversation.wrong_answer), conversation.wrong_answer
+            assert checker(conversation.fixed_answer), conversation.fixed_answer
+
+
+def test_probes_cover_every_rule_at_least_four_times_and_never_appear_in_a_transcript():
+    assert len(world.PROBES) >= 16
+    for rule in world.CHECKERS:
+        assert sum(probe.rule == rule for probe in world.PROBES) >= 4
+    transcripts = world.transcript_text().casefold()
+    for probe in world.PROBES:
+        assert probe.prompt.casefold() not in transcripts
+    requests = [c.request.casefold() for night in world.NIGHTS for c in night]
+    assert len(requests) == len(set(requests)), "a request repeats across nights"
+
+
+def test_every_night_teaches_every_rule_with_new_wording():
+    for night in world.NIGHTS:
+        assert {c.rule for c in night} == set(world.CHECKERS)
+    corrections = [c.correction for night in world.NIGHTS for c in night]
+    assert len(set(corrections)) == len(corrections)
+
+
+def test_sessions_are_claude_code_2_1_jsonl_under_the_sanitized_project_folder(tmp_path):
+    project = tmp_path / "my.project"
+    project.mkdir()
+    files = world.write_night_sessions(tmp_path / "claude-home", project, 2)
+    assert len(files) == len(world.NIGHTS[1])
+    folder = files[0].parent.name
+    assert all(f.parent.name == folder for f in files)
+    assert folder == re.sub(r"[^A-Za-z0-9]", "-", str(project))  # Claude Code's sanitized cwd
+    assert folder.endswith("-my-project")
+    records = [json.loads(line) for line in files[0].read_text("utf-8").splitlines()]
+    assert [r["type"] for r in records] == ["user", "assistant", "user", "assistant"]
+    assert records[0]["parentUuid"] is None
+    assert [r["parentUuid"] for r in records[1:]] == [r["uuid"] for r in records[:-1]]
+    assert {r["sessionId"] for r in records} == {files[0].stem}
+    assert all(r["cwd"] == str(project) and r["version"].startswith("2.1.") for r in records)
+    day = world.night_day(2).date()
+    assert all(datetime.fromisoformat(r["timestamp"].replace("Z", "+00:00")).date() == day for r in records)
+    assert records[0]["message"] == {"role": "user", "content": world.NIGHTS[1][0].request}
+    assert records[1]["message"]["content"][0]["text"] == world.NIGHTS[1][0].wrong_answer
+
+
+def test_the_product_harvests_the_night_and_mines_tasks_whose_requests_hide_the_rules(tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    world.write_night_sessions(tmp_path / "claude-home", project, 1)
+    result = harvest(source="claude", scope="project", project=project, claude_home=tmp_path / "claude-home",
+                     lookback_hours=0, now=world.night_run_time(1))
+    assert len(result.sessions) == len(world.NIGHTS[0])
+    mined = mine_tasks(result.sessions, project=str(project), val_fraction=0.3, test_fraction=0.15)
+    with_rules = [task for task in mined.tasks if task.rules and task.judge.checks]
+    assert len(with_rules) >= 4  # most corrections become a rule with a deterministic check
+    for task in with_rules:
+        assert "pnpm" not in task.request.split("Follow-up:")[0]  # the original request never states the rule
+
+
+def test_a_night_the_world_does_not_have_is_refused(tmp_path):
+    with pytest.raises(ValueError):
+        world.write_night_sessions(tmp_path, tmp_path, len(world.NIGHTS) + 1)
