@@ -499,14 +499,15 @@ def reflect(*, tasks: list[TaskRecord], results: list[ReplayResult], skill: str,
 def request_edits(ledger: CallLedger, prompt: str, schema: dict[str, Any], *,
                   max_tokens: int) -> tuple[tuple[list[EditRecord], int] | None, str]:
     """Make one optimizer call for an ``{"edits": [...]}`` reply; retry once with ``RETRY_MESSAGE`` when the
-    reply does not parse (``parse_edits``). Returns (parsed edits and invalid-item count, or None after two
-    invalid replies; the last raw reply). Raises ``BackendError`` / ``BudgetExhausted`` from the ledger."""
+    reply does not parse (``parse_edits``) or the call failed transiently after the backend's own retries (e.g. a
+    small model's JSON cut at max_tokens). Returns (parsed edits and invalid-item count, or None after two invalid
+    replies; the last raw reply or error). Raises ``BackendError`` (fatal errors) / ``BudgetExhausted``."""
     messages = [ChatMessage(role="user", content=prompt)]
     raw = ""
     for attempt in range(2):
         result = ledger.chat(ChatRequest(role="optimizer", messages=messages, json_schema=schema,
-                                         temperature=0.0, max_tokens=max_tokens))
-        raw = result.text
+                                         temperature=0.0, max_tokens=max_tokens), fail_on_error=False)
+        raw = result.text if result.ok else f"(call failed: {result.error})"
         parsed = parse_edits(raw)
         if parsed is not None:
             return parsed, raw

@@ -246,3 +246,20 @@ def test_placeholder_content_copied_from_a_schema_example_is_rejected_before_the
     assert rejected == [placeholder] and "placeholder" in placeholder.reason
     assert is_placeholder("TBD") and is_placeholder("- ...") and not is_placeholder("Use pnpm")
     assert is_placeholder("<the rule in one short line>")
+
+
+def test_a_transient_optimizer_failure_is_retried_once_then_reported_not_a_backend_error():
+    from skillopt_sleep.backends.base import ChatResult
+
+    class CutJSON(MockBackend):
+        def chat(self, request):
+            if request.role == "optimizer":
+                self.calls_by_role["optimizer"] = self.calls_by_role.get("optimizer", 0) + 1
+                return ChatResult(error="reply is not JSON (cut at max_tokens)", error_kind="transient")
+            return super().chat(request)
+
+    backend = CutJSON()
+    outcome = reflect(tasks=[make_task("t-1", "x")], results=[result("t-1", 0, "y")], skill="", memory="",
+                      edit_budget=2, ledger=CallLedger(backend))
+    assert backend.calls_by_role["optimizer"] == 2
+    assert outcome.edits == [] and outcome.error and "call failed" in outcome.raw_head
