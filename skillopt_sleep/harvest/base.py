@@ -22,7 +22,7 @@ import sys
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import BinaryIO, Callable, Iterator
+from typing import Any, BinaryIO, Callable, Iterator
 
 import orjson
 
@@ -633,3 +633,63 @@ def finish_turns(drafts: list[DraftTurn], context: HarvestContext, fallback_time
         stats.secrets_redacted += secrets
         turns.append(turn)
     return turns, dropped
+
+
+def read_planned_file(path: Path, plan: ReadPlan, parser: Any, context: HarvestContext, stats: HarvestStats, *,
+                      peek: Any, skip_reason: Any, read_head: Any, default_session_id: str,
+                      compressed: bool = False, read_errors: tuple[type[BaseException], ...] = (OSError,)
+                      ) -> tuple[list[Turn], str] | None:
+    """Read one planned transcript file with a source's ``parser`` and return ``(turns, session id)``.
+
+    The flow both sources share: unchanged and too-old files are only checkpointed; a grown file's head is read
+    again (``read_head``) so scope and marker decisions see the whole session; records stream from the planned
+    offset until ``skip_reason(parser, context)`` decides the session is skipped; the new checkpoint is set (an
+    unreadable file keeps its previous one); the turns are bounded and filtered by ``finish_turns``. Returns None
+    for a skipped session (the reason is counted in ``stats``). parser: has ``feed(record)``, ``turns``, ``cwd``
+    and ``session_id``.
+    """
+    if plan.action == "unchanged":
+        stats.files_unchanged += 1
+        context.new_checkpoints[plan.key] = plan.previous  # type: ignore[assignment]
+        return None
+    if plan.action == "too_old":
+        stats.skip("too_old")
+        context.new_checkpoints[plan.key] = FileCheckpoint(size=plan.size, mtime_ns=plan.mtime_ns, offset=plan.start)
+        return None
+    if plan.grown:
+        stats.files_grown += 1
+    if plan.start > 0:
+        read_head(path, parser, plan.start, context.read_buffer)
+    reason: str | None = None
+    try:
+        with open_binary(path) as handle:
+            reader = RecordReader(handle, plan.start, stats, compressed=compressed, peek=peek,
+                                  buffer=context.read_buffer)
+            for record in reader.records():
+                parser.feed(record)
+                reason = skip_reason(parser, context)
+                if reason is not None:
+                    break  # decided: the rest of the file is not parsed
+            offset = reader.offset
+        if reason is not None and not compressed:
+            offset = last_line_end(path, offset, plan.size)
+    except read_errors:  # unreadable (or, for .zst, a corrupt stream): keep the previous checkpoint
+        stats.skip("unreadable")
+        if plan.previous is not None:
+            context.new_checkpoints[plan.key] = plan.previous
+        return None
+    session_id = parser.session_id or default_session_id
+    context.new_checkpoints[plan.key] = FileCheckpoint(size=plan.size, mtime_ns=plan.mtime_ns, offset=offset,
+                                                       session_id=session_id)
+    if reason is None and parser.cwd is None and not context.scope_all:
+        reason = "out_of_scope"
+    if reason is not None:
+        stats.skip(reason)
+        return None
+    turns, dropped = finish_turns(parser.turns, context, file_mtime(plan), stats)
+    if not turns:
+        stats.skip("too_old" if dropped else "no_requests")
+        return None
+    stats.sessions_harvested += 1
+    stats.requests += len(turns)
+    return turns, session_id

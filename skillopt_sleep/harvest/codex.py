@@ -37,15 +37,13 @@ from skillopt_sleep.harvest.base import (
     HarvestContext,
     RecordReader,
     compact_json,
-    file_mtime,
-    finish_turns,
-    last_line_end,
     open_binary,
     parse_timestamp,
     plan_read,
+    read_planned_file,
     text_of_blocks,
 )
-from skillopt_sleep.models import FileCheckpoint, HarvestStats, Session
+from skillopt_sleep.models import HarvestStats, Session
 
 SOURCE = "codex"
 
@@ -512,52 +510,13 @@ def _harvest_file(path: Path, context: HarvestContext, stats: HarvestStats,
     plan = plan_read(path, context, stats, fallback_key=fallback if fallback != str(path) else None)
     if plan is None:
         return None
-    if plan.action == "unchanged":
-        stats.files_unchanged += 1
-        context.new_checkpoints[plan.key] = plan.previous  # type: ignore[assignment]
-        return None
-    if plan.action == "too_old":
-        stats.skip("too_old")
-        context.new_checkpoints[plan.key] = FileCheckpoint(size=plan.size, mtime_ns=plan.mtime_ns, offset=plan.start)
-        return None
-    if plan.grown:
-        stats.files_grown += 1
-    compressed = path.name.endswith(".zst")
     rollout = CodexRollout(stats)
-    if plan.start > 0:
-        _read_head(path, rollout, plan.start, context.read_buffer)
-    skip_reason: str | None = None
-    try:
-        with open_binary(path) as handle:
-            reader = RecordReader(handle, plan.start, stats, compressed=compressed, peek=peek_line,
-                                  buffer=context.read_buffer)
-            for record in reader.records():
-                rollout.feed(record)
-                skip_reason = _skip_reason(rollout, context)
-                if skip_reason is not None:
-                    break  # decided: the rest of the file is not parsed
-            offset = reader.offset
-        if skip_reason is not None and not compressed:
-            offset = last_line_end(path, offset, plan.size)
-    except (OSError, zstandard.ZstdError):  # unreadable, or a corrupt .zst stream
-        stats.skip("unreadable")
-        if plan.previous is not None:
-            context.new_checkpoints[plan.key] = plan.previous
+    read = read_planned_file(path, plan, rollout, context, stats, peek=peek_line, skip_reason=_skip_reason,
+                             read_head=_read_head, default_session_id=_session_id_from_name(path),
+                             compressed=path.name.endswith(".zst"), read_errors=(OSError, zstandard.ZstdError))
+    if read is None:
         return None
-    session_id = rollout.session_id or _session_id_from_name(path)
-    context.new_checkpoints[plan.key] = FileCheckpoint(size=plan.size, mtime_ns=plan.mtime_ns, offset=offset,
-                                                       session_id=session_id)
-    if skip_reason is None and rollout.cwd is None and not context.scope_all:
-        skip_reason = "out_of_scope"
-    if skip_reason is not None:
-        stats.skip(skip_reason)
-        return None
-    turns, dropped = finish_turns(rollout.turns, context, file_mtime(plan), stats)
-    if not turns:
-        stats.skip("too_old" if dropped else "no_requests")
-        return None
-    stats.sessions_harvested += 1
-    stats.requests += len(turns)
+    turns, session_id = read
     return Session(source=SOURCE, session_id=session_id, path=str(path), cwd=rollout.cwd, version=rollout.version,
                    started_at=parse_timestamp(rollout.started or rollout.first_time),
                    ended_at=parse_timestamp(rollout.last_time), entrypoint=rollout.entrypoint, turns=turns)

@@ -181,11 +181,16 @@ def test_lookback_applies_only_on_the_first_night(tmp_path):
     assert requests_of(claude_run(tmp_path, lookback_hours=72, checkpoints={})) == ["ten days ago"]
 
 
+def forbid_opening_files(monkeypatch) -> None:
+    for module in (base, claude_code):  # base reads the files; claude_code reads a grown file's head
+        monkeypatch.setattr(module, "open_binary", lambda path: pytest.fail(f"opened {path}"))
+
+
 def test_first_night_skips_files_untouched_since_the_window_without_opening_them(tmp_path, monkeypatch):
     old = claude_file(tmp_path, [claude_user("old", "2026-02-01T10:00:00Z")], name="old")
     stamp = (NOW - timedelta(days=30)).timestamp()
     os.utime(old, (stamp, stamp))
-    monkeypatch.setattr(claude_code, "open_binary", lambda path: pytest.fail(f"opened {path}"))
+    forbid_opening_files(monkeypatch)
     result = claude_run(tmp_path, lookback_hours=72)
     assert result.stats.sessions_skipped == {"too_old": 1}
     assert result.checkpoints[str(old)].offset == old.stat().st_size
@@ -206,7 +211,7 @@ def test_unchanged_file_is_not_opened_on_the_next_night(tmp_path, monkeypatch):
     claude_file(tmp_path, [claude_user("once", "2026-03-01T10:00:00Z")])
     first = claude_run(tmp_path)
     assert requests_of(first) == ["once"]
-    monkeypatch.setattr(claude_code, "open_binary", lambda path: pytest.fail(f"opened {path}"))
+    forbid_opening_files(monkeypatch)
     second = claude_run(tmp_path, checkpoints=first.checkpoints)
     assert second.sessions == []
     assert second.stats.files_unchanged == 1
@@ -489,14 +494,14 @@ def test_unreadable_file_is_counted_and_keeps_its_previous_checkpoint(tmp_path, 
     locked = claude_file(tmp_path, [claude_user("locked", "2026-03-01T10:00:00Z")], name="locked")
     claude_file(tmp_path, [claude_user("readable", "2026-03-01T10:00:00Z")], name="open")
     previous = {str(locked): FileCheckpoint(size=1, mtime_ns=1, offset=0)}
-    real_open = claude_code.open_binary
+    real_open = base.open_binary
 
     def open_or_deny(path):
         if Path(path) == locked:
             raise PermissionError(13, "Permission denied", str(path))
         return real_open(path)
 
-    monkeypatch.setattr(claude_code, "open_binary", open_or_deny)
+    monkeypatch.setattr(base, "open_binary", open_or_deny)  # where both sources open their files
     result = claude_run(tmp_path, checkpoints=previous)
     assert requests_of(result) == ["readable"]
     assert result.stats.sessions_skipped == {"unreadable": 1}
