@@ -92,9 +92,16 @@ _FRAME_FREE = (
 _FRAME = re.compile(rf"^(?:(?:{_FRAME_PUNCTUATED}\s*[,.:;!-]+|{_FRAME_FREE}\b[\s,:;-]*)\s*)+", re.IGNORECASE)
 
 
+_LABEL = re.compile(r"^[\w' -]{1,24}:\s+(?=\S)")
+
+
 def strip_frame(clause: str) -> str:
-    """Drop the discourse words that only frame a clause ("No,", "Please", "I said") and end punctuation."""
+    """Drop the discourse words that only frame a clause ("No,", "Please", "I said", a short label such as
+    "wrong tool:") and end punctuation."""
     stripped = _FRAME.sub("", clause.strip()).strip()
+    labelled = _LABEL.match(stripped)
+    if labelled and len(stripped[: labelled.end()].split()) <= 3:
+        stripped = _FRAME.sub("", stripped[labelled.end():]).strip()
     return stripped.rstrip(" .!;")
 
 
@@ -549,6 +556,10 @@ def jaccard(left: set[str], right: set[str]) -> float:
     return len(left & right) / len(left | right)
 
 
+#: A reply of at most this many words made only of rule statements corrects the previous answer.
+MAX_RULE_ONLY_WORDS = 12
+
+
 def classify_reaction(next_message: str, previous_request: str) -> Reaction:
     """Classify the user's next message as a reaction to the previous turn.
 
@@ -579,6 +590,9 @@ def classify_reaction(next_message: str, previous_request: str) -> Reaction:
             return "correction"
     if len(lowered.split()) <= 8 and re.search(r"\bagain\b", lowered):
         return "correction"
+    if (clauses and not neutral_start and len(lowered.split()) <= MAX_RULE_ONLY_WORDS
+            and all(_parse(strip_frame(clause)) is not None for clause in clauses)):
+        return "correction"  # a short message that only states rules ("dates are ISO here, YYYY-MM-DD please")
     if previous_request and jaccard(tokens(text), tokens(previous_request)) >= REASK_SIMILARITY:
         return "reask"
     if _APPROVAL.match(lowered) or _WEAK_APPROVAL.match(lowered):

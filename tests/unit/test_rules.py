@@ -325,3 +325,13 @@ def test_a_long_new_request_that_mentions_instead_is_not_a_correction():
 def test_a_vague_rule_followed_by_a_concrete_one_gives_both():
     assert extract_rules("Don't touch the lockfile by hand, use pnpm not npm") == [
         "Don't touch the lockfile by hand", "use pnpm not npm"]
+
+
+def test_a_short_label_before_a_rule_is_framing():
+    assert extract_rules("wrong tool: use pnpm, not npm") == ["use pnpm, not npm"]
+    assert extract_rules("note: this is fine") == []
+
+
+def test_a_short_reply_that_only_states_a_rule_is_a_correction():
+    assert classify_reaction("dates are ISO here, YYYY-MM-DD please", "write the changelog heading") == "correction"
+    assert classify_reaction("add a test for the parser", "write the changelog heading") == "none"
