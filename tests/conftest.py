@@ -36,3 +36,23 @@ def hermetic_env(tmp_path, monkeypatch):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
     return home
+
+
+@pytest.fixture(scope="module")
+def server():
+    """A real HTTP server on 127.0.0.1 (pytest-httpserver) that tests script as an OpenAI-compatible endpoint."""
+    from pytest_httpserver import HTTPServer
+
+    fake = HTTPServer(host="127.0.0.1", port=0)
+    fake.start()
+    yield fake
+    fake.clear()
+    if fake.is_running():
+        fake.stop()
+
+
+@pytest.fixture
+def api(server):
+    """The module's server with no handlers left from the previous test."""
+    server.clear()
+    return server

@@ -12,7 +12,6 @@ import socket
 import time
 
 import pytest
-from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
 from skillopt_sleep.backends.base import Budget, CallLedger, ChatMessage, ChatRequest
@@ -21,22 +20,6 @@ from skillopt_sleep.errors import BackendError, BudgetExhausted
 
 API_KEY = "sk-fault-test-0123456789abcdef"
 PATH = "/v1/chat/completions"
-
-
-@pytest.fixture(scope="module")
-def server():
-    fake = HTTPServer(host="127.0.0.1", port=0)
-    fake.start()
-    yield fake
-    fake.clear()
-    if fake.is_running():
-        fake.stop()
-
-
-@pytest.fixture
-def api(server):
-    server.clear()
-    return server
 
 
 def completion(content, prompt_tokens=12, completion_tokens=5, usage=True):

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
 from skillopt_sleep.backends import BACKENDS, backend_from_config, get_backend
@@ -24,22 +23,6 @@ SCHEMA = {
     "required": ["score"],
 }
 REJECT_FORMAT = {"error": {"message": "response_format type json_schema is not supported", "type": "invalid_request"}}
-
-
-@pytest.fixture(scope="module")
-def server():
-    fake = HTTPServer(host="127.0.0.1", port=0)
-    fake.start()
-    yield fake
-    fake.clear()
-    if fake.is_running():
-        fake.stop()
-
-
-@pytest.fixture
-def api(server):
-    server.clear()
-    return server
 
 
 def completion(content, prompt_tokens=11, completion_tokens=7):
