@@ -20,12 +20,6 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-app.add_typer(config_cmd.app, name="config")
-adopt_cmd.register(app)
-report_cmd.register(app)
-schedule_cmd.register(app)
-models_cmd.register(app)
-train_cmd.register(app)
 
 ConfigOpt = Annotated[Optional[Path], typer.Option("--config", help="Config TOML file (default: user config dir).",
                                                     envvar="SKILLOPT_SLEEP_CONFIG")]
@@ -139,6 +133,15 @@ def harvest_cmd(
                      f"{task['request_head']}{rules}", highlight=False, markup=False)
     if output:
         stderr.print(f"tasks written to {output}", highlight=False)
+
+
+# The other command groups, listed after run-now and harvest in --help.
+schedule_cmd.register(app)
+adopt_cmd.register(app)
+report_cmd.register(app)
+app.add_typer(config_cmd.app, name="config")
+models_cmd.register(app)
+train_cmd.register(app)
 
 
 def main() -> None:
