@@ -64,6 +64,9 @@ MIGRATIONS: list[tuple[str, str, bool]] = [
         CREATE VIRTUAL TABLE tasks_fts USING fts5(id UNINDEXED, request, tokenize = 'porter unicode61');
         INSERT INTO tasks_fts (id, request) SELECT id, request FROM tasks;
     """, True),
+    ("0004_rejected_edit_count", """
+        ALTER TABLE rejected_edits ADD COLUMN rejections INTEGER NOT NULL DEFAULT 1;
+    """, False),
 ]
 
 #: Most query words used for one search (the longest requests are cut).
@@ -342,19 +345,28 @@ class TaskArchive:
     # -- the rejected-edit ledger
     def add_rejected_edit(self, *, key: str, night_id: str, target: str, op: str, anchor: str | None,
                           content: str, reason: str) -> bool:
-        """Record an edit the gate rejected; the first night it was rejected is kept. Returns True if new."""
+        """Record an edit the gate rejected; the first night it was rejected is kept, and ``rejections`` counts
+        the nights it was rejected on. Returns True if new."""
         with self.connection:
-            cursor = self.connection.execute(
-                "INSERT OR IGNORE INTO rejected_edits VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            known = self.connection.execute("SELECT 1 FROM rejected_edits WHERE key = ?", (key,)).fetchone()
+            if known:
+                self.connection.execute(
+                    "UPDATE rejected_edits SET rejections = rejections + 1 WHERE key = ? AND night_id != ?",
+                    (key, night_id))
+                return False
+            self.connection.execute(
+                "INSERT INTO rejected_edits (key, night_id, target, op, anchor, content, reason, recorded_at, "
+                "rejections) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1)",
                 (key, night_id, target, op, anchor, content, reason, time.time()))
-        return cursor.rowcount > 0
+        return True
 
     def rejected_edits(self, *, limit: int | None = None) -> list[dict[str, Any]]:
-        """Ledger entries, newest first: key, night_id, target, op, anchor, content, reason."""
-        sql = ("SELECT key, night_id, target, op, anchor, content, reason FROM rejected_edits "
+        """Ledger entries, newest first: key, night_id (first rejection), target, op, anchor, content, reason,
+        rejections (nights it was rejected on)."""
+        sql = ("SELECT key, night_id, target, op, anchor, content, reason, rejections FROM rejected_edits "
                "ORDER BY recorded_at DESC, rowid DESC")
         rows = self.connection.execute(sql + (" LIMIT ?" if limit else ""), (limit,) if limit else ())
-        names = ("key", "night_id", "target", "op", "anchor", "content", "reason")
+        names = ("key", "night_id", "target", "op", "anchor", "content", "reason", "rejections")
         return [dict(zip(names, row)) for row in rows]
 
 

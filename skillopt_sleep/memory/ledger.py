@@ -116,6 +116,17 @@ def ledger_keys(archive: TaskArchive) -> dict[str, str]:
     return {entry["key"]: entry["night_id"] for entry in archive.rejected_edits()}
 
 
+#: A rule the user keeps stating is re-tested until the gate has rejected it on this many nights: one noisy
+#: rejection must not block it for good.
+STATED_RULE_REJECTIONS = 2
+
+
+def stated_rule_keys(archive: TaskArchive) -> dict[str, str]:
+    """Ledger keys that block a rule the users stated themselves: rejected on ``STATED_RULE_REJECTIONS`` nights."""
+    return {entry["key"]: entry["night_id"] for entry in archive.rejected_edits()
+            if entry["rejections"] >= STATED_RULE_REJECTIONS}
+
+
 # --------------------------------------------------------------------------- context
 
 

@@ -36,6 +36,7 @@ from skillopt_sleep.memory.ledger import (
     build_context,
     ledger_keys,
     record_rejected,
+    stated_rule_keys,
     render_ledger,
     render_recalled,
 )
@@ -92,6 +93,7 @@ class NightMemory:
                                "tonight")
             logger.warning("task archive %s unavailable: %s", paths.archive, exc)
         self.screen: RejectedEditScreen | None = None
+        self.stated_screen: RejectedEditScreen | None = None
         self.dream = DreamOutcome()
         self.pending: PendingOutcome | None = None
         self.slow: SlowUpdate | None = None
@@ -151,8 +153,11 @@ class NightMemory:
             self.recalled = [item.archived.task.id for item in recalled]
             sections.append(render_recalled(recalled))
             self.screen = RejectedEditScreen(ledger, ledger_keys(self.archive))
+            # the users' own rules are re-tested until rejected on STATED_RULE_REJECTIONS nights
+            self.stated_screen = RejectedEditScreen(ledger, stated_rule_keys(self.archive))
         return Prepared(train=step_train, documents=step_documents, context=build_context(*sections),
-                        ledger=self.screen or ledger, edit_filter=self.screen.filter if self.screen else None)
+                        ledger=self.screen or ledger,
+                        edit_filter=self.stated_screen.filter if self.stated_screen else None)
 
     # ------------------------------------------------------------------ the outcome
     def decide(self, step: StepResult) -> Outcome:
@@ -164,7 +169,7 @@ class NightMemory:
 
     @property
     def blocked_edits(self):
-        return list(self.screen.blocked) if self.screen is not None else []
+        return [*(self.screen.blocked if self.screen else []), *(self.stated_screen.blocked if self.stated_screen else [])]
 
     # ------------------------------------------------------------------ after the step (completed nights)
     def after_step(self, step: StepResult, *, tasks: list[TaskRecord], val: list[TaskRecord],

@@ -306,7 +306,8 @@ def test_a_pending_candidate_that_wins_on_fresh_val_tasks_is_promoted_next_night
 
 def test_a_pending_candidate_that_does_not_win_is_dropped_and_never_retested_again(world):
     first = pending_first_night(world)
-    second = world.night(npm(NPM_TRAIN[2]) + other(*OTHER_VAL[2:]))
+    # the optimizer's path alone: a rule the user states again gets one more test (see the test below)
+    second = world.night(npm(NPM_TRAIN[2]) + other(*OTHER_VAL[2:]), propose_user_rules=False)
     pending = second.diagnostics.pending
     assert pending["action"] == "dropped" and pending["from_night"] == first.diagnostics.night_id
     assert pending["retest"]["wins"] == 0 and pending["retest"]["verdict"] == "reject"
@@ -336,3 +337,20 @@ def test_a_stated_user_rule_the_gate_rejected_is_not_proposed_again_the_next_nig
                                target="memory")
     assert proposed and screen.filter(proposed) == []
     assert screen.blocked[0].reason == "already rejected on night n1"
+
+
+def test_a_rule_the_user_keeps_stating_is_retested_until_rejected_on_two_nights(tmp_path):
+    from skillopt_sleep.memory.archive import TaskArchive
+    from skillopt_sleep.memory.ledger import STATED_RULE_REJECTIONS, ledger_keys, stated_rule_keys
+
+    archive = TaskArchive(tmp_path / "archive.sqlite3")
+    entry = dict(key="memory|append|use pnpm, never npm", target="memory", op="append", anchor=None,
+                 content="- Use pnpm, never npm.", reason="paired gate: regression")
+    assert archive.add_rejected_edit(night_id="n1", **entry) is True
+    assert ledger_keys(archive) == {entry["key"]: "n1"}  # the optimizer's identical edit is blocked at once
+    assert stated_rule_keys(archive) == {}  # the user's own rule gets another test
+    assert archive.add_rejected_edit(night_id="n1", **entry) is False  # the same night counts once
+    assert stated_rule_keys(archive) == {}
+    archive.add_rejected_edit(night_id="n2", **entry)
+    assert STATED_RULE_REJECTIONS == 2 and stated_rule_keys(archive) == {entry["key"]: "n1"}
+    assert archive.rejected_edits()[0]["rejections"] == 2
