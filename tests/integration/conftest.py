@@ -20,12 +20,11 @@ import sys
 import time
 import urllib.error
 import urllib.request
-import uuid
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+from transcripts import write_claude_sessions
 
 #: Seconds the server may take to load the model and answer ``GET /v1/models``.
 SERVER_START_TIMEOUT_S = 90.0
@@ -109,38 +108,6 @@ def llama_server(tmp_path_factory):
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(timeout=15)
-
-
-def write_claude_sessions(claude_home: Path, project: Path, conversations: list[tuple[str, str, str]], *,
-                          hours_ago: float = 3.0) -> Path:
-    """Write one Claude Code 2.1 session per ``(request, answer, correction)``; return the project folder.
-
-    Session ids and record uuids are fixed (derived from the conversation index), so task ids and the
-    train/val/test split they hash to are the same on every run.
-    """
-    folder = claude_home / "projects" / str(project).replace("/", "-")
-    folder.mkdir(parents=True, exist_ok=True)
-    start = datetime.now(timezone.utc) - timedelta(hours=hours_ago)
-    for number, (request, answer, correction) in enumerate(conversations):
-        session_id = str(uuid.UUID(int=number + 1))
-        moment = start + timedelta(minutes=10 * number)
-        parent, lines = None, []
-        turns = (("user", request), ("assistant", answer), ("user", correction), ("assistant", "Sorry, fixed."))
-        for turn, (role, text) in enumerate(turns):
-            moment += timedelta(seconds=20)
-            record_id = str(uuid.UUID(int=(number + 1) * 1000 + turn))
-            record = {"parentUuid": parent, "isSidechain": False, "userType": "external", "cwd": str(project),
-                      "sessionId": session_id, "version": "2.1.80", "type": role, "uuid": record_id,
-                      "entrypoint": "cli", "timestamp": moment.isoformat().replace("+00:00", "Z")}
-            if role == "user":
-                record["message"] = {"role": "user", "content": text}
-            else:
-                record["message"] = {"role": "assistant", "id": f"msg_{record_id[-8:]}", "model": "claude-sonnet",
-                                     "content": [{"type": "text", "text": text}], "stop_reason": "end_turn"}
-            lines.append(json.dumps(record))
-            parent = record_id
-        (folder / f"{session_id}.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return folder
 
 
 @pytest.fixture(scope="session")

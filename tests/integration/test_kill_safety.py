@@ -23,11 +23,10 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
-from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+from transcripts import write_claude_sessions
 
 from skillopt_sleep.adopt import load_adoptions, revert_adoption
 from skillopt_sleep.errors import SleepError
@@ -78,28 +77,8 @@ main()
 
 def write_transcripts(claude_home: Path, project: Path) -> None:
     """Claude Code 2.1 JSONL: one session per conversation, each request answered with npm, then corrected."""
-    folder = claude_home / "projects" / str(project).replace("/", "-")
-    folder.mkdir(parents=True)
-    start = datetime.now(timezone.utc) - timedelta(hours=3)
-    for number, (request, answer) in enumerate(CONVERSATIONS):
-        session_id = str(uuid.UUID(int=number + 1))
-        moment = start + timedelta(minutes=10 * number)
-        parent, lines = None, []
-        for role, text in (("user", request), ("assistant", answer), ("user", CORRECTION),
-                           ("assistant", "Sorry, I will use pnpm.")):
-            moment += timedelta(seconds=20)
-            record_id = str(uuid.uuid4())
-            record = {"parentUuid": parent, "isSidechain": False, "userType": "external", "cwd": str(project),
-                      "sessionId": session_id, "version": "2.1.80", "type": role, "uuid": record_id,
-                      "entrypoint": "cli", "timestamp": moment.isoformat().replace("+00:00", "Z")}
-            if role == "user":
-                record["message"] = {"role": "user", "content": text}
-            else:
-                record["message"] = {"role": "assistant", "id": f"msg_{record_id[:8]}", "model": "claude-sonnet",
-                                     "content": [{"type": "text", "text": text}], "stop_reason": "end_turn"}
-            lines.append(json.dumps(record))
-            parent = record_id
-        (folder / f"{session_id}.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    write_claude_sessions(claude_home, project, [(request, answer, CORRECTION) for request, answer in CONVERSATIONS],
+                          fixed_answer="Sorry, I will use pnpm.")
 
 
 class Setup:

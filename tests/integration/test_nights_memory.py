@@ -1,6 +1,6 @@
 """Memory across nights, through ``run_night`` with the mock simulator, night after night.
 
-The world (``tests/integration/conftest.write_claude_sessions``): each session is one request, an answer, the
+The world (``tests/transcripts.write_claude_sessions``): each session is one request, an answer, the
 user's reaction and an apology. Requests about "this repo" carry the correction "no, we use pnpm in this repo,
 never npm", so their judge wants "pnpm" and no "npm"; the mock target passes them only when a pnpm rule is in its
 memory. Other requests ("write a haiku about autumn", ...) get a rubric judge that no pnpm rule changes.

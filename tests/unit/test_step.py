@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import json
 import math
-import uuid
-from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+from transcripts import write_claude_sessions
 
 from skillopt_sleep.backends.base import CallLedger
 from skillopt_sleep.backends.mock import MockBackend
@@ -263,25 +262,8 @@ CONVERSATIONS = [
 
 def write_transcripts(claude_home: Path, project: Path) -> None:
     """Claude Code JSONL: one session per conversation, each request answered with npm, then corrected."""
-    folder = claude_home / "projects" / str(project).replace("/", "-")
-    folder.mkdir(parents=True)
-    start = datetime.now(timezone.utc) - timedelta(hours=3)
-    for number, (request, answer) in enumerate(CONVERSATIONS):
-        session_id = str(uuid.UUID(int=number + 1))
-        moment, parent, lines = start + timedelta(minutes=10 * number), None, []
-        for index, (role, text) in enumerate((("user", request), ("assistant", answer), ("user", CORRECTION),
-                                              ("assistant", "Sorry, I will use pnpm."))):
-            moment += timedelta(seconds=20)
-            record_id = str(uuid.UUID(int=1000 * (number + 1) + index))
-            record = {"parentUuid": parent, "isSidechain": False, "userType": "external", "cwd": str(project),
-                      "sessionId": session_id, "version": "2.1.80", "type": role, "uuid": record_id,
-                      "entrypoint": "cli", "timestamp": moment.isoformat().replace("+00:00", "Z"),
-                      "message": ({"role": "user", "content": text} if role == "user" else
-                                  {"role": "assistant", "id": f"msg_{record_id[:8]}", "model": "claude-sonnet",
-                                   "content": [{"type": "text", "text": text}], "stop_reason": "end_turn"})}
-            lines.append(json.dumps(record))
-            parent = record_id
-        (folder / f"{session_id}.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    write_claude_sessions(claude_home, project, [(request, answer, CORRECTION) for request, answer in CONVERSATIONS],
+                          fixed_answer="Sorry, I will use pnpm.")
 
 
 def night(tmp_path: Path, name: str, **overrides):

@@ -1,0 +1,43 @@
+"""Write Claude Code 2.1 transcripts for tests: one session per conversation (request, answer, correction, fix).
+
+Shared by the unit and integration tests (``tests/`` is on ``sys.path`` through the root ``conftest.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+
+def write_claude_sessions(claude_home: Path, project: Path, conversations: list[tuple[str, str, str]], *,
+                          hours_ago: float = 3.0, fixed_answer: str = "Sorry, fixed.") -> Path:
+    """Write one Claude Code 2.1 session per ``(request, answer, correction)``; return the project folder.
+
+    Session ids and record uuids are fixed (derived from the conversation index), so task ids and the
+    train/val/test split they hash to are the same on every run.
+    """
+    folder = claude_home / "projects" / str(project).replace("/", "-")
+    folder.mkdir(parents=True, exist_ok=True)
+    start = datetime.now(timezone.utc) - timedelta(hours=hours_ago)
+    for number, (request, answer, correction) in enumerate(conversations):
+        session_id = str(uuid.UUID(int=number + 1))
+        moment = start + timedelta(minutes=10 * number)
+        parent, lines = None, []
+        turns = (("user", request), ("assistant", answer), ("user", correction), ("assistant", fixed_answer))
+        for turn, (role, text) in enumerate(turns):
+            moment += timedelta(seconds=20)
+            record_id = str(uuid.UUID(int=(number + 1) * 1000 + turn))
+            record = {"parentUuid": parent, "isSidechain": False, "userType": "external", "cwd": str(project),
+                      "sessionId": session_id, "version": "2.1.80", "type": role, "uuid": record_id,
+                      "entrypoint": "cli", "timestamp": moment.isoformat().replace("+00:00", "Z")}
+            if role == "user":
+                record["message"] = {"role": "user", "content": text}
+            else:
+                record["message"] = {"role": "assistant", "id": f"msg_{record_id[-8:]}", "model": "claude-sonnet",
+                                     "content": [{"type": "text", "text": text}], "stop_reason": "end_turn"}
+            lines.append(json.dumps(record))
+            parent = record_id
+        (folder / f"{session_id}.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return folder
