@@ -8,7 +8,8 @@ prompt (``engine.replay.system_prompt``, as replay does) and scored by determini
 baseline with the initial documents.
 
 Variants (``--variant``, repeatable): ``main`` (paired gate, rollouts_k 1, recall_k 3, rule mining on),
-``strict`` (gate_rule strict), ``k3`` (rollouts_k 3), ``recall0`` (recall_k 0), ``norules`` (rule mining from
+``strict`` (gate_rule strict), ``k3`` (rollouts_k 3), ``recall0`` (recall_k 0), ``norepair`` (gate_repair
+off), ``norules`` (rule mining from
 corrections off: there is no config key, so this process replaces ``mine._Candidate.add_rules`` by a no-op; tasks
 then carry no ``rules`` and no correction checks and are judged by the heuristic rubric).
 
@@ -46,6 +47,7 @@ VARIANTS = {
     "k3": {"rollouts_k": 3},
     "recall0": {"recall_k": 0},
     "norules": {},
+    "norepair": {"gate_repair": False},
 }
 
 
@@ -155,6 +157,7 @@ def run_variant(name: str, *, base_url: str, model: Path, nights: int, probes: l
         row = {"night": night, "status": diagnostics.status,
                "gate": diagnostics.gate.verdict if diagnostics.gate else None,
                "gate_reason": diagnostics.gate.reason if diagnostics.gate else None,
+               "repair": diagnostics.gate.details.get("repair") if diagnostics.gate else None,
                "tasks": diagnostics.tasks, "applied": diagnostics.applied,
                "edits": [{"status": e.status, "target": e.target, "op": e.op, "content": e.content}
                          for e in diagnostics.edits],

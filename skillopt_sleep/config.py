@@ -135,6 +135,10 @@ class SleepConfig(BaseModel):
     gate_samples: int = Field(4, ge=1, le=8)
     """``paired`` gate: samples per side for a val task whose outcome could be noise (a win, a loss, or samples
     that disagree); other val tasks are replayed once."""
+    gate_repair: bool = True
+    """When the gate rejects a candidate that won some val tasks and lost one to three, find the edits to blame
+    (the candidate without each edit, replayed on the lost tasks) and gate the candidate without them once more
+    (``engine/repair.py``). Costs about edits x lost tasks + val tasks extra target calls, only on such nights."""
 
     # -- memory across nights
     recall_k: int = Field(3, ge=0, le=12)

@@ -143,6 +143,10 @@ def _summary(diagnostics: Diagnostics) -> str:
             f"tasks train {tasks.get('train', 0)} / val {tasks.get('val', 0)} / test {tasks.get('test', 0)}")
     if gate is not None:
         head += f"; gate {gate.verdict}: {gate.reason}"
+        repaired = gate.details.get("repair") or {}
+        if repaired.get("blamed") and repaired.get("outcome", "").startswith("repaired"):
+            head += (f" (after gate repair dropped {len(repaired['blamed'])} edit(s) blamed for "
+                     f"{', '.join(repaired['lost_tasks'])})")
     pending = diagnostics.pending or {}
     if pending.get("action") in ("promoted", "dropped"):
         head += f"; pending candidate of night {pending.get('from_night')} {pending['action']}: {pending.get('reason')}"

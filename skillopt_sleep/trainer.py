@@ -115,6 +115,8 @@ class SkillOptConfig(BaseModel):
     failure_only: bool = False
     propose_user_rules: bool = True
     """Propose the rules stated in failing items' ``rules`` verbatim, first in line for the edit budget."""
+    gate_repair: bool = True
+    """Drop the edits to blame for lost val items and gate the rest once more (``engine/repair.py``)."""
     workers: int = Field(4, ge=1, le=64)
     seed: int = 0
     shuffle: bool = True
@@ -142,7 +144,7 @@ class SkillOptConfig(BaseModel):
         values = dict(edit_budget=config.edit_budget, min_edit_budget=config.min_edit_budget,
                       lr_scheduler=config.edit_budget_schedule, minibatch_size=config.minibatch_size,
                       merge_batch_size=config.merge_batch_size, failure_only=config.failure_only,
-                      propose_user_rules=config.propose_user_rules,
+                      propose_user_rules=config.propose_user_rules, gate_repair=config.gate_repair,
                       gate_metric=config.gate_metric, gate_mixed_weight=config.gate_mixed_weight,
                       gate_rule=config.gate_rule, gate_margin=config.gate_margin, gate_alpha=config.gate_alpha,
                       gate_samples=config.gate_samples, rollouts_k=config.rollouts_k,
@@ -154,7 +156,8 @@ class SkillOptConfig(BaseModel):
         return StepSettings(edit_budget=edit_budget, rollouts_k=self.rollouts_k,
                             rollout_temperature=self.rollout_temperature, minibatch_size=self.minibatch_size,
                             merge_batch_size=self.merge_batch_size, failure_only=self.failure_only,
-                            propose_user_rules=self.propose_user_rules, gate_mode="on",
+                            propose_user_rules=self.propose_user_rules, gate_repair=self.gate_repair,
+                            gate_mode="on",
                             gate_metric=self.gate_metric, gate_mixed_weight=self.gate_mixed_weight,
                             gate_rule=self.gate_rule, gate_margin=self.gate_margin, gate_alpha=self.gate_alpha,
                             gate_samples=self.gate_samples, evolve_skill=True, evolve_memory=False,

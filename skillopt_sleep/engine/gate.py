@@ -133,7 +133,7 @@ def _protected(baseline: list[ReplayResult]) -> bool:
     return bool(scored) and all(result.hard == 1 for result in scored)
 
 
-def _regressed(comparison: TaskComparison) -> bool:
+def is_regression(comparison: TaskComparison) -> bool:
     """The baseline passed the task in every sample and the candidate failed it in at least one."""
     return _protected(comparison.baseline) and any(result.hard == 0 for result in _scored(comparison.candidate))
 
@@ -226,7 +226,7 @@ def tasks_to_resample(baseline: list[ReplayResult], candidate: list[ReplayResult
         if min(len(_scored(base)), len(_scored(cand))) >= gate_samples:
             continue
         comparison = TaskComparison(task_id=task_id, baseline=base, candidate=cand)
-        if (task_id in flaky or _regressed(comparison)
+        if (task_id in flaky or is_regression(comparison)
                 or paired_outcome(base, cand, metric, mixed_weight) in ("win", "loss")):
             wanted.append(task_id)
     return wanted
@@ -330,7 +330,7 @@ def decide(*, mode: str, metric: str, mixed_weight: float, rule: str, baseline: 
                                                           f"{best_gate_score:.3f}): {numbers}")
         return verdict("accept", "accepted", f"{kind_of_win}, below the best {best_gate_score:.3f}: {numbers}")
 
-    regressed = [comparison.task_id for comparison in per_task if _regressed(comparison)]
+    regressed = [comparison.task_id for comparison in per_task if is_regression(comparison)]
     if rule == "strict":
         if not cand_mean > base_mean + EPSILON:
             return verdict("reject", "mean", f"not a strict improvement: {numbers}")

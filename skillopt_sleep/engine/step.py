@@ -27,6 +27,9 @@ shown to the target as empty and is not editable) and returns a ``StepResult``:
    results are then sample 0 from the cache); then ``gate.decide`` rules. Gate off: accepted greedily without
    val replays. No document changed: rejected with nothing to test (the baseline val replay still runs with the
    gate on, so the step reports a held-out baseline score). Train is never replayed a second time.
+   Gate repair (``gate_repair``, ``engine/repair.py``): when the gate rejects a candidate that won some val tasks
+   and lost one to three, leave-one-out replays of the lost tasks find the edits to blame; the candidate without
+   them is gated once more on every val task, and that decision is final (``gate.details["repair"]``).
 
 Callers: ``night.run_night`` (one step a night) and ``trainer.SkillOptTrainer`` (one step per batch of an
 environment's train items; it passes ``rollout=`` so every replay runs the environment's episode instead of the
@@ -38,6 +41,7 @@ Every call goes through ``ledger`` (budgets; ``BackendError`` / ``BudgetExhauste
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Callable, Iterator
@@ -50,9 +54,18 @@ from pydantic import BaseModel, ConfigDict, Field
 from skillopt_sleep.backends.base import CallLedger
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.documents import prompt_view
+from skillopt_sleep.engine import repair
 from skillopt_sleep.engine.aggregate import PatchList, dedupe_edits, merge_patches, rank_edits
 from skillopt_sleep.engine.edits import apply_edits
-from skillopt_sleep.engine.gate import decide, replace_task_results, summarize, tasks_to_resample
+from skillopt_sleep.engine.gate import (
+    DEFAULT_ALPHA,
+    DEFAULT_MARGIN,
+    DEFAULT_SAMPLES,
+    decide,
+    replace_task_results,
+    summarize,
+    tasks_to_resample,
+)
 from skillopt_sleep.engine.reflect import (
     MAX_PASSING_TASKS,
     MAX_TASKS_PER_CALL,
@@ -75,7 +88,8 @@ class StepSettings(BaseModel):
     """What one step may do. edit_budget: L, the most edits applied (0 = reflect nothing); rollouts_k: samples per
     train task; rollout_temperature: used when K > 1; minibatch_size: most train tasks per reflect call;
     merge_batch_size: patch lists per merge call (>= 2); failure_only: reflect on failing tasks only;
-    propose_user_rules: propose the rules users stated in corrections of failing train tasks, verbatim; gate_mode,
+    propose_user_rules: propose the rules users stated in corrections of failing train tasks, verbatim;
+    gate_repair: drop the edits to blame for lost val tasks and gate the rest once more (``engine/repair.py``); gate_mode,
     gate_metric, gate_mixed_weight, gate_rule, gate_margin, gate_alpha: see ``gate.decide``; gate_samples: samples
     per side for a val task ``gate.tasks_to_resample`` names; gate_temperature: their sampling temperature (0 =
     the first pass's; no config key yet); evolve_skill / evolve_memory: which documents may change; workers:
@@ -90,13 +104,14 @@ class StepSettings(BaseModel):
     merge_batch_size: int = Field(4, ge=2)
     failure_only: bool = False
     propose_user_rules: bool = True
+    gate_repair: bool = True
     gate_mode: Literal["on", "off"] = "on"
     gate_metric: str = "hard"
     gate_mixed_weight: float = Field(0.3, ge=0, le=1)
     gate_rule: str = "paired"
-    gate_margin: int = Field(1, ge=0)
-    gate_alpha: float = Field(0.25, ge=0, le=1)
-    gate_samples: int = Field(3, ge=1)
+    gate_margin: int = Field(DEFAULT_MARGIN, ge=0)
+    gate_alpha: float = Field(DEFAULT_ALPHA, ge=0, le=1)
+    gate_samples: int = Field(DEFAULT_SAMPLES, ge=1)
     gate_temperature: float = Field(0.0, ge=0)
     evolve_skill: bool = True
     evolve_memory: bool = True
@@ -109,7 +124,7 @@ class StepSettings(BaseModel):
         return cls(edit_budget=edit_budget, rollouts_k=config.rollouts_k,
                    rollout_temperature=config.rollout_temperature, minibatch_size=config.minibatch_size,
                    merge_batch_size=config.merge_batch_size, failure_only=config.failure_only,
-                   propose_user_rules=config.propose_user_rules,
+                   propose_user_rules=config.propose_user_rules, gate_repair=config.gate_repair,
                    gate_mode=config.gate_mode, gate_metric=config.gate_metric,
                    gate_mixed_weight=config.gate_mixed_weight, gate_rule=config.gate_rule,
                    gate_margin=config.gate_margin, gate_alpha=config.gate_alpha, gate_samples=config.gate_samples,
@@ -138,6 +153,8 @@ class StepResult(BaseModel):
     minibatches: int = 0
     user_rules: int = 0
     """Edits proposed verbatim from the users' stated rules (``propose_user_rules``); first in ``merged``."""
+    blamed: list[EditRecord] = Field(default_factory=list)
+    """Edits gate repair dropped from the tested candidate (as they were applied there); see ``engine/repair.py``."""
     raw_patches: list[list[EditRecord]] = Field(default_factory=list)
     merged: list[EditRecord] = Field(default_factory=list)
     ranked: list[EditRecord] = Field(default_factory=list)
@@ -353,6 +370,70 @@ def _resample_val(val: list[TaskRecord], result: StepResult, *, baseline_views: 
     return [task.id for task in tasks]
 
 
+def build_candidate(texts: dict[str, str], selected: list[EditRecord]) -> tuple[dict[str, str], list[EditRecord]]:
+    """Apply ``selected`` (proposed edits, in order) to each document kind of ``texts``; returns (the candidate
+    documents, the edits with their status from ``edits.apply_edits``, kinds in ``DOCUMENT_KINDS`` order)."""
+    candidate = dict(texts)
+    out: list[EditRecord] = []
+    for kind in DOCUMENT_KINDS:
+        wanted = [edit for edit in selected if edit.target == kind]
+        if kind in candidate and wanted:
+            candidate[kind], applied = apply_edits(candidate[kind], wanted, kind)
+            out.extend(applied)
+    return candidate, out
+
+
+def _repair_stage(val: list[TaskRecord], texts: dict[str, str], result: StepResult, *, gate: Callable[..., GateDecision],
+                  views: Callable[[dict[str, str]], dict[str, str]], settings: StepSettings,
+                  replay_kwargs: dict[str, Any], ledger: CallLedger) -> None:
+    """Gate repair (``engine/repair.py``): blame, rebuild the candidate without the blamed edits, gate it again.
+    Updates ``result`` (candidate, changed, candidate_val, gate, edits, blamed) when a repaired candidate is
+    tested; records why not in ``gate.details["repair"]`` when repair looked but found nothing to drop."""
+    applied = [edit for edit in result.edits if edit.status == "applied"]
+    if repair.wants_repair(result.gate, len(applied)) is not None:
+        return
+    originals = [edit.model_copy(update={"status": "proposed", "reason": None}) for edit in applied]
+    calls_before = ledger.calls
+
+    def replay(tasks: list[TaskRecord], edits: list[EditRecord], samples: int) -> list[ReplayResult]:
+        documents, _ = build_candidate(texts, edits)
+        return replay_tasks(tasks, **views(documents), samples=samples,
+                            temperature=settings.gate_temperature if samples > 1 else 0.0, **replay_kwargs)
+
+    first = result.gate
+    found = repair.blame(originals, first, val, replay=replay, metric=settings.gate_metric,
+                         mixed_weight=settings.gate_mixed_weight)
+    if not found.blamed or len(found.blamed) == len(originals):
+        why = "no single edit to blame" if not found.blamed else "every edit is to blame"
+        first.details["repair"] = repair.repair_report(first, applied, found, calls=ledger.calls - calls_before,
+                                                       outcome=f"not repaired: {why}")
+        return
+    kept = [edit for index, edit in enumerate(originals) if index not in found.blamed]
+    candidate, reapplied = build_candidate(texts, kept)
+    candidate_views = views(candidate)
+    result.candidate_val = replay_tasks(val, **candidate_views, **replay_kwargs)
+    resampled = _resample_val(val, result, baseline_views=views(texts), candidate_views=candidate_views,
+                              settings=settings, replay_kwargs=replay_kwargs)
+    result.gate = gate(baseline=result.baseline_val, candidate=result.candidate_val)
+    if resampled:
+        result.gate.details["resampled_tasks"] = resampled
+    result.gate.details["repair"] = repair.repair_report(first, applied, found, calls=ledger.calls - calls_before,
+                                                         outcome=f"repaired: {result.gate.verdict}")
+    replacement: dict[int, EditRecord] = {}
+    kept_status = iter(reapplied)  # the kept edits, in the same order as in ``applied``
+    for index, edit in enumerate(applied):
+        if index in found.blamed:
+            replacement[id(edit)] = edit.model_copy(update={"status": "rejected", "reason": (
+                f"gate repair: blamed for val task(s) {', '.join(found.fixes[index])}, "
+                "which the candidate without this edit did not lose")})
+        else:
+            replacement[id(edit)] = next(kept_status)
+    result.edits = [replacement.get(id(edit), edit) for edit in result.edits]
+    result.blamed = [applied[index] for index in found.blamed]
+    result.candidate = candidate
+    result.changed = [kind for kind in texts if candidate[kind] != texts[kind]]
+
+
 def run_step(*, train: list[TaskRecord], val: list[TaskRecord], documents: dict[str, str], settings: StepSettings,
              ledger: CallLedger, cache: ReplayCache | None = None, rubric_judge: Any = None,
              best_gate_score: float | None = None, context: str = "", rollout: Rollout | None = None,
@@ -440,13 +521,8 @@ def run_step(*, train: list[TaskRecord], val: list[TaskRecord], documents: dict[
 
     # 5. update
     with clock.stage("update"):
-        candidate = dict(texts)
-        edits = [*rejected, *merge_rejected]
-        for kind in DOCUMENT_KINDS:
-            wanted = [edit for edit in result.selected if edit.target == kind]
-            if kind in candidate and wanted:
-                candidate[kind], applied = apply_edits(candidate[kind], wanted, kind)
-                edits.extend(applied)
+        candidate, applied = build_candidate(texts, result.selected)
+        edits = [*rejected, *merge_rejected, *applied]
         edits.extend(_not_selected(edit, settings.edit_budget) for edit in result.ranked[settings.edit_budget:])
     result.edits = edits
     result.candidate = candidate
@@ -469,14 +545,17 @@ def run_step(*, train: list[TaskRecord], val: list[TaskRecord], documents: dict[
                 resampled = _resample_val(val, result, baseline_views=baseline_views,
                                           candidate_views=views(candidate), settings=settings,
                                           replay_kwargs=replay_kwargs)
-            result.gate = decide(mode=settings.gate_mode, metric=settings.gate_metric,
-                                 mixed_weight=settings.gate_mixed_weight, rule=settings.gate_rule,
-                                 baseline=result.baseline_val, candidate=result.candidate_val,
-                                 best_gate_score=best_gate_score,
-                                 request_heads={task.id: task.request[:120] for task in val},
-                                 margin=settings.gate_margin, alpha=settings.gate_alpha)
+            gate = functools.partial(decide, mode=settings.gate_mode, metric=settings.gate_metric,
+                                     mixed_weight=settings.gate_mixed_weight, rule=settings.gate_rule,
+                                     best_gate_score=best_gate_score,
+                                     request_heads={task.id: task.request[:120] for task in val},
+                                     margin=settings.gate_margin, alpha=settings.gate_alpha)
+            result.gate = gate(baseline=result.baseline_val, candidate=result.candidate_val)
             if resampled:
                 result.gate.details["resampled_tasks"] = resampled
+            if settings.gate_repair and settings.gate_mode == "on":
+                _repair_stage(val, texts, result, gate=gate, views=views, settings=settings,
+                              replay_kwargs=replay_kwargs, ledger=ledger)
     result.calls_by_stage = clock.calls
     result.stage_seconds = clock.seconds
     return result

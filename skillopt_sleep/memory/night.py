@@ -190,6 +190,9 @@ class NightMemory:
         elif (archive is not None and step.changed and not step.accepted
               and step.gate.details.get("clause") in EVIDENCE_CLAUSES):
             record_rejected(archive, step.edits, night_id=night_id, reason=step.gate.reason)
+        if archive is not None and step.blamed:  # gate repair dropped them for losing val tasks
+            record_rejected(archive, step.blamed, night_id=night_id,
+                            reason="gate repair: blamed for " + ", ".join(step.gate.details["repair"]["lost_tasks"]))
         if self.slow is not None and self.slow.compared_night is not None:
             state.slow_update_at = state.nights_completed + 1
         # the archive: tasks, then scores with the documents they were replayed with
