@@ -15,7 +15,7 @@ whitespace (leading whitespace and case count). It must match exactly once: none
 the edit ``unmatched`` with the reason; there is never a substring or fuzzy match.
 
 The block is kept tidy when it changes: no trailing spaces, no blank lines at its start, exactly one blank
-line before ``BLOCK_END``. A document whose block content does not change is returned as the identical
+line before ``BLOCK_END``. A block that was empty gets ``BLOCK_HEADING`` and a blank line before its first edit. A document whose block content does not change is returned as the identical
 string.
 """
 
@@ -29,6 +29,10 @@ from skillopt_sleep.models import EditRecord
 
 BLOCK_BEGIN = "<!-- skillopt-sleep:begin -->"
 BLOCK_END = "<!-- skillopt-sleep:end -->"
+#: The first line of a block that was empty before tonight's edits. Small targets follow a learned rule more often
+#: when the rules stand under a heading that says they are rules to follow (``docs/benchmarks.md``, "Learning":
+#: 11 of 24 train requests of the learning world passed with this heading, 5 with none).
+BLOCK_HEADING = "## Rules the user taught (follow them in every answer)"
 
 #: Claude Code skill names: lowercase letters, digits and hyphens, at most 64 characters.
 _SKILL_NAME = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?")
@@ -223,6 +227,8 @@ def apply_edits(document: str, edits: list[EditRecord], target: str) -> tuple[st
 
     if lines == original:
         return document, result
+    if not original and lines and lines[0] != BLOCK_HEADING:
+        lines = [BLOCK_HEADING, "", *lines]
     if block is None:
         document = ensure_block(document)
         block = _find_block(document)

@@ -306,29 +306,38 @@ def _rule_key(text: str) -> str:
     return " ".join(text.lower().split()).strip("-* ").rstrip(".")
 
 
+def _rule_signature(task: TaskRecord, rule: str) -> frozenset[tuple[str, str]] | str:
+    """What a stated rule demands: the (op, value) of the checks mined from it (``Check.rule``), so that two
+    phrasings of one rule ("use pnpm, not npm" / "we use pnpm here, never npm") are one rule; its text key when
+    no check came from it."""
+    checks = frozenset((check.op, check.value.lower()) for check in task.judge.checks if check.rule == rule)
+    return checks or _rule_key(rule)
+
+
 def user_rule_edits(train: list[TaskRecord], results: list[ReplayResult], *, documents: dict[str, str],
                     target: str) -> list[EditRecord]:
     """Rule mining from corrections: the rules users stated (``TaskRecord.rules``, their own words) on train tasks
-    the current documents fail, as ``append`` edits to ``target``, most-stated first. A rule already written in a
-    document (case- and space-insensitive) is not proposed again. These edits still face the gate."""
+    the current documents fail, as ``append`` edits to ``target``, most-stated first. Phrasings whose mined checks
+    are identical are one rule, shown in its first phrasing, with the evidence of all. A rule one of whose phrasings
+    is already written in a document (case- and space-insensitive) is not proposed again. These edits still face the gate."""
     failing = {r.task_id for r in results if r.error is None and not r.hard}
-    stated: dict[str, list[str]] = {}
-    shown: dict[str, str] = {}
+    stated: dict[frozenset[tuple[str, str]] | str, list[str]] = {}
+    phrasings: dict[frozenset[tuple[str, str]] | str, list[str]] = {}
     for task in train:
         if task.id not in failing:
             continue
         for rule in task.rules:
-            key = _rule_key(rule)
-            if key and key not in stated:
-                stated[key], shown[key] = [], rule.strip()
-            if key:
-                stated[key].append(task.id)
+            if not _rule_key(rule):
+                continue
+            signature = _rule_signature(task, rule)
+            stated.setdefault(signature, []).append(task.id)
+            phrasings.setdefault(signature, []).append(rule.strip())
     present = " ".join(" ".join(documents.get(kind, "").lower().split()) for kind in DOCUMENT_KINDS)
-    order = sorted(stated, key=lambda key: -len(stated[key]))
-    return [EditRecord(target=target, op="append", content=f"- {shown[key].rstrip('.')}.",
-                       rationale=f"stated by the user in {len(stated[key])} corrected task(s)",
-                       evidence=list(dict.fromkeys(stated[key])))
-            for key in order if key not in present]
+    order = sorted(stated, key=lambda signature: -len(stated[signature]))
+    return [EditRecord(target=target, op="append", content=f"- {phrasings[signature][0].rstrip('.')}.",
+                       rationale=f"stated by the user in {len(stated[signature])} corrected task(s)",
+                       evidence=list(dict.fromkeys(stated[signature])))
+            for signature in order if not any(_rule_key(text) in present for text in phrasings[signature])]
 
 
 def _select_stage(merged: list[EditRecord], *, documents: dict[str, str], settings: StepSettings,

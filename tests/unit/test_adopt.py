@@ -17,7 +17,7 @@ from skillopt_sleep.adopt import adopt_night, default_night_to_adopt, load_adopt
 from skillopt_sleep.cli.app import app
 from skillopt_sleep.cli.adopt_cmd import register
 from skillopt_sleep.documents import load_documents, sha256_text, stage_proposal
-from skillopt_sleep.engine.edits import BLOCK_BEGIN, BLOCK_END, apply_edits
+from skillopt_sleep.engine.edits import BLOCK_BEGIN, BLOCK_END, BLOCK_HEADING, apply_edits
 from skillopt_sleep.errors import LockedError, SleepError
 from skillopt_sleep.fsio import write_json_atomic
 from skillopt_sleep.models import Diagnostics, EditRecord
@@ -161,7 +161,7 @@ def test_rebase_keeps_crlf_line_endings_outside_the_block():
 def test_rebase_onto_a_file_that_still_has_no_block_appends_the_proposed_block():
     base = "Notes\n"
     proposed = edited(base, "- rule")
-    assert rebase_proposal(proposed, "Notes, edited\n", None) == "Notes, edited\n\n" + block("- rule")
+    assert rebase_proposal(proposed, "Notes, edited\n", None) == "Notes, edited\n\n" + block(BLOCK_HEADING, "", "- rule")
     assert rebase_proposal(proposed, "Notes\n\n" + block("- other"), None) is None
 
 

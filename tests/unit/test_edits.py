@@ -8,6 +8,7 @@ import yaml
 from skillopt_sleep.engine.edits import (
     BLOCK_BEGIN,
     BLOCK_END,
+    BLOCK_HEADING,
     apply_edits,
     ensure_block,
     managed_block,
@@ -145,13 +146,23 @@ def test_a_document_without_a_block_gets_one_at_the_end_only_when_an_edit_applie
     new, (record,) = apply_edits(user_text, [edit("add", "- prefer pnpm", target="memory")], "memory")
     assert record.status == "applied"
     assert new.startswith(user_text + "\n")
-    assert new.endswith(f"{BLOCK_BEGIN}\n- prefer pnpm\n\n{BLOCK_END}\n")
-    assert managed_block(new) == "- prefer pnpm"
+    assert new.endswith(f"{BLOCK_BEGIN}\n{BLOCK_HEADING}\n\n- prefer pnpm\n\n{BLOCK_END}\n")
+    assert managed_block(new) == f"{BLOCK_HEADING}\n\n- prefer pnpm"
 
 
 def test_an_empty_document_gets_just_the_block():
     new, _ = apply_edits("", [edit("add", "- first rule")], "skill")
-    assert new == f"{BLOCK_BEGIN}\n- first rule\n\n{BLOCK_END}\n"
+    assert new == f"{BLOCK_BEGIN}\n{BLOCK_HEADING}\n\n- first rule\n\n{BLOCK_END}\n"
+
+
+def test_the_heading_is_written_once_when_an_empty_block_gets_its_first_rules():
+    first, _ = apply_edits("", [edit("add", "- first rule"), edit("add", "- second rule")], "skill")
+    second, _ = apply_edits(first, [edit("add", "- third rule")], "skill")
+    assert managed_block(second) == f"{BLOCK_HEADING}\n\n- first rule\n- second rule\n- third rule"
+    # a block that already has content (e.g. written by hand) gets no heading
+    own = document("- my own rule")
+    new, _ = apply_edits(own, [edit("add", "- learned rule")], "skill")
+    assert managed_block(new) == "- my own rule\n- learned rule"
 
 
 def test_a_replace_with_identical_content_is_a_no_op_returning_the_same_string():
@@ -204,7 +215,7 @@ def test_new_skill_document_has_yaml_frontmatter_and_an_empty_block():
                            "description": "Habits learned: use pnpm; don't run `npm install`. More."}
     assert managed_block(text) == ""
     new, (record,) = apply_edits(text, [edit("add", "- use pnpm")], "skill")
-    assert record.status == "applied" and managed_block(new) == "- use pnpm"
+    assert record.status == "applied" and managed_block(new) == f"{BLOCK_HEADING}\n\n- use pnpm"
 
 
 @pytest.mark.parametrize("name", ["Skill", "has space", "", "-lead", "x" * 65])

@@ -330,6 +330,8 @@ def test_a_vague_rule_followed_by_a_concrete_one_gives_both():
 def test_a_short_label_before_a_rule_is_framing():
     assert extract_rules("wrong tool: use pnpm, not npm") == ["use pnpm, not npm"]
     assert extract_rules("note: this is fine") == []
+    assert extract_rules("wrong format, commit messages must follow conventional commits") == [
+        "commit messages must follow conventional commits"]
 
 
 def test_a_short_reply_that_only_states_a_rule_is_a_correction():
