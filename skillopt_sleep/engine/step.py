@@ -76,6 +76,7 @@ from skillopt_sleep.engine.reflect import (
 )
 from skillopt_sleep.engine.replay import ReplayCache, Rollout, replay_tasks
 from skillopt_sleep.models import EditRecord, GateDecision, ReplayResult, TaskRecord
+from skillopt_sleep.rules import checks_for_rule
 
 DOCUMENT_KINDS = ("skill", "memory")
 STAGES = ("rollout", "reflect", "aggregate", "select", "update", "gate")
@@ -306,20 +307,22 @@ def _rule_key(text: str) -> str:
     return " ".join(text.lower().split()).strip("-* ").rstrip(".")
 
 
-def _rule_signature(task: TaskRecord, rule: str) -> frozenset[tuple[str, str]] | str:
-    """What a stated rule demands: the (op, value) of the checks mined from it (``Check.rule``), so that two
-    phrasings of one rule ("use pnpm, not npm" / "we use pnpm here, never npm") are one rule; its text key when
-    no check came from it."""
-    checks = frozenset((check.op, check.value.lower()) for check in task.judge.checks if check.rule == rule)
-    return checks or _rule_key(rule)
+def _rule_signature(rule: str) -> frozenset[tuple[str, str]] | str:
+    """What a stated rule demands: the (op, value) of the checks ``rules.checks_for_rule`` derives from it, so
+    that two phrasings of one rule ("use pnpm, not npm" / "we use pnpm here, never npm") are one rule; its text
+    key when it implies no check."""
+    statement = rule.strip().lstrip("-*+ ").strip()
+    checks = frozenset((check.op, check.value.lower()) for check in checks_for_rule(statement))
+    return checks or _rule_key(statement)
 
 
 def user_rule_edits(train: list[TaskRecord], results: list[ReplayResult], *, documents: dict[str, str],
                     target: str) -> list[EditRecord]:
     """Rule mining from corrections: the rules users stated (``TaskRecord.rules``, their own words) on train tasks
-    the current documents fail, as ``append`` edits to ``target``, most-stated first. Phrasings whose mined checks
-    are identical are one rule, shown in its first phrasing, with the evidence of all. A rule one of whose phrasings
-    is already written in a document (case- and space-insensitive) is not proposed again. These edits still face the gate."""
+    the current documents fail, as ``append`` edits to ``target``, most-stated first. Phrasings that imply the
+    same checks (``_rule_signature``) are one rule, shown in its first phrasing, with the evidence of all. A rule
+    is not proposed when a line of a document already states it (same signature: the same checks, or for a rule
+    with no check the same text up to case and spacing). These edits still face the gate."""
     failing = {r.task_id for r in results if r.error is None and not r.hard}
     stated: dict[frozenset[tuple[str, str]] | str, list[str]] = {}
     phrasings: dict[frozenset[tuple[str, str]] | str, list[str]] = {}
@@ -329,15 +332,16 @@ def user_rule_edits(train: list[TaskRecord], results: list[ReplayResult], *, doc
         for rule in task.rules:
             if not _rule_key(rule):
                 continue
-            signature = _rule_signature(task, rule)
+            signature = _rule_signature(rule)
             stated.setdefault(signature, []).append(task.id)
             phrasings.setdefault(signature, []).append(rule.strip())
-    present = " ".join(" ".join(documents.get(kind, "").lower().split()) for kind in DOCUMENT_KINDS)
+    written = [line for kind in DOCUMENT_KINDS for line in documents.get(kind, "").splitlines()]
+    present = {_rule_signature(line) for line in written if _rule_key(line)}
     order = sorted(stated, key=lambda signature: -len(stated[signature]))
     return [EditRecord(target=target, op="append", content=f"- {phrasings[signature][0].rstrip('.')}.",
                        rationale=f"stated by the user in {len(stated[signature])} corrected task(s)",
                        evidence=list(dict.fromkeys(stated[signature])))
-            for signature in order if not any(_rule_key(text) in present for text in phrasings[signature])]
+            for signature in order if signature not in present]
 
 
 def _select_stage(merged: list[EditRecord], *, documents: dict[str, str], settings: StepSettings,

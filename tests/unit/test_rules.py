@@ -332,6 +332,10 @@ def test_a_short_label_before_a_rule_is_framing():
     assert extract_rules("note: this is fine") == []
     assert extract_rules("wrong format, commit messages must follow conventional commits") == [
         "commit messages must follow conventional commits"]
+    assert extract_rules("wrong date format, we always write dates as YYYY-MM-DD") == [
+        "we always write dates as YYYY-MM-DD"]
+    assert extract_rules("not like that, we follow Conventional Commits in this repo") == [
+        "we follow Conventional Commits in this repo"]
 
 
 def test_a_short_reply_that_only_states_a_rule_is_a_correction():

@@ -329,27 +329,24 @@ def test_a_rule_already_in_the_documents_or_from_a_passing_task_is_not_proposed_
     assert user_rule_edits(tasks, results, documents={"memory": "- use PNPM, never npm"}, target="memory") == []
 
 
-def test_two_phrasings_of_one_rule_with_the_same_mined_checks_are_proposed_once():
+def test_two_phrasings_of_one_rule_are_proposed_once_and_not_at_all_when_a_document_states_it():
     from skillopt_sleep.engine.step import user_rule_edits
     from skillopt_sleep.models import ReplayResult
 
-    iso = Check(op="regex", value=r"\b\d{4}-\d{2}-\d{2}\b")
-
-    def stated(number: int, rule: str, check: Check) -> TaskRecord:
-        return TaskRecord(id=f"t-train-{number}", source="claude", request=f"write release note {number}",
-                          rules=[rule], judge=Judge(checks=[check.model_copy(update={"rule": rule})]))
-
-    tasks = [stated(0, "use pnpm, not npm", Check(op="contains", value="pnpm")),
-             stated(1, "dates are ISO here, YYYY-MM-DD please", iso),
-             stated(2, "use ISO dates (YYYY-MM-DD) in this repo", iso),
-             stated(3, "use pnpm, not yarn", Check(op="contains", value="PNPM"))]
+    phrasings = ["use pnpm, not npm", "dates are ISO here, YYYY-MM-DD please",
+                 "use ISO dates (YYYY-MM-DD) in this repo", "we use pnpm in this repo, never npm",
+                 "use pnpm, not yarn"]
+    tasks = [rule_task(number, rule=rule) for number, rule in enumerate(phrasings)]
     results = [ReplayResult(task_id=task.id, hard=0) for task in tasks]
     proposed = user_rule_edits(tasks, results, documents={"memory": "x"}, target="memory")
-    # the two ISO phrasings demand the same check: one edit in the first phrasing with the evidence of both; the
-    # two pnpm phrasings' checks differ only in case, so they are one rule too (both stated twice: first-seen order)
+    # phrasings that imply the same checks are one rule, in the first phrasing, with the evidence of all (most
+    # stated first); "not yarn" forbids something else, so it is a rule of its own
     assert [(edit.content, edit.evidence) for edit in proposed] == [
         ("- use pnpm, not npm.", ["t-train-0", "t-train-3"]),
-        ("- dates are ISO here, YYYY-MM-DD please.", ["t-train-1", "t-train-2"])]
-    # a phrasing already in the documents keeps its whole rule out
-    assert len(user_rule_edits(tasks, results, documents={"memory": "- Use ISO dates (YYYY-MM-DD) in this repo"},
-                               target="memory")) == 1
+        ("- dates are ISO here, YYYY-MM-DD please.", ["t-train-1", "t-train-2"]),
+        ("- use pnpm, not yarn.", ["t-train-4"])]
+    # a document line in yet other words states the ISO rule already
+    memory = "# Notes\n\n- Wrong date format, we always write dates as YYYY-MM-DD.\n"
+    assert [edit.content for edit in user_rule_edits(tasks, results, documents={"memory": memory},
+                                                      target="memory")] == ["- use pnpm, not npm.",
+                                                                             "- use pnpm, not yarn."]
