@@ -6,8 +6,8 @@ with the bad one. Repair, at most once per step (``gate_repair``, default on):
 
 1. ``lost_tasks``: the val tasks the candidate lost (``paired``/``strict`` outcome ``loss``) or regressed (the
    baseline passed them in every sample, the candidate failed one). Repair runs only when the gate rejected the
-   candidate, it won at least one task, lost between 1 and ``MAX_LOST_TASKS`` tasks, and carries at least two
-   applied edits.
+   candidate, it won at least one task, lost between 1 and ``MAX_LOST_TASKS`` tasks, each loss resting on at least
+   ``MIN_SAMPLES`` samples per side (so never with ``gate_samples`` 1), and it carries at least two applied edits.
 2. ``blame``: leave-one-out on the lost tasks only. For each applied edit, the candidate without that edit is
    replayed on the lost tasks (same samples and temperature as the candidate had there); the edit is blamed for
    every lost task that is neither lost nor regressed without it. Cost: applied edits x lost tasks x samples
@@ -34,6 +34,10 @@ from skillopt_sleep.models import EditRecord, GateDecision, ReplayResult, TaskRe
 
 #: Most lost val tasks repair will look into: beyond that the candidate is not a near miss.
 MAX_LOST_TASKS = 3
+#: Fewest samples per side of a lost task before repair blames an edit for it. With one sample a loss is often
+#: noise, and repair's second test then lets more no-op and harmful candidates through (``benchmarks/repair_sim.py``,
+#: ``docs/benchmarks.md``: at gate_samples 1 and 10 val tasks, harmful + harmful accepted 9.0% -> 16.4%).
+MIN_SAMPLES = 2
 
 #: ``replay(tasks, edits, samples) -> results``: replays ``tasks`` with the documents built from ``edits``.
 Replay = Callable[[list[TaskRecord], list[EditRecord], int], list[ReplayResult]]
@@ -70,6 +74,12 @@ def wants_repair(decision: GateDecision, applied: int) -> str | None:
         return "the candidate lost no val task: nothing to blame"
     if len(lost) > MAX_LOST_TASKS:
         return f"the candidate lost {len(lost)} val tasks (more than {MAX_LOST_TASKS}): not a near miss"
+    comparisons = {comparison.task_id: comparison for comparison in decision.per_task}
+    thin = [task_id for task_id in lost if min(len(comparisons[task_id].baseline),
+                                               len(comparisons[task_id].candidate)) < MIN_SAMPLES]
+    if thin:
+        return (f"the loss on {', '.join(thin)} rests on fewer than {MIN_SAMPLES} samples per side "
+                "(gate_samples 1): too little to blame an edit")
     if applied < 2:
         return "the candidate has a single edit: nothing to keep without it"
     return None

@@ -405,7 +405,7 @@ def _repair_stage(val: list[TaskRecord], texts: dict[str, str], result: StepResu
     applied = [edit for edit in result.edits if edit.status == "applied"]
     if repair.wants_repair(result.gate, len(applied)) is not None:
         return
-    originals = [edit.model_copy(update={"status": "proposed", "reason": None}) for edit in applied]
+    originals = [edit.model_copy(update={"status": "proposed", "reason": ""}) for edit in applied]
     calls_before = ledger.calls
 
     def replay(tasks: list[TaskRecord], edits: list[EditRecord], samples: int) -> list[ReplayResult]:

@@ -41,7 +41,7 @@ def reply(*contents: str) -> str:
 
 def run(*contents: str, **overrides):
     backend = MockBackend(scripted={"reflect": [reply(*contents)]})
-    settings = StepSettings(**{"edit_budget": 3, "gate_samples": 1, "propose_user_rules": False, "workers": 1,
+    settings = StepSettings(**{"edit_budget": 3, "gate_samples": 2, "propose_user_rules": False, "workers": 1,
                                **overrides})
     result = run_step(train=[tool_task("train")], val=[tool_task("val"), visitor_task()],
                       documents={"memory": MEMORY}, settings=settings, ledger=CallLedger(backend),
@@ -64,23 +64,30 @@ def test_repair_drops_the_edit_that_regressed_a_protected_task_and_accepts_the_r
     assert statuses[HELPFUL][0] == "applied"
     assert statuses[HARMFUL][0] == "rejected" and "t-val-visitor" in statuses[HARMFUL][1]
     assert [edit.content for edit in result.blamed] == [HARMFUL]
-    # cost: 1 rollout; gate: 2 val tasks x (baseline + candidate), blame 2 edits x 1 lost task, then the repaired
-    # candidate on 2 val tasks, one of them a cache hit (the blame replay without HARMFUL had the same documents)
-    assert result.calls_by_stage["gate"] == 4 + 2 + 1 == report["calls"] + 4
-    assert backend.calls_by_kind["target"] == 1 + 7
+    # cost: 1 rollout; gate: 2 val tasks x 2 sides, both resampled to 2 samples (sample 0 cached): 4 + 4; blame:
+    # 2 edits x 1 lost task x 2 samples; the repaired candidate has the documents of the blame replay without
+    # HARMFUL, so only t-val-0 is new: 1 sample, then its second one (it is a win resting on one sample)
+    assert result.calls_by_stage["gate"] == 8 + 4 + 2 == report["calls"] + 8
+    assert backend.calls_by_kind["target"] == 1 + 14
 
 
 def test_with_gate_repair_off_the_candidate_stays_rejected():
     result, _ = run(HELPFUL, HARMFUL, gate_repair=False)
     assert result.gate.verdict == "reject" and result.gate.details["clause"] == "regression"
     assert "repair" not in result.gate.details and result.blamed == []
+    assert HARMFUL in result.candidate["memory"] and result.calls_by_stage["gate"] == 8
+
+
+def test_repair_does_not_blame_on_one_sample_per_side():
+    result, _ = run(HELPFUL, HARMFUL, gate_samples=1)
+    assert result.gate.details["clause"] == "regression" and "repair" not in result.gate.details
     assert HARMFUL in result.candidate["memory"] and result.calls_by_stage["gate"] == 4
 
 
 def test_repair_does_not_look_when_the_candidate_won_nothing():
     result, _ = run(HARMFUL, ALSO_HARMFUL)
     assert result.gate.details["clause"] == "regression" and result.gate.details["wins"] == 0
-    assert "repair" not in result.gate.details and result.calls_by_stage["gate"] == 4
+    assert "repair" not in result.gate.details and result.calls_by_stage["gate"] == 4 + 2
 
 
 def test_repair_reports_when_no_single_edit_is_to_blame():
@@ -90,7 +97,7 @@ def test_repair_reports_when_no_single_edit_is_to_blame():
     assert report["outcome"] == "not repaired: no single edit to blame" and report["blamed"] == []
     assert result.gate.verdict == "reject" and result.gate.details["clause"] == "regression"
     assert HARMFUL in result.candidate["memory"] and ALSO_HARMFUL in result.candidate["memory"]
-    assert report["calls"] == 3 and result.calls_by_stage["gate"] == 4 + 3
+    assert report["calls"] == 3 * 2 and result.calls_by_stage["gate"] == 8 + 6
     assert all(edit.status == "applied" for edit in result.edits)
 
 
@@ -104,18 +111,20 @@ def decision(baseline: list[ReplayResult], candidate: list[ReplayResult], alpha:
                   candidate=candidate, best_gate_score=None, alpha=alpha)
 
 
-def test_wants_repair_needs_a_win_a_few_losses_and_two_edits():
+def test_wants_repair_needs_a_win_a_few_losses_on_two_samples_and_two_edits():
     failing, passing = results("w", 0), results("w", 1)
-    near_miss = decision([*results("w", 0), *results("l", 1)], [*results("w", 1), *results("l", 0)])
+    near_miss = decision([*results("w", 0), *results("l", 1, 1)], [*results("w", 1), *results("l", 0, 0)])
     assert repair.wants_repair(near_miss, applied=2) is None
+    one_sample = decision([*results("w", 0), *results("l", 1)], [*results("w", 1), *results("l", 0)])
+    assert "fewer than 2 samples" in repair.wants_repair(one_sample, applied=2)
     assert "single edit" in repair.wants_repair(near_miss, applied=1)
     assert "won no val task" in repair.wants_repair(decision(passing, failing), applied=3)
     unproven = decision(failing, passing, alpha=0.25)  # one win, no loss: blocked by the sign test alone
     assert unproven.details["clause"] == "sign_test"
     assert "lost no val task" in repair.wants_repair(unproven, applied=3)
     many = [f"l{n}" for n in range(repair.MAX_LOST_TASKS + 1)]
-    base = [*results("w", 0), *(r for task in many for r in results(task, 1))]
-    cand = [*results("w", 1), *(r for task in many for r in results(task, 0))]
+    base = [*results("w", 0), *(r for task in many for r in results(task, 1, 1))]
+    cand = [*results("w", 1), *(r for task in many for r in results(task, 0, 0))]
     assert "not a near miss" in repair.wants_repair(decision(base, cand), applied=3)
     accepted = decision(results("w", 0), results("w", 1))
     assert accepted.verdict == "accept_new_best" and repair.wants_repair(accepted, applied=2) is not None
