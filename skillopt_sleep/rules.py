@@ -82,7 +82,10 @@ def split_clauses(text: str) -> list[str]:
 
 
 # Discourse markers that only frame a rule: "No, use pnpm" / "Please use pnpm" / "I said use pnpm" / "Wrong format,".
-_FRAME_PUNCTUATED = r"(?:no|nope|nah|wrong(?:\s+\w+){0,2}|not like that|not quite|that's wrong|that is wrong|ok|okay|hmm|actually|again|also|remember|reminder|note|fyi|so|sorry)"
+_FRAME_PUNCTUATED = (
+    r"(?:no|nope|nah|wrong(?:\s+\w+){0,2}|not like that|not quite|that's wrong|that is wrong|ok|okay|hmm|actually|"
+    r"again|also|remember|reminder|note|fyi|so|sorry)"
+)
 _FRAME_FREE = (
     r"(?:please|pls|also|and|but|so|just|remember(?: to| that)?|note that|fyi|again|i said(?: to)?|as i said|"
     r"like i said|i told you(?: to)?|i already told you(?: to)?|once again|from now on|going forward|in general|"

@@ -15,8 +15,8 @@ whitespace (leading whitespace and case count). It must match exactly once: none
 the edit ``unmatched`` with the reason; there is never a substring or fuzzy match.
 
 The block is kept tidy when it changes: no trailing spaces, no blank lines at its start, exactly one blank
-line before ``BLOCK_END``. A block that was empty gets ``BLOCK_HEADING`` and a blank line before its first edit. A document whose block content does not change is returned as the identical
-string.
+line before ``BLOCK_END``. A block that was empty gets ``BLOCK_HEADING`` and a blank line before its first
+edit. A document whose block content does not change is returned as the identical string.
 """
 
 from __future__ import annotations

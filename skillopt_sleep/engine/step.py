@@ -90,11 +90,11 @@ class StepSettings(BaseModel):
     train task; rollout_temperature: used when K > 1; minibatch_size: most train tasks per reflect call;
     merge_batch_size: patch lists per merge call (>= 2); failure_only: reflect on failing tasks only;
     propose_user_rules: propose the rules users stated in corrections of failing train tasks, verbatim;
-    gate_repair: drop the edits to blame for lost val tasks and gate the rest once more (``engine/repair.py``); gate_mode,
-    gate_metric, gate_mixed_weight, gate_rule, gate_margin, gate_alpha: see ``gate.decide``; gate_samples: samples
-    per side for a val task ``gate.tasks_to_resample`` names; gate_temperature: their sampling temperature (0 =
-    the first pass's; no config key yet); evolve_skill / evolve_memory: which documents may change; workers:
-    concurrent calls; seed: sampling seed."""
+    gate_repair: drop the edits to blame for lost val tasks and gate the rest once more (``engine/repair.py``);
+    gate_mode, gate_metric, gate_mixed_weight, gate_rule, gate_margin, gate_alpha: see ``gate.decide``;
+    gate_samples: samples per side for a val task ``gate.tasks_to_resample`` names; gate_temperature: their
+    sampling temperature (0 = the first pass's; no config key yet); evolve_skill / evolve_memory: which documents
+    may change; workers: concurrent calls; seed: sampling seed."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -396,9 +396,9 @@ def build_candidate(texts: dict[str, str], selected: list[EditRecord]) -> tuple[
     return candidate, out
 
 
-def _repair_stage(val: list[TaskRecord], texts: dict[str, str], result: StepResult, *, gate: Callable[..., GateDecision],
-                  views: Callable[[dict[str, str]], dict[str, str]], settings: StepSettings,
-                  replay_kwargs: dict[str, Any], ledger: CallLedger) -> None:
+def _repair_stage(val: list[TaskRecord], texts: dict[str, str], result: StepResult, *,
+                  gate: Callable[..., GateDecision], views: Callable[[dict[str, str]], dict[str, str]],
+                  settings: StepSettings, replay_kwargs: dict[str, Any], ledger: CallLedger) -> None:
     """Gate repair (``engine/repair.py``): blame, rebuild the candidate without the blamed edits, gate it again.
     Updates ``result`` (candidate, changed, candidate_val, gate, edits, blamed) when a repaired candidate is
     tested; records why not in ``gate.details["repair"]`` when repair looked but found nothing to drop."""
