@@ -329,7 +329,7 @@ def test_a_rule_already_in_the_documents_or_from_a_passing_task_is_not_proposed_
     assert user_rule_edits(tasks, results, documents={"memory": "- use PNPM, never npm"}, target="memory") == []
 
 
-def test_two_phrasings_of_one_rule_are_proposed_once_and_not_at_all_when_a_document_states_it():
+def test_two_phrasings_of_one_rule_are_proposed_once_and_not_again_in_words_a_document_has():
     from skillopt_sleep.engine.step import user_rule_edits
     from skillopt_sleep.models import ReplayResult
 
@@ -345,8 +345,8 @@ def test_two_phrasings_of_one_rule_are_proposed_once_and_not_at_all_when_a_docum
         ("- use pnpm, not npm.", ["t-train-0", "t-train-3"]),
         ("- dates are ISO here, YYYY-MM-DD please.", ["t-train-1", "t-train-2"]),
         ("- use pnpm, not yarn.", ["t-train-4"])]
-    # a document line in yet other words states the ISO rule already
-    memory = "# Notes\n\n- Wrong date format, we always write dates as YYYY-MM-DD.\n"
+    # a document that has one of the phrasings keeps that rule out; a rule written in other words still comes
+    memory = "# Notes\n\n- Use ISO dates (YYYY-MM-DD) in this repo.\n- We always use pnpm, never npm.\n"
     assert [edit.content for edit in user_rule_edits(tasks, results, documents={"memory": memory},
                                                       target="memory")] == ["- use pnpm, not npm.",
                                                                              "- use pnpm, not yarn."]
