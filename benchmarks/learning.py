@@ -24,6 +24,7 @@ Usage (from the repository root; takes long, not a test):
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -31,6 +32,7 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
+from unittest import mock
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:  # run as a script: make `skillopt_sleep` and `benchmarks` importable
@@ -96,11 +98,15 @@ def score_documents(base_url: str, skill: str, memory: str, probes: list[world.P
 # --------------------------------------------------------------------------- our nights
 
 
-def _disable_rule_mining() -> None:
-    """Ablation: rules stated in corrections/requests are no longer mined (no TaskRecord.rules, no checks)."""
+def _rule_mining(variant: str) -> contextlib.AbstractContextManager:
+    """Ablation ``norules``: while the context is open, rules stated in corrections/requests are not mined (no
+    TaskRecord.rules, no checks). Other variants: no change. Restored on exit, so a later variant in the same
+    process mines rules again."""
     from skillopt_sleep import mine
 
-    mine._Candidate.add_rules = lambda self, text, origin: None
+    if variant != "norules":
+        return contextlib.nullcontext()
+    return mock.patch.object(mine._Candidate, "add_rules", lambda self, text, origin: None)
 
 
 def run_variant(name: str, *, base_url: str, model: Path, nights: int, probes: list[world.Probe],
@@ -114,8 +120,6 @@ def run_variant(name: str, *, base_url: str, model: Path, nights: int, probes: l
     from skillopt_sleep.engine.replay import replay_tasks
     from skillopt_sleep.night import run_night
 
-    if name == "norules":
-        _disable_rule_mining()
     project = scratch / "project"
     project.mkdir(parents=True)
     (project / "CLAUDE.md").write_text(world.INITIAL_MEMORY, encoding="utf-8")
@@ -285,10 +289,11 @@ def main(argv: list[str] | None = None) -> int:
                     if args.json:
                         args.json.write_text(json.dumps([*results, partial], indent=1, default=str), "utf-8")
 
-                results.append(run_variant(name, base_url=base_url, model=args.model, nights=args.nights,
-                                           probes=probes, scratch=scratch_root / name,
-                                           gate_samples=args.gate_samples, max_tasks=args.max_tasks,
-                                           progress=save_partial))
+                with _rule_mining(name):
+                    results.append(run_variant(name, base_url=base_url, model=args.model, nights=args.nights,
+                                               probes=probes, scratch=scratch_root / name,
+                                               gate_samples=args.gate_samples, max_tasks=args.max_tasks,
+                                               progress=save_partial))
                 if args.json:
                     args.json.write_text(json.dumps(results, indent=1, default=str), encoding="utf-8")
         finally:
