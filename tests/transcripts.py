@@ -10,6 +10,22 @@ import uuid
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+PNPM_CORRECTION = "no, we use pnpm in this repo, never npm"
+#: Eight requests about "this repo" answered with npm and corrected with ``PNPM_CORRECTION``, as
+#: ``(request, answer, correction)`` for ``write_claude_sessions``.
+PNPM_CONVERSATIONS = [
+    (request, f"Run `npm {command}`.", PNPM_CORRECTION) for request, command in [
+        ("install the deps for this repo", "install"),
+        ("add lodash to this repo", "install lodash"),
+        ("how do I run the tests in this repo", "test"),
+        ("update the dependencies of this repo", "update"),
+        ("start the dev server of this repo", "run dev"),
+        ("remove the unused left-pad package from this repo", "uninstall left-pad"),
+        ("build this repo for production", "run build"),
+        ("audit this repo for vulnerable dependencies", "audit"),
+    ]
+]
+
 
 def write_claude_sessions(claude_home: Path, project: Path, conversations: list[tuple[str, str, str]], *,
                           hours_ago: float = 3.0, fixed_answer: str = "Sorry, fixed.") -> Path:

@@ -15,7 +15,6 @@ and diagnostics are the real code. The expected counts come from reading the tra
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import stat
 import subprocess
@@ -23,23 +22,13 @@ import sys
 from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parents[2]
-EXAMPLES = REPO / "examples"
-
-
-def run_cli(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "skillopt_sleep", *args], capture_output=True, text=True,
-                          env=env, cwd=cwd, timeout=240)
+from cli_subprocess import EXAMPLES, run_cli
 
 
 @pytest.fixture
-def cli_env(tmp_path):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "SKILLOPT_SLEEP_"))}
-    env["HOME"] = str(tmp_path / "home")
-    env["SKILLOPT_SLEEP_HOME"] = str(tmp_path / "sleep-home")
-    env["SKILLOPT_SLEEP_BACKEND"] = "mock"
-    return env
+def cli_env(cli_env):
+    """The e2e environment (``tests/e2e/conftest.py``) with the mock simulator as the backend."""
+    return {**cli_env, "SKILLOPT_SLEEP_BACKEND": "mock"}
 
 
 def night_args(*extra: str) -> list[str]:

@@ -8,29 +8,10 @@ tests/e2e/test_run_now_cli.py for what they hold), so with the default batch siz
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parents[2]
-EXAMPLES = REPO / "examples"
-
-
-def run_cli(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "skillopt_sleep", *args], capture_output=True, text=True,
-                          env=env, cwd=cwd, timeout=240)
-
-
-@pytest.fixture
-def cli_env(tmp_path):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "SKILLOPT_SLEEP_"))}
-    env["HOME"] = str(tmp_path / "home")
-    env["SKILLOPT_SLEEP_HOME"] = str(tmp_path / "sleep-home")
-    return env
-
+from cli_subprocess import EXAMPLES, run_cli
 
 @pytest.fixture
 def tasks_file(tmp_path, cli_env) -> Path:

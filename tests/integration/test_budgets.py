@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from transcripts import PNPM_CONVERSATIONS
 
 import skillopt_sleep.night as night_module
 from skillopt_sleep.backends.base import CallLedger
@@ -24,19 +25,6 @@ from skillopt_sleep.night import EXIT_CODES, run_night
 from skillopt_sleep.state import ProjectPaths, load_state
 
 ORIGINAL_MEMORY = "# Web app\n\nHand-written notes: deploy on Fridays only after review.\n"
-CORRECTION = "no, we use pnpm in this repo, never npm"
-CONVERSATIONS = [
-    (request, f"Run `npm {command}`.", CORRECTION) for request, command in [
-        ("install the deps for this repo", "install"),
-        ("add lodash to this repo", "install lodash"),
-        ("how do I run the tests in this repo", "test"),
-        ("update the dependencies of this repo", "update"),
-        ("start the dev server of this repo", "run dev"),
-        ("remove the unused left-pad package from this repo", "uninstall left-pad"),
-        ("build this repo for production", "run build"),
-        ("audit this repo for vulnerable dependencies", "audit"),
-    ]
-]
 
 
 @dataclass
@@ -63,7 +51,7 @@ def setup(tmp_path, write_sessions) -> Setup:
     project.mkdir()
     (project / "CLAUDE.md").write_text(ORIGINAL_MEMORY, encoding="utf-8")
     claude_home = tmp_path / "claude"
-    write_sessions(claude_home, project, CONVERSATIONS)
+    write_sessions(claude_home, project, PNPM_CONVERSATIONS)
     return Setup(project, claude_home, tmp_path / "state")
 
 
@@ -124,7 +112,7 @@ def assert_cost_matches_the_ledger(diagnostics, ledger: CallLedger) -> None:
 def assert_the_next_night_reads_the_same_sessions(setup: Setup, stopped_diagnostics) -> None:
     again = setup.run(setup.config(max_calls_per_night=0, max_tokens_per_night=0), apply=False)
     harvested = stopped_diagnostics.harvest.sessions_harvested
-    assert harvested == len(CONVERSATIONS)
+    assert harvested == len(PNPM_CONVERSATIONS)
     assert again.diagnostics.harvest.sessions_harvested == harvested
     assert again.diagnostics.status == "accepted"
 

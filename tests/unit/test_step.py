@@ -12,7 +12,7 @@ import math
 from pathlib import Path
 
 import pytest
-from transcripts import write_claude_sessions
+from transcripts import PNPM_CONVERSATIONS, write_claude_sessions
 
 from skillopt_sleep.backends.base import CallLedger
 from skillopt_sleep.backends.mock import MockBackend
@@ -247,23 +247,9 @@ def test_no_changed_document_is_rejected_without_a_candidate_replay():
 # --------------------------------------------------------------------------- the night uses the step
 
 
-CORRECTION = "no, we use pnpm in this repo, never npm"
-CONVERSATIONS = [
-    ("install the deps for this repo", "Run `npm install`."),
-    ("add lodash to this repo", "Run `npm install lodash`."),
-    ("how do I run the tests in this repo", "Run `npm test`."),
-    ("update the dependencies of this repo", "Run `npm update`."),
-    ("start the dev server of this repo", "Run `npm run dev`."),
-    ("remove the unused left-pad package from this repo", "Run `npm uninstall left-pad`."),
-    ("build this repo for production", "Run `npm run build`."),
-    ("audit this repo for vulnerable dependencies", "Run `npm audit`."),
-]
-
-
 def write_transcripts(claude_home: Path, project: Path) -> None:
     """Claude Code JSONL: one session per conversation, each request answered with npm, then corrected."""
-    write_claude_sessions(claude_home, project, [(request, answer, CORRECTION) for request, answer in CONVERSATIONS],
-                          fixed_answer="Sorry, I will use pnpm.")
+    write_claude_sessions(claude_home, project, PNPM_CONVERSATIONS, fixed_answer="Sorry, I will use pnpm.")
 
 
 def night(tmp_path: Path, name: str, **overrides):
