@@ -82,15 +82,24 @@ def draw_val_set(rng: random.Random, tasks: int, world: World) -> list[tuple[boo
     return val
 
 
-def apply_edit(rng: random.Random, val: list[tuple[bool, float]], effect: float, world: World) -> list[float]:
-    """Pass probabilities after an edit whose expected effect on the val pass rate is ``effect``."""
+def edit_fraction(effect: float, world: World) -> float:
+    """k: the share of the room left that an edit of expected effect ``effect`` moves a touched task by (see the
+    module docstring). Raises ValueError when k > 1 (the effect is too large for this world)."""
     if effect == 0:
-        return [probability for _, probability in val]
+        return 0.0
     mean_pass = world.expected_pass_rate()
     room = (1 - mean_pass) if effect > 0 else mean_pass
     fraction = abs(effect) / (world.touched_share * room)
     if fraction > 1:
         raise ValueError(f"effect {effect} is too large for this world (k = {fraction:.2f} > 1)")
+    return fraction
+
+
+def apply_edit(rng: random.Random, val: list[tuple[bool, float]], effect: float, world: World) -> list[float]:
+    """Pass probabilities after an edit whose expected effect on the val pass rate is ``effect``."""
+    if effect == 0:
+        return [probability for _, probability in val]
+    fraction = edit_fraction(effect, world)
     after = []
     for deterministic, probability in val:
         if rng.random() >= world.touched_share:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.gate_sim import EDITS, World, _replays, draw_val_set  # noqa: E402
+from benchmarks.gate_sim import EDITS, World, _replays, draw_val_set, edit_fraction  # noqa: E402
 from skillopt_sleep.engine import repair  # noqa: E402
 from skillopt_sleep.engine.gate import decide, replace_task_results, tasks_to_resample  # noqa: E402
 from skillopt_sleep.models import EditRecord, ReplayResult, TaskRecord  # noqa: E402
@@ -55,8 +55,7 @@ class Edit:
 
 def draw_edit(rng: random.Random, tasks: int, effect: float, world: World) -> Edit:
     """An edit whose expected effect on the val pass rate, alone, is ``effect`` (as ``gate_sim.apply_edit``)."""
-    room = (1 - world.expected_pass_rate()) if effect > 0 else world.expected_pass_rate()
-    fraction = abs(effect) / (world.touched_share * room) if effect else 0.0
+    fraction = edit_fraction(effect, world)
     return Edit(effect, fraction, tuple(rng.random() < world.touched_share for _ in range(tasks)),
                 tuple(rng.random() < fraction for _ in range(tasks)))
 

@@ -63,7 +63,7 @@ def lost_tasks(decision: GateDecision) -> list[str]:
 def wants_repair(decision: GateDecision, applied: int) -> str | None:
     """Why repair should not run (None when it should): see the module docstring, step 1. applied: the number
     of edits that changed the candidate."""
-    if decision.mode != "on" or decision.verdict not in ("reject",):
+    if decision.mode != "on" or decision.verdict != "reject":
         return "the gate did not reject a tested candidate"
     if decision.details.get("clause") not in ("regression", "margin", "sign_test", "mean"):
         return f"rejected by clause {decision.details.get('clause')!r}, not by its scores"
