@@ -51,8 +51,9 @@ class SleepConfig(BaseModel):
 
     # -- mining and splits
     llm_mine: bool | None = None
-    """Ask the optimizer model for ``{intent, checks, rubric, outcome}`` per task.
-    None = on, except for the mock simulator and the tiny embedded model."""
+    """Ask the optimizer model for checks on the tasks the user corrected whose own words gave no validated check
+    (one call each; its checks are validated against the session like every other). None = on, except for the
+    mock simulator and the tiny embedded model."""
     val_fraction: float = Field(0.3, ge=0, lt=1)
     """Share of tasks held out for the gate (by a hash of the task id, stable across nights)."""
     test_fraction: float = Field(0.15, ge=0, lt=1)
@@ -134,7 +135,11 @@ class SleepConfig(BaseModel):
     0.5 the test blocks nothing beyond ``gate_margin = 1``; lower it (0.25) for more caution, fewer acceptances."""
     gate_samples: int = Field(4, ge=1, le=8)
     """``paired`` gate: samples per side for a val task whose outcome could be noise (a win, a loss, or samples
-    that disagree); other val tasks are replayed once."""
+    that disagree); other val tasks are replayed once. A task whose second samples repeat the first ones word for
+    word on both sides (a deterministic backend) stops at two."""
+    gate_max_val: int = Field(12, ge=1, le=100)
+    """Most val tasks the gate replays a night: tonight's, then those of earlier nights from the task archive (the
+    ones that test what tonight's edits state first), newest first. Only tasks with validated checks count."""
     gate_repair: bool = True
     """When the gate rejects a candidate that won some val tasks and lost one to three, find the edits to blame
     (the candidate without each edit, replayed on the lost tasks) and gate the candidate without them once more

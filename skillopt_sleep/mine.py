@@ -1,50 +1,61 @@
-"""Mine harvested sessions into replayable ``TaskRecord``s with judges, rules, recurrence and a split.
+"""Mine harvested sessions into ``TaskRecord``s: requests to replay, labelled by the user's own reactions.
 
 Input: ``list[Session]`` from ``skillopt_sleep.harvest`` (texts already secret-redacted). Output: ``MineResult``.
 
-How turns become tasks (one simple rule, applied per session in turn order):
+How turns become tasks (applied per session in turn order):
 
 1. Noise is dropped and counted in ``MineResult.dropped``: ``empty`` requests, ``control_command`` (built-in
-   slash commands such as ``/clear``, ``/model``; they also end the thread, so nothing after them is read as a
-   reaction), and ``acknowledgement`` (a message made only of words like "thanks", "ok", "yes", "continue").
-   An acknowledgement is still read as the user's reaction to the task before it (approval), and the answer
-   and tools of its turn continue that task (a "continue" after an interrupt finishes the same work).
-2. Every other request opens a candidate task, unless it is a **follow-up** of the open task:
-   * a *correction* or *re-ask* (``rules.classify_reaction``) is evidence FOR the open task: its reaction, its
-     text (``evidence.reaction_text``) and its rules (origin ``correction``). Rule sentences are NOT appended
-     to the task's request, so replay tests whether the skill/memory now carries the rule; the other
-     sentences of a correction carry task facts ("I meant the staging server") and ARE appended as
-     ``Follow-up: ...``. A re-ask is not appended (it repeats the request).
-   * a *refinement* (a message that starts with "also", "and also", "plus", "additionally", "oh and",
-     "one more thing") is appended to the request as ``Follow-up: ...``.
-   Messages queued while the agent was busy (``Turn.queued_messages``) are follow-ups of their own turn.
-   A follow-up is counted in ``dropped["folded_followup"]`` (it is not lost: it is part of the task).
-3. The evidence of a task: ``final_answer`` is the answer the user's first correction / re-ask reacted to
-   (or the last answer of the task when there was none); tools and tool errors of all its turns; reaction by
-   precedence correction > rejected > interrupted > aborted > reask > approval > none (the structural ones
-   come from ``Turn.rejected_tool`` / ``interrupted`` / ``aborted``; rejection feedback counts as a correction
-   text and its rules are mined).
-4. Judge: checks from every rule (``rules.checks_for_rule``), each validated (an invalid one is stored in
-   ``TaskRecord.rejected_checks`` with its reason and counted, never scored). A rubric is added when there are
-   no checks or when a rule yielded none, built from the request, the reaction and those rules.
-5. Near-duplicate requests (token Jaccard >= ``DUPLICATE_SIMILARITY`` after light stemming, across sessions)
-   merge into one task: ``recurrence`` = number merged, union of session ids and rules, first/last seen, the
-   evidence of the most telling occurrence.
-6. ``max_tasks``: tasks with a correction or a rule first, then by recurrence, then by a failure signal
-   (rejected, interrupted, aborted, re-ask), then most recent, then id (deterministic).
-7. The optional LLM miner runs only on the kept tasks (one call each) and its ``{intent, checks, rubric,
-   outcome}`` is merged (see ``_apply_miner``). Its failure never stops mining: the heuristic judge stays and
-   the reason is stored in ``MineResult.miner_errors``. After a budget stop or a fatal backend error it is not
-   called again this night.
-8. Split (``assign_split``): a hash of the task id puts a task in val when h < val_fraction, in test when
-   h < val_fraction + test_fraction, else in train, so a task keeps its split every night. Set-level rules:
-   the test split is used only when there are >= ``MIN_TASKS_FOR_TEST`` (5) tasks (otherwise test tasks train);
-   one task is always train; with >= 2 tasks and val_fraction > 0, val is never empty (the train task whose
-   hash is closest to the val bucket moves there) and train is never empty (the test, else val, task whose
-   hash is closest to the train bucket moves there).
+   slash commands such as ``/clear``, ``/model``), ``pasted_terminal`` / ``pasted_page`` (a pasted screen or page
+   as the whole message: ``replayable.pasted_reason``) - these three also end the thread, so nothing after them
+   is read as a reaction - and ``acknowledgement`` (only words like "thanks", "ok", "continue", "retry"). An
+   acknowledgement is still the user's reaction to the task before it (approval), and the answer and tools of
+   its turn continue that task (a "continue" after an interrupt finishes the same work). Injected text
+   (notifications, reminders, hook and command output, compaction summaries) never reaches mining: the
+   harvesters drop it.
+2. A message that reacts to the open task is **never a task of its own** (``reaction_to``): a correction, a
+   re-ask, a short approval, a short message right after the user stopped the agent, a request to redo the answer
+   ("rewrite it with httpx"), a rule statement the last answer breaks ("we're a pnpm shop" after ``npm
+   install``), or a message that only states rules. It labels the task: its reaction, its text
+   (``evidence.reaction_text``), the answer it objected to (``evidence.corrected_answers``) and its rules
+   (origin ``correction``). It is **never** part of the replayed prompt, so the baseline cannot pass by being told
+   the answer. A *refinement* ("also ...", "plus ...", "one more thing ...") adds requirements: it is appended to
+   the prompt and kept in ``TaskRecord.refinements``. Messages queued while the agent was busy
+   (``Turn.queued_messages``) are read the same way. Folded messages are counted as ``folded_reaction`` /
+   ``folded_refinement``. A message that only states rules before any request (``rules_only``) gives its rules to
+   the session's next request.
+3. The evidence of a task: what the agent did in each span (answer + tool inputs), the spans the user objected to
+   (``corrected_answers``), the span the user accepted (the last one, when nothing objected to it and it is not
+   vacuous: ``accepted_answer``), ``final_answer`` (the first corrected answer, else the last), tools and tool
+   errors, and the reaction by precedence correction > rejected > interrupted > aborted > reask > approval > none.
+4. Judge: candidate checks from every rule (``rules.checks_for_rule``) and from the names each correction
+   mentions (``validation.evidence_checks``), each **validated against the session** (``validation``): it must
+   fail a corrected answer and pass the accepted one; the rest are stored in ``TaskRecord.rejected_checks`` with
+   the reason. A task whose validated checks fail a vacuous reply is ``hard_evidence``; a task with no validated
+   check is judged by a rubric built from the request, the reaction and its rules (soft evidence).
+5. Replayability (``replayable.not_replayable_reason``): a plan hand-off, a custom command without its expansion,
+   a request that points at repository objects (``#8215``, ``--pr 8528``), or a long tool-driven run is kept as
+   evidence (``replayable = False`` with the reason) and never replayed. A custom command is replayed with its
+   expansion (``Turn.command_body``) and its arguments. A command whose arguments are only ids (``/cmd 8454``,
+   ``/cmd 8463``) is one task family, with a recurrence count.
+6. Near-duplicate requests (token Jaccard >= ``DUPLICATE_SIMILARITY`` after light stemming, across sessions)
+   merge into one task: ``recurrence`` = number merged, union of session ids, rules and validated checks,
+   first/last seen, the evidence of the most telling occurrence.
+7. ``max_tasks`` applies to replayable tasks: hard evidence first, then tasks with a correction or a rule, then by
+   recurrence, then by a failure signal, then most recent, then id (deterministic). Tasks that are not replayable
+   are all kept (they cost no call) with split ``train``.
+8. The optional LLM miner runs on the kept replayable tasks the user objected to that have no validated check
+   (``wants_miner``; one call each); its checks go through the same validation. Its failure never stops mining:
+   the heuristic judge stays and the reason is stored in ``MineResult.miner_errors``. After a budget stop or a
+   fatal backend error it is not called again this night.
+9. Split (``assign_split``, replayable tasks only): a hash of the task id puts a task in val when h <
+   val_fraction, in test when h < val_fraction + test_fraction, else in train, so a task keeps its split every
+   night. Set-level rules: the test split is used only when there are >= ``MIN_TASKS_FOR_TEST`` (5) tasks
+   (otherwise test tasks train); one task is always train; with >= 2 tasks and val_fraction > 0, val is never
+   empty (the train task whose hash is closest to the val bucket moves there) and train is never empty (the
+   test, else val, task whose hash is closest to the train bucket moves there).
 
-The task id is ``task_id_for(original request)``: the first message only, without follow-ups, so it stays
-stable when tomorrow's follow-ups differ.
+The task id is ``task_id_for(the user's first message)`` (a command family: ``/name <id>``), without
+refinements, so it stays stable when tomorrow's follow-ups differ.
 """
 
 from __future__ import annotations
@@ -59,9 +70,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from skillopt_sleep.engine.judges import check_passes
 from skillopt_sleep.errors import BackendError, BudgetExhausted
 from skillopt_sleep.harvest.claude_code import CONTROL_COMMANDS
 from skillopt_sleep.models import Check, Judge, Reaction, Session, Split, TaskEvidence, TaskRecord, Turn
+from skillopt_sleep.replayable import inspects, needs_repo_state, not_replayable_reason, pasted_reason
 from skillopt_sleep.rules import (
     CHECK_OPS,
     INT_OPS,
@@ -70,9 +83,18 @@ from skillopt_sleep.rules import (
     classify_reaction,
     extract_rules,
     jaccard,
-    split_clauses,
-    strip_frame,
+    states_only_rules,
     validate_check,
+)
+from skillopt_sleep.validation import (
+    Evidence,
+    behaviour,
+    check_key,
+    evidence_checks,
+    hard_evidence,
+    is_vacuous,
+    validate_checks,
+    wants_artefact,
 )
 
 #: Token Jaccard (after light stemming) from which two requests are the same task.
@@ -87,20 +109,33 @@ TOOL_ERROR_CHARS = 200
 MAX_TOOL_ERRORS = 10
 RUBRIC_REQUEST_CHARS = 300
 RUBRIC_QUOTE_CHARS = 300
+#: Characters kept of what the agent did in one span (answer and tool inputs), and spans kept per task.
+BEHAVIOUR_CHARS = 1500
+MAX_CORRECTED_ANSWERS = 3
+#: Tool inputs kept per span for the evidence.
+MAX_ACTIONS = 8
+#: A message right after the user stopped the agent, of at most this many words, says what went wrong.
+STEER_MAX_WORDS = 25
+#: An approval of at most this many words is a reaction; a longer message may carry a new request.
+APPROVAL_MAX_WORDS = 12
+#: A request to redo the answer ("rewrite it with httpx") of at most this many words is a correction.
+REDO_MAX_WORDS = 20
 
 _ACK_WORDS = frozenset(
     """ok okay k kk yes yep yeah yup y sure thanks thank you thx ty great perfect nice cool awesome lgtm continue
     go on ahead proceed do it sounds looks good fine alright right keep going carry done excellent amazing got
-    that works now so much very cheers please pls let's lets"""
+    that works now so much very cheers please pls let's lets retry try again"""
     .split()
 )
 _CONTINUE = re.compile(r"^\W*(?:continue|go on|go ahead|proceed|keep going|carry on|do it|yes|yep|yeah|sure|"
-                       r"please do|please continue|resume)\b", re.IGNORECASE)
+                       r"please do|please continue|resume|retry|try again)\b", re.IGNORECASE)
 _REFINEMENT = re.compile(r"^(?:also|and also|oh and|plus|additionally|one more thing|btw,? also)\b", re.IGNORECASE)
-_CUE_WORDS = frozenset(
-    """no nope nah wrong that that's s not what i asked said wanted meant told you it it's this is isn't still
-    doesn't does didn't did work works working broken try again please stop why the a an instead actually hmm
-    ugh revert undo that undo do don't was were""".split()
+_REDO = re.compile(
+    r"^(?:(?:ok|okay|now|then|hmm|please|pls|can you|could you|would you|just|no|nope)[,.!\s]+)*"
+    r"(?:rewrite|redo|re-do|change|convert|make|turn|update|fix|switch|rename|use|try|do|write|put|move|format|"
+    r"translate|shorten|simplify|implement|finish|close|restart|rerun|re-run|undo|revert|split|merge|drop|remove)"
+    r"\b(?:\W+\w+){0,6}?\W+(?:it|that|this|them|those|these)\b",
+    re.IGNORECASE,
 )
 _REACTION_ORDER: tuple[Reaction, ...] = ("correction", "rejected", "interrupted", "aborted", "reask", "approval",
                                          "none")
@@ -127,6 +162,7 @@ class MineResult(BaseModel):
     miner_calls: int = 0
     miner_errors: dict[str, str] = Field(default_factory=dict)
     miner_outcomes: dict[str, str] = Field(default_factory=dict)
+    not_replayable: dict[str, int] = Field(default_factory=dict)
 
 
 # --------------------------------------------------------------------------- ids and splits
@@ -221,7 +257,8 @@ def _is_acknowledgement(text: str) -> bool:
 
 
 def noise_reason(turn: Turn) -> str | None:
-    """Return why a turn is not a task (``empty``, ``control_command``, ``acknowledgement``), or None."""
+    """Return why a turn is not a request (``empty``, ``control_command``, ``acknowledgement``,
+    ``pasted_terminal``, ``pasted_page``), or None."""
     text = (turn.request or "").strip()
     if not text:
         return "empty"
@@ -230,10 +267,10 @@ def noise_reason(turn: Turn) -> str | None:
         return "control_command"
     if _is_acknowledgement(text):
         return "acknowledgement"
-    return None
+    return pasted_reason(text)
 
 
-# --------------------------------------------------------------------------- candidates
+# --------------------------------------------------------------------------- reactions
 
 
 def _aware(moment: datetime | None) -> datetime | None:
@@ -247,33 +284,89 @@ def _head(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _correction_details(text: str) -> str:
-    """The sentences of a correction that carry task facts: not rules, not bare reaction words."""
-    kept: list[str] = []
-    for clause in split_clauses(text):
-        stripped = strip_frame(clause)
-        if not stripped or extract_rules(clause):
-            continue
-        words = {word.strip("'") for word in re.findall(r"[a-z0-9_']+", stripped.casefold())}
-        if words - _CUE_WORDS:
-            kept.append(stripped)
-    return " ".join(kept)
+def _head_block(text: str, limit: int) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _contradicts(text: str, answer: str) -> bool:
+    """The message states a rule whose checks (from its words, or from the names it mentions) fail ``answer``: the
+    user is correcting what the agent just did, however they phrased it ("we're a pnpm shop" after ``npm
+    install``)."""
+    if not answer.strip():
+        return False
+    evidence = Evidence(corrected=[answer])
+    for rule in extract_rules(text):
+        candidates = checks_for_rule(rule, origin="correction") + evidence_checks(rule, evidence, rule=rule)
+        if any(check_passes(check, answer, None) is False for check in candidates):
+            return True
+    return False
+
+
+def reaction_to(text: str, *, request: str, answer: str, stopped: bool) -> Reaction | None:
+    """How a message reacts to the task before it, or None when it is not a reaction (a new request, or a
+    refinement). request: that task's request; answer: what the agent did last (``validation.behaviour``);
+    stopped: the last turn was interrupted, rejected or aborted.
+
+    ``correction``: ``rules.classify_reaction`` says so (no / wrong / I said / a contrastive rule / a pasted error /
+    a short rule-only reply ...); or the message came right after the user stopped the agent and is short (it says
+    what went wrong); or it asks to redo the answer ("rewrite it with httpx", "make that shorter"); or it states a
+    rule that the answer breaks. ``reask`` / ``approval``: ``classify_reaction`` (a short approval only; "thanks,
+    now add a test" is a new request). A message that only states rules is a reaction too (``none``: a label).
+    """
+    if _REFINEMENT.match(text):
+        return None
+    words = len(text.split())
+    reaction = classify_reaction(text, request)
+    if reaction in ("correction", "reask"):
+        return reaction
+    if stopped and words <= STEER_MAX_WORDS:
+        return "correction"
+    if reaction == "approval" and words <= APPROVAL_MAX_WORDS:
+        return "approval"
+    if words <= REDO_MAX_WORDS and _REDO.match(text):
+        return "correction"
+    if _contradicts(text, answer):
+        return "correction"
+    if states_only_rules(text):
+        return "none"
+    return None
+
+
+# --------------------------------------------------------------------------- candidates
+
+
+@dataclass
+class _Span:
+    """What the agent did for one turn of a task: its answer and tool inputs (``validation.behaviour``)."""
+
+    answer: str
+    actions: list[str]
+
+    @property
+    def behaviour(self) -> str:
+        return _head_block(behaviour(self.answer, self.actions), BEHAVIOUR_CHARS)
 
 
 @dataclass
 class _Candidate:
-    """A request being assembled from its turn and follow-ups (internal)."""
+    """A request being assembled from its turn, its refinements and the user's reactions (internal)."""
 
     source: str
     session_id: str
     request: str
+    kind: str
     seen_at: datetime | None
-    followups: list[str] = field(default_factory=list)
+    command_body: str | None = None
+    refinements: list[str] = field(default_factory=list)
     rules: list[tuple[str, str]] = field(default_factory=list)  # (rule, origin)
-    final_answer: str = ""
-    answer_frozen: bool = False
+    corrections: list[str] = field(default_factory=list)  # correction texts (labels), for evidence checks
+    spans: list[_Span] = field(default_factory=list)
+    objected: set[int] = field(default_factory=set)  # span indexes the user corrected, re-asked, stopped
     tools: list[str] = field(default_factory=list)
     tool_errors: list[str] = field(default_factory=list)
+    tool_calls: int = 0
+    inspections: int = 0  # tool calls that read the repository (``replayable.inspects``)
     reactions: list[tuple[Reaction, str]] = field(default_factory=list)  # (reaction, text)
     last_seen: datetime | None = None
     stopped: bool = False  # the latest turn of this task was interrupted / rejected / aborted
@@ -287,10 +380,25 @@ class _Candidate:
         if reaction != "none":
             self.reactions.append((reaction, text))
 
+    def last_behaviour(self) -> str:
+        return self.spans[-1].behaviour if self.spans else ""
+
+    def object(self, reaction: Reaction, text: str) -> None:
+        """The user objected to the last span (correction, re-ask, rejection, interrupt)."""
+        if self.spans:
+            self.objected.add(len(self.spans) - 1)
+        self.react(reaction, text)
+        if text and reaction in ("correction", "rejected", "interrupted", "aborted"):
+            self.corrections.append(text)
+            self.add_rules(text, "correction")
+
     def absorb(self, turn: Turn, session: Session, *, take_answer: bool = True) -> None:
-        """Take a turn's answer, tools, structural signals and queued messages into this task."""
-        if take_answer and turn.final_answer.strip() and not self.answer_frozen:
-            self.final_answer = turn.final_answer
+        """Take a turn's answer (a new span), tools, structural signals and queued messages into this task."""
+        actions = [f"[{tool.name}] {tool.input_head}".strip() for tool in turn.tools if tool.input_head.strip()]
+        if take_answer and (turn.final_answer.strip() or actions):
+            self.spans.append(_Span(turn.final_answer, actions[:MAX_ACTIONS]))
+        self.tool_calls += turn.tool_calls or len(turn.tools)
+        self.inspections += sum(1 for tool in turn.tools if inspects(tool.name, tool.input_head))
         for tool in turn.tools:
             if tool.name not in self.tools:
                 self.tools.append(tool.name)
@@ -298,45 +406,43 @@ class _Candidate:
                 self.tool_errors.append(f"{tool.name}: {_head(tool.error, TOOL_ERROR_CHARS)}")
         self.stopped = False
         if turn.rejected_tool:
-            feedback = (turn.rejection_feedback or "").strip()
-            self.react("rejected", feedback)
-            if feedback:
-                self.add_rules(feedback, "correction")
+            self.object("rejected", (turn.rejection_feedback or "").strip())
             self.stopped = True
         if turn.interrupted:
-            self.react("interrupted", "")
+            self.object("interrupted", "")
             self.stopped = True
         if turn.aborted:
-            self.react("aborted", "")
+            self.object("aborted", "")
             self.stopped = True
         for message in turn.queued_messages:
-            self.follow_up(message.strip(), queued=True)
+            self.follow_up(message.strip())
         moment = _aware(turn.timestamp) or _aware(session.started_at)
         if moment is not None:
             self.last_seen = moment if self.last_seen is None else max(self.last_seen, moment)
 
-    def follow_up(self, text: str, *, queued: bool = False) -> bool:
-        """Fold a follow-up message into this task; return False when it is not one (a new request)."""
-        if not text or _is_acknowledgement(text):
-            if text:
-                self.react(classify_reaction(text, self.request), text)
-            return bool(text)
-        reaction = classify_reaction(text, self.request)
+    def follow_up(self, text: str) -> str | None:
+        """Take a message as a ``reaction`` (a label: never part of the prompt) or a ``refinement`` (part of the
+        prompt); None when it is neither (a new request)."""
+        if not text:
+            return None
+        if _is_acknowledgement(text):
+            self.react(classify_reaction(text, self.request), text)
+            return "reaction"
+        reaction = reaction_to(text, request=self.request, answer=self.last_behaviour(), stopped=self.stopped)
         if reaction in ("correction", "reask"):
-            self.react(reaction, text)
-            self.add_rules(text, "correction")
-            if not queued:
-                self.answer_frozen = True
-            if reaction == "correction":
-                details = _correction_details(text)
-                if details:
-                    self.followups.append(details)
-            return True
-        if queued or _REFINEMENT.match(text):
-            self.followups.append(text)
+            self.object(reaction, text)
+            return "reaction"
+        if reaction == "approval":
+            self.react("approval", text)
+            return "reaction"
+        if reaction == "none":  # states rules, asks for nothing
             self.add_rules(text, "house_rule")
-            return True
-        return False
+            return "reaction"
+        if _REFINEMENT.match(text):
+            self.refinements.append(text)
+            self.add_rules(text, "house_rule")
+            return "refinement"
+        return None
 
     # -- reading
     def reaction(self) -> tuple[Reaction, str]:
@@ -346,14 +452,36 @@ class _Candidate:
                 return wanted, _head_block("\n".join(texts), REACTION_TEXT_CHARS)
         return "none", ""
 
-    def full_request(self) -> str:
-        parts = [self.request.strip()] + [f"Follow-up: {text}" for text in self.followups]
-        return "\n\n".join(parts)
+    def prompt(self) -> str:
+        """The replayed prompt: the request (a command: its expansion and arguments) and its refinements."""
+        text = self.request.strip()
+        if self.kind == "command" and self.command_body:
+            arguments = text.split(None, 1)[1] if len(text.split(None, 1)) > 1 else ""
+            text = self.command_body.strip()
+            if arguments and arguments not in text:
+                text += f"\n\nARGUMENTS: {arguments}"
+        return "\n\n".join([text, *self.refinements])
 
+    def family(self) -> str:
+        """The grouping key: a slash command whose arguments are only ids (``/cmd 8454``) is one family."""
+        if self.kind == "command" and needs_repo_state(self.request, kind="command"):
+            return normalize_request(self.request.split(None, 1)[0] + " <id>")
+        return normalize_request(self.request)
 
-def _head_block(text: str, limit: int) -> str:
-    text = text.strip()
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    def evidence(self) -> Evidence:
+        corrected = [self.spans[index].behaviour for index in sorted(self.objected)][:MAX_CORRECTED_ANSWERS]
+        accepted = None
+        if self.spans and not self.stopped:
+            last = len(self.spans) - 1
+            if last not in self.objected and last > max(self.objected, default=-1):
+                text = self.spans[last].behaviour
+                accepted = None if is_vacuous(text) else text
+        return Evidence(corrected=corrected, accepted=accepted, wants_artefact=wants_artefact(self.prompt()))
+
+    def final_answer(self) -> str:
+        if self.objected:
+            return self.spans[min(self.objected)].answer
+        return self.spans[-1].answer if self.spans else ""
 
 
 def _session_key(session: Session) -> tuple[datetime, str]:
@@ -369,12 +497,13 @@ def _candidates(sessions: list[Session], dropped: dict[str, int]) -> list[_Candi
     found: list[_Candidate] = []
     for session in sorted(sessions, key=_session_key):
         current: _Candidate | None = None
+        orphan_rules: list[str] = []
         for turn in sorted(session.turns, key=lambda item: item.index):
             reason = noise_reason(turn)
             text = (turn.request or "").strip()
-            if reason in ("empty", "control_command"):
+            if reason in ("empty", "control_command", "pasted_terminal", "pasted_page"):
                 drop(reason)
-                if reason == "control_command":
+                if reason != "empty":  # what follows answers the command or the paste, not the task before
                     current = None
                 continue
             if reason == "acknowledgement":
@@ -383,26 +512,26 @@ def _candidates(sessions: list[Session], dropped: dict[str, int]) -> list[_Candi
                     current.follow_up(text)
                     # "continue" / "yes, go ahead" (or anything after an interrupt) carry on the work;
                     # "thanks" / "ok" after a finished answer only close it
-                    carries_on = bool(_CONTINUE.match(text)) or current.stopped or not current.final_answer.strip()
+                    carries_on = bool(_CONTINUE.match(text)) or current.stopped or not current.spans
                     current.absorb(turn, session, take_answer=carries_on)
                 continue
-            if current is not None:
-                was_stopped = current.stopped
-                if current.follow_up(text):
-                    drop("folded_followup")
-                    current.absorb(turn, session)
-                    continue
-                reaction = classify_reaction(text, current.request)
-                if reaction == "approval":
-                    current.react("approval", text)
-                elif was_stopped:  # the message right after an interrupt/rejection says what went wrong
-                    kind = next(r for r, _ in reversed(current.reactions) if r in ("rejected", "interrupted",
-                                                                                   "aborted"))
-                    current.react(kind, text)
-            current = _Candidate(source=session.source, session_id=session.session_id, request=text,
-                                 seen_at=_aware(turn.timestamp) or _aware(session.started_at))
-            if turn.kind != "plan":  # a plan's text is the agent's words, not the user's rules
+            folded = current.follow_up(text) if current is not None and turn.kind == "prompt" else None
+            if folded is not None and current is not None:
+                drop(f"folded_{folded}")
+                current.absorb(turn, session)
+                continue
+            if current is None and turn.kind == "prompt" and states_only_rules(text):
+                orphan_rules.append(text)  # house rules with nothing to react to: kept for the next request
+                drop("rules_only")
+                continue
+            current = _Candidate(source=session.source, session_id=session.session_id, request=text, kind=turn.kind,
+                                 seen_at=_aware(turn.timestamp) or _aware(session.started_at),
+                                 command_body=turn.command_body)
+            if turn.kind == "prompt":  # a plan is the agent's text; a command's body is its file's, not the user's
                 current.add_rules(text, "house_rule")
+            for statement in orphan_rules:
+                current.add_rules(statement, "house_rule")
+            orphan_rules = []
             current.absorb(turn, session)
             found.append(current)
     return found
@@ -417,17 +546,20 @@ def _stem_tokens(text: str) -> set[str]:
 
 
 def _group_duplicates(candidates: list[_Candidate]) -> list[list[_Candidate]]:
-    """Cluster near-duplicate requests (greedy, earliest first); each group's first item is its representative."""
+    """Cluster near-duplicate requests (greedy, earliest first); each group's first item is its representative.
+    A command family (``_Candidate.family``) groups by its key alone."""
     ordered = sorted(candidates, key=lambda item: (item.seen_at or _EPOCH,))
     groups: list[list[_Candidate]] = []
     keys: list[tuple[str, set[str]]] = []
     for candidate in ordered:
-        normalized = normalize_request(candidate.request)
+        normalized = candidate.family()
         candidate_tokens = _stem_tokens(candidate.request)
         for index, (group_text, group_tokens) in enumerate(keys):
             if normalized == group_text:
                 groups[index].append(candidate)
                 break
+            if candidate.kind == "command":
+                continue
             small, large = sorted((len(candidate_tokens), len(group_tokens)))
             if large and small / large < DUPLICATE_SIMILARITY:
                 continue
@@ -465,6 +597,28 @@ def _rubric(request: str, reaction: Reaction, reaction_text: str, final_answer: 
     return " ".join(parts)
 
 
+def _candidate_checks(candidate: _Candidate, evidence: Evidence) -> list[Check]:
+    """Every check the candidate's own words suggest (still to be validated): the checks each stated rule implies,
+    and the checks the names in each correction imply (``validation.evidence_checks``)."""
+    checks: list[Check] = []
+    stated = {rule for rule, _origin in candidate.rules}
+    for rule, origin in candidate.rules:
+        checks.extend(checks_for_rule(rule, origin=origin))
+    for text in candidate.corrections:
+        rules = [rule for rule in extract_rules(text) if rule in stated]
+        for rule in rules:
+            checks.extend(evidence_checks(rule, evidence, rule=rule))
+        checks.extend(evidence_checks(text, evidence, rule=None))
+    return checks
+
+
+def _judge(candidate: _Candidate) -> tuple[list[Check], list[str], Evidence]:
+    """(validated checks, rejections with reasons, the evidence) of one candidate."""
+    evidence = candidate.evidence()
+    checks, rejected = validate_checks(_candidate_checks(candidate, evidence), evidence)
+    return checks, rejected, evidence
+
+
 def _build_task(group: list[_Candidate], project: str | None) -> TaskRecord:
     """One TaskRecord from a group of near-duplicate candidates (the first one is the representative)."""
     representative = group[0]
@@ -475,35 +629,38 @@ def _build_task(group: list[_Candidate], project: str | None) -> TaskRecord:
                 rules.append((rule, origin))
     checks: list[Check] = []
     rejected: list[str] = []
-    unchecked: list[str] = []
-    for rule, origin in rules:
-        derived = checks_for_rule(rule, origin=origin)
-        if not derived:
-            unchecked.append(rule)
-        for check in derived:
-            reason = validate_check(check)
-            if reason:
-                rejected.append(f"{origin} {check.op}={check.value!r}: {reason}")
-            elif all((known.op, known.value) != (check.op, check.value) for known in checks):
-                checks.append(check)
+    for candidate in group:
+        kept, dropped = _judge(candidate)[:2]
+        rejected.extend(reason for reason in dropped if reason not in rejected)
+        checks.extend(check for check in kept if all(check_key(check) != check_key(known) for known in checks))
     # the most telling occurrence: the strongest reaction, then the latest
     telling = min(group, key=lambda item: (_rank(item.reaction()[0]), -(item.last_seen or _EPOCH).timestamp()))
     reaction, reaction_text = telling.reaction()
-    evidence = TaskEvidence(final_answer=telling.final_answer, tools=list(telling.tools),
-                            tool_errors=list(telling.tool_errors), reaction=reaction, reaction_text=reaction_text)
-    request = representative.full_request()
-    rubric = _rubric(request, reaction, reaction_text, telling.final_answer, unchecked) \
-        if (not checks or unchecked) else None
+    told = telling.evidence()
+    evidence = TaskEvidence(final_answer=telling.final_answer(), tools=list(telling.tools),
+                            tool_errors=list(telling.tool_errors), reaction=reaction, reaction_text=reaction_text,
+                            corrected_answers=told.corrected, accepted_answer=told.accepted)
+    request = representative.prompt()
+    why_not = not_replayable_reason(representative.request, kind=representative.kind,
+                                    command_body=representative.command_body,
+                                    tool_calls=max(candidate.tool_calls for candidate in group),
+                                    inspections=max(candidate.inspections for candidate in group))
+    checked = {check.rule for check in checks}
+    unchecked = [rule for rule, _ in rules if rule not in checked]
+    rubric = _rubric(request, reaction, reaction_text, telling.final_answer(), unchecked) if not checks else None
     session_ids: list[str] = []
     for candidate in group:
         if candidate.session_id not in session_ids:
             session_ids.append(candidate.session_id)
     seen = [moment for candidate in group for moment in (candidate.seen_at, candidate.last_seen) if moment]
     return TaskRecord(
-        id=task_id_for(representative.request),
+        id=task_id_for(representative.family()),
         source=representative.source,
         project=project,
         request=request,
+        refinements=list(representative.refinements),
+        replayable=why_not is None,
+        not_replayable=why_not,
         session_ids=session_ids,
         recurrence=len(group),
         evidence=evidence,
@@ -512,6 +669,7 @@ def _build_task(group: list[_Candidate], project: str | None) -> TaskRecord:
         first_seen=min(seen) if seen else None,
         last_seen=max(seen) if seen else None,
         rejected_checks=rejected,
+        hard_evidence=why_not is None and hard_evidence(checks, told),
     )
 
 
@@ -520,17 +678,30 @@ def _value_key(task: TaskRecord) -> tuple:
     strong = bool(task.rules) or task.evidence.reaction == "correction"
     failure = task.evidence.reaction in _FAILURE_SIGNALS
     recency = (task.last_seen or _EPOCH).timestamp()
-    return (not strong, -task.recurrence, not failure, -recency, task.id)
+    return (not task.hard_evidence, not strong, -task.recurrence, not failure, -recency, task.id)
+
+
+def task_evidence(task: TaskRecord) -> Evidence:
+    """The session evidence of a mined task, for validating checks proposed after mining (the LLM miner)."""
+    return Evidence(corrected=list(task.evidence.corrected_answers), accepted=task.evidence.accepted_answer,
+                    wants_artefact=wants_artefact(task.request))
 
 
 # --------------------------------------------------------------------------- the LLM miner
 
 
+def wants_miner(task: TaskRecord) -> bool:
+    """The LLM miner is asked only about replayable tasks the user objected to whose own words gave no validated
+    check: that is where a check is missing, and where the session holds an answer to validate it against."""
+    return task.replayable and not task.judge.checks and bool(task.evidence.corrected_answers)
+
+
 def _apply_miner(task: TaskRecord, reply: Any) -> tuple[int, str | None]:
     """Merge one miner reply into ``task``; return (checks rejected, outcome or None).
 
-    Raises ValueError when the reply is not a JSON object. Invalid checks (unknown op, wrong value type, bad
-    regex, empty value, not an object) are stored in ``task.rejected_checks`` with the reason.
+    Raises ValueError when the reply is not a JSON object. Every check goes through the same validation as the
+    heuristic ones (``validation.validate_checks`` against the task's evidence); malformed and unsupported checks
+    are stored in ``task.rejected_checks`` with the reason.
     """
     if not isinstance(reply, dict):
         raise ValueError(f"miner reply is not an object: {type(reply).__name__}")
@@ -542,28 +713,43 @@ def _apply_miner(task: TaskRecord, reply: Any) -> tuple[int, str | None]:
     if not isinstance(raw_checks, list):
         task.rejected_checks.append(f"llm_miner checks: not a list ({type(raw_checks).__name__})")
         raw_checks, rejected = [], 1
+    proposed: list[Check] = []
     for position, item in enumerate(raw_checks):
         if position >= MAX_MINER_CHECKS:
             task.rejected_checks.append(f"llm_miner: more than {MAX_MINER_CHECKS} checks, the rest ignored")
             rejected += len(raw_checks) - MAX_MINER_CHECKS
             break
         reason, check = _miner_check(item)
-        if reason:
+        if reason or check is None:
             label = f"{item.get('op')}={item.get('value')!r}" if isinstance(item, dict) else repr(item)[:60]
             task.rejected_checks.append(f"llm_miner {label}: {reason}")
             rejected += 1
-        elif all((known.op, known.value) != (check.op, check.value) for known in task.judge.checks):
+        else:
+            proposed.append(check)
+    evidence = task_evidence(task)
+    kept, unsupported = validate_checks(proposed, evidence)
+    task.rejected_checks.extend(unsupported)
+    rejected += len(unsupported)
+    for check in kept:
+        if all(check_key(check) != check_key(known) for known in task.judge.checks):
             task.judge.checks.append(check)
+    task.hard_evidence = task.replayable and hard_evidence(task.judge.checks, evidence)
+    if task.judge.checks:
+        task.judge.rubric = None
+        return rejected, _outcome(reply)
     rubric = reply.get("rubric")
     if isinstance(rubric, str) and rubric.strip():
         rubric = _head_block(rubric, 1000)
-        checked = {check.rule for check in task.judge.checks}
-        unchecked = [rule for rule in task.rules if rule not in checked and rule.casefold() not in rubric.casefold()]
+        unchecked = [rule for rule in task.rules if rule.casefold() not in rubric.casefold()]
         if unchecked:  # the heuristic rubric carried these rules; keep them judged
             rubric += " It must follow the user's rules: " + "; ".join(unchecked) + "."
         task.judge.rubric = rubric
+    return rejected, _outcome(reply)
+
+
+def _outcome(reply: dict) -> str | None:
     outcome = reply.get("outcome")
-    return rejected, outcome if outcome in MINER_OUTCOMES else None
+    return outcome if outcome in MINER_OUTCOMES else None
 
 
 def _miner_check(item: Any) -> tuple[str | None, Check | None]:
@@ -585,10 +771,12 @@ def _miner_check(item: Any) -> tuple[str | None, Check | None]:
 
 
 def _run_miner(tasks: list[TaskRecord], miner: Callable[[TaskRecord], dict], result: MineResult) -> int:
-    """Call the miner once per task; return the number of checks it proposed that were rejected."""
+    """Call the miner once per task that ``wants_miner``; return the number of its checks that were rejected."""
     rejected = 0
     stopped_because: str | None = None
     for task in tasks:
+        if not wants_miner(task):
+            continue
         if stopped_because:
             result.miner_errors[task.id] = f"miner not called: {stopped_because}"
             continue
@@ -597,7 +785,7 @@ def _run_miner(tasks: list[TaskRecord], miner: Callable[[TaskRecord], dict], res
         try:
             count, outcome = _apply_miner(task, miner(task))
         except Exception as exc:  # a failed call, a bad reply or a miner bug keeps the heuristic judge
-            for name in ("intent", "judge", "rejected_checks"):
+            for name in ("intent", "judge", "rejected_checks", "hard_evidence"):
                 setattr(task, name, getattr(snapshot, name))
             if isinstance(exc, BudgetExhausted):
                 stopped_because = f"budget exhausted ({exc})"
@@ -618,14 +806,23 @@ def _run_miner(tasks: list[TaskRecord], miner: Callable[[TaskRecord], dict], res
 # --------------------------------------------------------------------------- entry point
 
 
+def _count(values: list[str]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for value in values:
+        counts[value] = counts.get(value, 0) + 1
+    return dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
+
+
 def mine_tasks(sessions: list[Session], *, project: str | None, val_fraction: float, test_fraction: float,
                max_tasks: int = 40, miner: Callable[[TaskRecord], dict] | None = None) -> MineResult:
-    """Turn harvested sessions into at most ``max_tasks`` TaskRecords with judges, rules and splits.
+    """Turn harvested sessions into TaskRecords with validated judges, rules and splits.
 
-    project: stored on each task; val_fraction, test_fraction: floats in [0, 1) (see ``assign_split``);
+    At most ``max_tasks`` replayable tasks are kept; tasks that are not replayable are all kept (they cost no
+    call: their rules and corrections are evidence) with split ``train``. project: stored on each task;
+    val_fraction, test_fraction: floats in [0, 1) (see ``assign_split``; only replayable tasks are split);
     miner: optional ``task -> {intent, checks, rubric, outcome}`` (``rules.make_llm_miner``), called once per
-    kept task. Raises ValueError for a fraction outside [0, 1) or max_tasks < 1; malformed input is dropped
-    and counted, never raised.
+    kept task that ``wants_miner``. Raises ValueError for a fraction outside [0, 1) or max_tasks < 1; malformed
+    input is dropped and counted, never raised.
     """
     _check_fractions(val_fraction, test_fraction)
     if max_tasks < 1:
@@ -635,15 +832,20 @@ def mine_tasks(sessions: list[Session], *, project: str | None, val_fraction: fl
     groups = _group_duplicates(candidates)
     result.merged_duplicates = sum(len(group) - 1 for group in groups)
     tasks = [_build_task(group, project) for group in groups]
-    tasks.sort(key=_value_key)
-    if len(tasks) > max_tasks:
-        result.dropped["over_max_tasks"] = len(tasks) - max_tasks
-        tasks = tasks[:max_tasks]
-    rejected = sum(len(task.rejected_checks) for task in tasks)
+    replayable = sorted((task for task in tasks if task.replayable), key=_value_key)
+    evidence_only = [task for task in tasks if not task.replayable]
+    if len(replayable) > max_tasks:
+        result.dropped["over_max_tasks"] = len(replayable) - max_tasks
+        replayable = replayable[:max_tasks]
+    rejected = sum(len(task.rejected_checks) for task in replayable + evidence_only)
     if miner is not None:
-        rejected += _run_miner(tasks, miner, result)
+        rejected += _run_miner(replayable, miner, result)
     result.rejected_checks = rejected
-    _assign_splits(tasks, val_fraction, test_fraction)
-    tasks.sort(key=lambda task: ((task.first_seen or _EPOCH), task.id))
-    result.tasks = tasks
+    _assign_splits(replayable, val_fraction, test_fraction)
+    for task in evidence_only:
+        task.split = "train"
+    kept = replayable + evidence_only
+    kept.sort(key=lambda task: ((task.first_seen or _EPOCH), task.id))
+    result.tasks = kept
+    result.not_replayable = _count([task.not_replayable for task in evidence_only if task.not_replayable])
     return result

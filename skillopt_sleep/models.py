@@ -79,6 +79,12 @@ class Turn(_Model):
     rejection_feedback: str | None = None
     queued_messages: list[str] = Field(default_factory=list)
     """Text typed while the agent was busy (steering)."""
+    command_body: str | None = None
+    """Kind ``command``: the expansion of the slash command or skill as the transcript holds it (Claude Code's
+    ``isMeta`` record after the command), redacted. It is the command file's text, not the user's words: it is
+    replayed as the prompt, never mined for rules. None when the transcript holds no expansion."""
+    tool_calls: int = 0
+    """Tool calls the agent made in the span (all of them; ``tools`` keeps at most ``TOOLS_KEPT``)."""
 
     @property
     def tool_errors(self) -> int:
@@ -178,25 +184,45 @@ class Judge(_Model):
 
 
 class TaskEvidence(_Model):
-    """How the original session went for this request (input for reflection, never for the target)."""
+    """How the original session went for this request (input for reflection and for validating the task's
+    checks; never shown to the target). Texts are redacted and cut (``mine.BEHAVIOUR_CHARS``)."""
 
     final_answer: str = ""
+    """The answer the user reacted to: the first corrected answer when there was a correction, else the last."""
     tools: list[str] = Field(default_factory=list)
     tool_errors: list[str] = Field(default_factory=list)
     reaction: Reaction = "none"
     reaction_text: str = ""
-    """The user's next message when it reacted to this turn (correction, re-ask, thanks), redacted."""
+    """The user's messages that reacted to this task (corrections, re-asks, thanks), redacted. Labels only: they
+    are never part of the replayed prompt."""
+    corrected_answers: list[str] = Field(default_factory=list)
+    """What the agent did in each span the user objected to (correction, re-ask, rejection, interrupt): the answer
+    text followed by its tool inputs (commands run, file contents written), in order. A check must fail one of
+    them (``validation.validate_checks``)."""
+    accepted_answer: str | None = None
+    """What the agent did in the last span when the user did not object to it (approved, moved on, or ended the
+    session) and it is not a vacuous reply: a check must pass it. None when the session has no such answer."""
+
+
+NotReplayable = Literal["command_body_missing", "plan_handoff", "needs_repo_state", "long_tool_run"]
 
 
 class TaskRecord(_Model):
-    """A replayable task mined from a real user request."""
+    """A task mined from a real user request: replayed as text when ``replayable``; otherwise evidence only (its
+    rules and corrections still count)."""
 
     id: str
     """Stable id: ``t-`` + 12 hex of sha256 of the normalized request (so a task keeps its split)."""
     source: SourceName
     project: str | None = None
     request: str
-    """The request with the follow-ups that refined it, redacted."""
+    """The replayed prompt: the user's request (a slash command: its expansion, then its arguments) followed by
+    its refinements, redacted. Never a correction or a rule statement: those are labels (``evidence``, ``rules``)."""
+    refinements: list[str] = Field(default_factory=list)
+    """Messages that added requirements to the request ("also add a test"); already part of ``request``."""
+    replayable: bool = True
+    """False when a text replay cannot mean anything (``not_replayable`` says why): never replayed or gated."""
+    not_replayable: NotReplayable | None = None
     intent: str | None = None
     session_ids: list[str] = Field(default_factory=list)
     recurrence: int = 1
@@ -209,7 +235,12 @@ class TaskRecord(_Model):
     first_seen: datetime | None = None
     last_seen: datetime | None = None
     rejected_checks: list[str] = Field(default_factory=list)
-    """Checks dropped at mining time, each with its reason (e.g. a regex that does not compile)."""
+    """Checks dropped at mining time, each with its reason: a regex that does not compile, or a check that the
+    session's own answers do not support (``validation.validate_checks``)."""
+    hard_evidence: bool = False
+    """The task is replayable and its checks (each validated against the session) fail a vacuous reply when the
+    request asks for an artefact: only such tasks decide the gate. A task judged by its rubric alone is soft
+    evidence: it can never make a candidate win."""
 
 
 # --------------------------------------------------------------------------- replay
@@ -322,6 +353,10 @@ class TaskComparison(_Model):
     baseline: list[ReplayResult] = Field(default_factory=list)
     candidate: list[ReplayResult] = Field(default_factory=list)
     outcome: Literal["win", "loss", "tie", "n/a"] = "n/a"
+    origin: str = ""
+    """Where the val task came from: ``tonight``, or ``archive <night id>`` (mined on an earlier night)."""
+    rules: list[str] = Field(default_factory=list)
+    """The user's rules the task's checks test (their phrasings)."""
 
 
 class GateDecision(_Model):
@@ -353,6 +388,11 @@ class Diagnostics(_Model):
     harvest: HarvestStats = Field(default_factory=HarvestStats)
     tasks: dict[str, int] = Field(default_factory=dict)
     """Counts per split (train/val/test) and ``total``."""
+    mining: dict[str, Any] = Field(default_factory=dict)
+    """What mining made of the sessions: ``dropped`` messages by reason (acknowledgement, injected, pasted screen,
+    folded reactions, ...), ``replayable`` / ``not_replayable`` tasks (with counts by reason), ``hard_evidence``
+    tasks, ``validated_checks``, ``rejected_checks`` (each with its task and reason), ``rules`` stated tonight and
+    the gate's val pool (``val_pool``: tonight / archive)."""
     edit_budget: int = 0
     baseline: Scores = Field(default_factory=Scores)
     candidate: Scores = Field(default_factory=Scores)

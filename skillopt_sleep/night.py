@@ -33,17 +33,20 @@ from skillopt_sleep.errors import BackendError, BudgetExhausted, LockedError, Sl
 from skillopt_sleep.fsio import write_json_atomic, write_jsonl_atomic
 from skillopt_sleep.harvest import harvest_for_config
 from skillopt_sleep.harvest.checkpoint import load_checkpoints, save_checkpoints
-from skillopt_sleep.mine import mine_tasks
+from skillopt_sleep.mine import MineResult, mine_tasks, wants_miner
 from skillopt_sleep.models import Diagnostics, ReplayResult, Scores, TaskRecord
 from skillopt_sleep.memory.night import NightMemory
 from skillopt_sleep.redact import redact_text
 from skillopt_sleep.retention import prune_nights
+from skillopt_sleep.rulebook import stated_rules
 from skillopt_sleep.rules import make_llm_miner
 from skillopt_sleep.state import ProjectPaths, load_state, save_state
 
 #: Exit codes of ``run-now``: 0 completed night (accepted, rejected, nothing to do), 2 backend error,
 #: 3 budget exhausted, 4 another night is running.
 EXIT_CODES = {"backend_error": 2, "budget_exhausted": 3}
+#: Rejected checks listed in ``diagnostics.mining`` (all are in ``tasks.jsonl``).
+MAX_REPORTED_CHECKS = 50
 
 logger = logging.getLogger("skillopt_sleep.night")
 
@@ -126,7 +129,10 @@ def _summary(diagnostics: Diagnostics) -> str:
     if status == "no_sessions":
         return f"no new sessions for this project ({', '.join(diagnostics.sources) or 'no source found'}); nothing to learn tonight"
     if status == "no_tasks":
-        return f"{diagnostics.harvest.sessions_harvested} sessions but no replayable user requests; nothing to learn tonight"
+        reasons = diagnostics.mining.get("not_replayable") or {}
+        why = f" ({', '.join(f'{count} {reason}' for reason, count in reasons.items())})" if reasons else ""
+        return (f"{diagnostics.harvest.sessions_harvested} sessions but no replayable user request{why} and no rule "
+                "stated; nothing to learn tonight")
     if status == "dry_run":
         return (f"dry run: {diagnostics.harvest.sessions_harvested} sessions, {tasks.get('total', 0)} tasks "
                 f"(train {tasks.get('train', 0)}, val {tasks.get('val', 0)}, test {tasks.get('test', 0)}); no LLM calls")
@@ -227,8 +233,9 @@ def _run_locked(config: SleepConfig, *, project: Path, paths: ProjectPaths, dry_
                            test_fraction=config.test_fraction, max_tasks=config.max_tasks_per_night)
     tasks = mined.tasks
     diagnostics.tasks = _split_counts(tasks)
+    diagnostics.mining = mining_report(mined)
     night_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    if not tasks:
+    if not any(task.replayable for task in tasks) and not stated_rules(tasks):
         return finish("no_tasks", commit_checkpoints=result.checkpoints)
     if dry_run:
         write_jsonl_atomic(night_dir / "tasks.jsonl", [t.model_dump(mode="json") for t in tasks], mode=0o600)
@@ -255,25 +262,24 @@ def _run_locked(config: SleepConfig, *, project: Path, paths: ProjectPaths, dry_
                                    min_budget=min(config.min_edit_budget, config.edit_budget),
                                    horizon=config.edit_budget_horizon, state=state.edit_budget)
     diagnostics.edit_budget = edit_budget
-    train = [t for t in tasks if t.split == "train"]
-    val = [t for t in tasks if t.split == "val"]
-    test = [t for t in tasks if t.split == "test"]
+    train, val, test = _replayed(tasks)
     night_memory = NightMemory(config, paths, state, night_id=night_id)
 
     try:
         # auto: mine with the optimizer model, except on the simulator and on the tiny embedded model
         llm_mine = config.llm_mine if config.llm_mine is not None else not (choice.name == "mock" or choice.tiny)
-        _preflight(ledger, config, train, val, edit_budget=edit_budget, miner_calls=len(tasks) if llm_mine else 0,
+        miner_calls = sum(1 for task in tasks if wants_miner(task)) if llm_mine else 0
+        _preflight(ledger, config, train, val, edit_budget=edit_budget, miner_calls=miner_calls,
                    dream_calls=len(train) * (1 + config.dream_factor * config.rollouts_k) if config.dream_factor else 0)
-        if llm_mine:
+        if miner_calls:
             with stages.stage("mine_llm"):
                 mined = mine_tasks(result.sessions, project=str(project), val_fraction=config.val_fraction,
                                    test_fraction=config.test_fraction, max_tasks=config.max_tasks_per_night,
                                    miner=make_llm_miner(ledger))
                 tasks = mined.tasks
-                train = [t for t in tasks if t.split == "train"]
-                val = [t for t in tasks if t.split == "val"]
-                test = [t for t in tasks if t.split == "test"]
+                train, val, test = _replayed(tasks)
+                diagnostics.tasks = _split_counts(tasks)
+                diagnostics.mining = mining_report(mined)
         write_jsonl_atomic(night_dir / "tasks.jsonl", [t.model_dump(mode="json") for t in tasks], mode=0o600)
         cache = ReplayCache(paths.replay_cache)
         rubric_judge = make_rubric_judge(ledger)
@@ -286,13 +292,20 @@ def _run_locked(config: SleepConfig, *, project: Path, paths: ProjectPaths, dry_
         settings = StepSettings.from_config(config, edit_budget=edit_budget)
         with stages.stage("memory"):
             prepared = night_memory.before_step(train=train, val=val, test=test, documents=step_documents,
-                                                settings=settings, ledger=ledger, replay_kwargs=replay_kwargs)
+                                                settings=settings, ledger=ledger, replay_kwargs=replay_kwargs,
+                                                rules=stated_rules(tasks), tonight_ids={task.id for task in tasks})
 
         # -------------------------------------------------------------- the step (engine/step.py)
         step = run_step(train=prepared.train, val=val, documents=prepared.documents, settings=settings,
                         ledger=prepared.ledger, cache=cache, rubric_judge=rubric_judge,
                         best_gate_score=state.best_gate_score, context=prepared.context,
-                        edit_filter=prepared.edit_filter)
+                        edit_filter=prepared.edit_filter, rules=prepared.rules, archived_val=prepared.archived_val,
+                        val_origins=prepared.val_origins)
+        diagnostics.mining["val_pool"] = {"tonight": sum(1 for task in step.val if task.id not in
+                                                         prepared.val_origins),
+                                          "archive": sum(1 for task in step.val if task.id in prepared.val_origins),
+                                          "archive_available": len(prepared.archived_val)}
+        prepared.ledger.check_alive()  # a dead backend is a backend error, however few calls the night made
         for stage, seconds in step.stage_seconds.items():
             stages.seconds[stage] = round(stages.seconds.get(stage, 0.0) + seconds, 3)
         diagnostics.train_results = step.train_results
@@ -340,13 +353,6 @@ def _run_locked(config: SleepConfig, *, project: Path, paths: ProjectPaths, dry_
     diagnostics.cost = ledger.cost_by_role()
     diagnostics.errors.extend(_redacted(ledger.errors()))
 
-    # ------------------------------------------------------------------ memory: archive, ledger, pending, history
-    try:
-        night_memory.after_step(step, tasks=tasks, val=val, outcome=outcome, test_results=test_results,
-                                test_documents=test_documents)
-    except (sqlite3.Error, OSError) as exc:  # a memory aid: tonight's result stands without it
-        diagnostics.errors.append({"stage": "memory", "message": f"could not record the night: {exc}"})
-
     # ------------------------------------------------------------------ stage / adopt
     state.edit_budget = update_edit_budget_state(state.edit_budget, budget_used=edit_budget, accepted=accepted)
     if accepted:
@@ -362,6 +368,16 @@ def _run_locked(config: SleepConfig, *, project: Path, paths: ProjectPaths, dry_
                                                   allowed_targets=[d.path for d in documents.values()]).targets
             except SleepError as exc:  # e.g. the user edited the block meanwhile: staged, not adopted
                 diagnostics.errors.append({"stage": "adopt", "message": str(exc)})
+
+    # ------------------------------------------------------------------ memory: archive, ledger, pending, rules
+    live = {kind: (candidate.get(kind, text) if diagnostics.applied else text)
+            for kind, text in step_documents.items()}
+    try:
+        night_memory.after_step(step, tasks=tasks, val=val, outcome=outcome, test_results=test_results,
+                                test_documents=test_documents, adopted=bool(diagnostics.applied),
+                                documents_after=live)
+    except (sqlite3.Error, OSError) as exc:  # a memory aid: tonight's result stands without it
+        diagnostics.errors.append({"stage": "memory", "message": f"could not record the night: {exc}"})
     return finish("accepted" if accepted else "rejected", commit_checkpoints=result.checkpoints)
 
 
@@ -369,11 +385,48 @@ def _redacted(errors: list[dict]) -> list[dict]:
     return [{**e, "message": redact_text(e.get("message") or "")} for e in errors]
 
 
+def _replayed(tasks: list[TaskRecord]) -> tuple[list[TaskRecord], list[TaskRecord], list[TaskRecord]]:
+    """(train, val, test) a night replays: replayable tasks only; val only those that are hard evidence (a task
+    judged by its rubric alone can never decide the gate)."""
+    train = [task for task in tasks if task.replayable and task.split == "train"]
+    val = [task for task in tasks if task.replayable and task.split == "val" and task.hard_evidence]
+    test = [task for task in tasks if task.replayable and task.split == "test"]
+    return train, val, test
+
+
 def _split_counts(tasks: list[TaskRecord]) -> dict[str, int]:
-    counts = {"total": len(tasks), "train": 0, "val": 0, "test": 0}
+    """Replayable tasks per split, ``val_gated`` (tonight's val tasks the gate can use: hard evidence),
+    ``not_replayable`` (evidence only), ``hard_evidence`` and ``total``."""
+    counts = {"total": len(tasks), "train": 0, "val": 0, "test": 0, "val_gated": 0, "not_replayable": 0,
+              "hard_evidence": 0}
     for task in tasks:
-        counts[task.split] += 1
+        if task.replayable:
+            counts[task.split] += 1
+            counts["val_gated"] += int(task.split == "val" and task.hard_evidence)
+        else:
+            counts["not_replayable"] += 1
+        counts["hard_evidence"] += int(task.hard_evidence)
     return counts
+
+
+def mining_report(mined: MineResult) -> dict:
+    """``diagnostics.mining``: dropped messages by reason, tasks by replayability (and why not), hard evidence,
+    validated and rejected checks (each with its task), and the rules stated tonight."""
+    tasks = mined.tasks
+    rejected = [{"task": task.id, "check": reason} for task in tasks for reason in task.rejected_checks]
+    return {
+        "dropped": dict(mined.dropped),
+        "replayable": sum(1 for task in tasks if task.replayable),
+        "not_replayable": dict(mined.not_replayable),
+        "hard_evidence": sum(1 for task in tasks if task.hard_evidence),
+        "soft_evidence": sum(1 for task in tasks if task.replayable and not task.hard_evidence),
+        "validated_checks": sum(len(task.judge.checks) for task in tasks),
+        "rejected_checks": rejected[:MAX_REPORTED_CHECKS],
+        "rejected_checks_total": len(rejected),
+        "rules": [{"text": rule.text, "stated": rule.stated, "checks": len(rule.checks)}
+                  for rule in stated_rules(tasks)],
+        "miner_calls": mined.miner_calls,
+    }
 
 
 def _preflight(ledger: CallLedger, config: SleepConfig, train: list[TaskRecord], val: list[TaskRecord], *,

@@ -11,7 +11,7 @@ stated inside a request; they are the strongest signal a session holds. This mod
   literal; a rule whose subject is not a literal ("use tabs, not spaces", "never commit to main") yields no
   check and is judged by the rubric instead (mine.py puts it there).
   A forbidden word that is part of the preferred one ("pnpm" contains "npm"), or a very short word
-  ("var"), becomes a whole-word negative regex ``\\A(?![\\s\\S]*\\bnpm\\b)`` instead of ``not_contains`` so that
+  ("var"), becomes a whole-word negative regex (``negative_word_regex``) instead of ``not_contains`` so that
   "pnpm install" does not fail the check.
 * ``classify_reaction(next_message, previous_request)``: approval | correction | reask | none, from the lexical
   cues of FORMATS.md §1.8 / §2.10 ("actually", "continue", "don't forget" are neutral).
@@ -244,6 +244,18 @@ _BARE_USE = re.compile(
     r"always|only|by default))?$",
     re.IGNORECASE,
 )
+_SHOP = re.compile(
+    r"^(?:we're|we are|we're all|this is|it's|here we're|our team is|our shop is)\s+(?:an?\s+|all\s+)?"
+    r"(?P<x>[^,]{1,30}?)\s+(?:shop|house|team|project|repo|repository|codebase|code base|company|org|"
+    r"organization|people|folks|users)\b",
+    re.IGNORECASE,
+)
+_MOVED = re.compile(
+    r"^(?:we(?:'ve| have)?\s+)?(?:moved|switched|migrated|changed|went)\s+(?:over\s+)?from\s+(?P<y>[^,]{1,30}?)"
+    r"\s+to\s+(?P<x>[^,]{1,30}?)(?:\s+(?:now|recently|last \w+|this \w+))?$",
+    re.IGNORECASE,
+)
+_TERSE = re.compile(r"^(?P<x>[^,]{1,30}?)\s*,?\s+(?:only|please|pls|here|from now on|always)$", re.IGNORECASE)
 _MODAL_RULE = re.compile(r"\b(?:must|should|has to|have to|needs? to)\b", re.IGNORECASE)
 _UNIVERSAL = re.compile(r"\b(?:always|never|all|every|each|any)\b", re.IGNORECASE)
 _REPO_SCOPE = re.compile(r"\b(?:in|for|across) (?:this|our|the) (?:repo|repository|project|codebase|code base|team)\b",
@@ -335,6 +347,12 @@ def _parse(clause: str) -> _Parsed | None:
     match = _USE_INSTEAD.match(text)
     if match:
         return _Parsed("use", preferred=match.group("x"))
+    match = _MOVED.match(text)
+    if match:  # "we moved from yarn to pnpm": a new rule that replaces the old one
+        return _Parsed("prefer", preferred=match.group("x"), forbidden=match.group("y"))
+    match = _SHOP.match(text)
+    if match and _side_ok(match.group("x")):  # "we're a pnpm shop"
+        return _Parsed("use", preferred=match.group("x"))
     match = _FORBID_USE.match(text)
     if match:
         forbidden, _, after = match.group("y").partition(",")
@@ -364,6 +382,9 @@ def _parse(clause: str) -> _Parsed | None:
     match = _SHORT_CONTRAST.match(text)
     if match and _side_ok(match.group("x")) and _side_ok(match.group("y")):
         return _Parsed("prefer", preferred=match.group("x"), forbidden=match.group("y"))
+    match = _TERSE.match(text)
+    if match and _side_ok(match.group("x")) and _literal(match.group("x")):  # "pnpm only", "ISO dates please"
+        return _Parsed("use", preferred=match.group("x"))
     if _FIRST_PERSON_START.match(text):
         return None
     if _MODAL_RULE.search(text) and _UNIVERSAL.search(text):
@@ -392,6 +413,14 @@ def extract_rules(text: str) -> list[str]:
     return found
 
 
+def states_only_rules(text: str) -> bool:
+    """True when every clause of ``text`` (frame words dropped) is a rule statement and there is at least one: a
+    message that states rules and asks for nothing ("we're a pnpm shop. dates are ISO")."""
+    clauses = [strip_frame(clause) for clause in split_clauses(text)]
+    clauses = [clause for clause in clauses if clause]
+    return bool(clauses) and all(_rule_statements(clause) for clause in clauses)
+
+
 def _rule_statements(clause: str) -> list[str]:
     """The rule(s) of one clause: the clause itself, or two rules when a vague rule is followed by a concrete
     one after a comma ("Don't touch the lockfile by hand, use pnpm not npm")."""
@@ -410,8 +439,17 @@ def _rule_statements(clause: str) -> list[str]:
 # --------------------------------------------------------------------------- checks
 
 
-def _negative_word_regex(word: str) -> str:
-    return r"\A(?![\s\S]*\b" + re.escape(word) + r"\b)"
+def word_regex(literal: str) -> str:
+    """A regex for ``literal`` as a whole word: not inside a longer word (``npm`` is not in ``pnpm``); an end that is
+    not a word character (``Path(``) needs no boundary."""
+    head = r"(?<!\w)" if re.match(r"\w", literal) else ""
+    tail = r"(?!\w)" if re.search(r"\w$", literal) else ""
+    return head + re.escape(literal) + tail
+
+
+def negative_word_regex(literal: str) -> str:
+    """A regex that matches a text in which ``literal`` never occurs as a whole word (``word_regex``)."""
+    return r"\A(?![\s\S]*" + word_regex(literal) + ")"
 
 
 def _forbid_check(literal: str, preferred: str | None, rule: str, origin: str) -> Check:
@@ -420,7 +458,7 @@ def _forbid_check(literal: str, preferred: str | None, rule: str, origin: str) -
     short_word = re.fullmatch(r"\w{1,3}", literal) is not None
     word_edges = re.match(r"\w", literal) and re.search(r"\w$", literal)
     if (inside_preferred or short_word) and word_edges:
-        return Check(op="regex", value=_negative_word_regex(literal), origin=origin, rule=rule)
+        return Check(op="regex", value=negative_word_regex(literal), origin=origin, rule=rule)
     return Check(op="not_contains", value=literal, origin=origin, rule=rule)
 
 
@@ -655,10 +693,12 @@ def miner_prompt(task: TaskRecord) -> str:
         reaction += ": " + _head(task.evidence.reaction_text, MINER_REACTION_CHARS)
     if task.rules:
         reaction += "\nRules the user stated: " + "; ".join(task.rules)
+    rejected = task.evidence.corrected_answers[0] if task.evidence.corrected_answers else task.evidence.final_answer
     return render_prompt(
         "miner",
         request=_head(task.request, MINER_REQUEST_CHARS),
-        final_answer=_head(task.evidence.final_answer, MINER_ANSWER_CHARS) or "(none)",
+        final_answer=_head(rejected, MINER_ANSWER_CHARS) or "(none)",
+        accepted_answer=_head(task.evidence.accepted_answer or "", MINER_ANSWER_CHARS) or "(none)",
         reaction=reaction,
     )
 

@@ -77,6 +77,10 @@ logger = logging.getLogger("skillopt_sleep.trainer")
 Event = dict[str, Any]
 
 
+#: The trainer gates on the environment's whole val split (a night caps its val pool with ``gate_max_val``).
+TRAINER_MAX_VAL = 1_000_000
+
+
 class SkillOptConfig(BaseModel):
     """How ``SkillOptTrainer`` trains. Invalid values raise pydantic's ``ValidationError``, naming the field.
 
@@ -161,7 +165,7 @@ class SkillOptConfig(BaseModel):
                             gate_metric=self.gate_metric, gate_mixed_weight=self.gate_mixed_weight,
                             gate_rule=self.gate_rule, gate_margin=self.gate_margin, gate_alpha=self.gate_alpha,
                             gate_samples=self.gate_samples, evolve_skill=True, evolve_memory=False,
-                            workers=self.workers, seed=self.seed)
+                            gate_max_val=TRAINER_MAX_VAL, workers=self.workers, seed=self.seed)
 
 
 class RoleRouterBackend:

@@ -27,6 +27,17 @@ PNPM_CONVERSATIONS = [
 ]
 
 
+#: Three requests corrected without saying why ("no, that is not how we do it here"): nothing in the user's words
+#: gives a check, so these are the tasks the LLM miner is asked about (``mine.wants_miner``).
+UNEXPLAINED_CONVERSATIONS = [
+    (request, f"Run `npm {command}`.", "no, that is not how we do it here") for request, command in [
+        ("clean the build cache of this repo", "cache clean --force"),
+        ("list the outdated packages of this repo", "outdated"),
+        ("publish the web package of this repo", "publish"),
+    ]
+]
+
+
 def write_claude_sessions(claude_home: Path, project: Path, conversations: list[tuple[str, str, str]], *,
                           hours_ago: float = 3.0, fixed_answer: str = "Sorry, fixed.") -> Path:
     """Write one Claude Code 2.1 session per ``(request, answer, correction)``; return the project folder.

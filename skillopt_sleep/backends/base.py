@@ -168,6 +168,17 @@ class CallLedger:
         ]
 
     # -- calls
+    def check_alive(self) -> None:
+        """Raise a fatal ``BackendError`` (kind ``repeated_failures``) when calls were made and not one of them got a
+        reply: a night too small to reach ``max_consecutive_failures`` must not end as "nothing to learn" either."""
+        with self._lock:
+            records = list(self.records)
+        if records and not any(record.ok or record.usage.total for record in records):
+            last = records[-1]
+            raise BackendError(f"none of the night's {len(records)} call(s) got a reply after their retries, the "
+                               f"backend looks down; last: {last.error or 'unknown error'}", role=last.role,
+                               model=last.model, backend=self.backend.name, fatal=True, kind="repeated_failures")
+
     def chat(self, request: ChatRequest, *, fail_on_error: bool = True) -> ChatResult:
         """Make one call through the backend and record it.
 

@@ -58,6 +58,9 @@ SUPPORTED_RULES = ("strict", "paired")
 DEFAULT_MARGIN = 1
 DEFAULT_ALPHA = 0.5
 DEFAULT_SAMPLES = 4
+#: Clauses of a rejection that are evidence against the candidate's edits (a failed call, missing coverage or no
+#: val task is not: those say nothing about the edits).
+EVIDENCE_CLAUSES = ("mean", "regression", "margin", "sign_test")
 
 Outcome = Literal["win", "loss", "tie", "n/a"]
 
@@ -311,7 +314,9 @@ def decide(*, mode: str, metric: str, mixed_weight: float, rule: str, baseline: 
     base_ids = set(_task_ids(baseline))
     cand_ids = set(_task_ids(candidate))
     if not base_ids and not cand_ids:
-        return verdict("reject", "no_tasks", "no held-out tasks")
+        details["pending"] = True
+        return verdict("reject", "no_tasks", "no held-out task with validated checks to test on; pending: "
+                                             "re-test on the next night's val tasks")
     if base_ids != cand_ids:
         missing = sorted(base_ids ^ cand_ids)
         return verdict("reject", "coverage", f"baseline and candidate were not replayed on the same val tasks "

@@ -14,7 +14,7 @@ itself contains ``{name}`` is never expanded a second time). Placeholders per te
 * ``merge.md``: ``{max_edits}``, ``{targets}``, ``{skill}``, ``{memory}``, ``{patches}``
 * ``rank.md``: ``{keep}``, ``{count}``, ``{skill}``, ``{memory}``, ``{edits}``
 * ``judge_rubric.md``: ``{request}``, ``{rubric}``, ``{response}``
-* ``miner.md``: ``{request}``, ``{final_answer}``, ``{reaction}``
+* ``miner.md``: ``{request}``, ``{final_answer}`` (the rejected answer), ``{accepted_answer}``, ``{reaction}``
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ from pydantic import BaseModel, Field, ValidationError
 from skillopt_sleep.backends.base import CallLedger, ChatMessage, ChatRequest
 from skillopt_sleep.backends.jsonextract import extract_json
 from skillopt_sleep.engine.edits import managed_block
-from skillopt_sleep.engine.prompts import render_prompt
+from skillopt_sleep.engine.prompts import load_prompt, render_prompt
 from skillopt_sleep.models import EditRecord, ReplayResult, TaskRecord
 
 #: Most tasks shown to the optimizer in one call.
@@ -432,11 +432,56 @@ def is_placeholder(content: str) -> bool:
     return len(re.findall(r"[^\W\d_]{2,}", text)) < 2 or (text.startswith("<") and text.endswith(">"))
 
 
+_ANNOTATION = re.compile(
+    r"\s*[(\[](?:[^()\[\]]*?\b(?:night|evidence|task|tasks|see|from|per|cf\.?|source|rationale)\b[^()\[\]]*?|"
+    r"\s*t-[0-9a-f]{6,}(?:\s*,\s*t-[0-9a-f]{6,})*\s*)[)\]]")
+_TASK_ID = re.compile(r"\bt-[0-9a-f]{12}\b")
+
+
+def clean_content(content: str) -> str:
+    """An edit's content as a document line: context annotations that only make sense tonight removed ("(night
+    2026-11-23T193736Z)", "(evidence: t-1a2b...)", "[t-...]"), and one bullet format (``- text``) for a one-line
+    rule. Multi-line content keeps its lines."""
+    text = _ANNOTATION.sub("", content or "")
+    text = _TASK_ID.sub("", text)
+    lines = [line.rstrip() for line in text.strip().splitlines()]
+    if len(lines) == 1:
+        body = re.sub(r"^\s*(?:[-*+•]|\d+[.)])\s+", "", lines[0]).strip()
+        return f"- {body}" if body else ""
+    return "\n".join(lines)
+
+
+def _instruction_lines() -> list[set[str]]:
+    """The content words of every instruction line of the optimizer prompts (reflect, contrastive, merge, rank)."""
+    lines: list[set[str]] = []
+    for name in ("reflect", "reflect_contrastive", "merge", "rank", "miner"):
+        for line in load_prompt(name).splitlines():
+            if "{" in line and "}" in line and len(line.strip()) < 40:
+                continue
+            found = content_words(line)
+            if len(found) >= 4:
+                lines.append(found)
+    return lines
+
+
+def restates_instructions(content: str) -> bool:
+    """True when an edit copies the optimizer's own instructions (``RESTATEMENT_SHARE`` of its content words, at
+    least 4, come from one instruction line of the prompts): "The user's rules and reactions are the strongest
+    signal: turn them into rules." is our prompt speaking, not a rule of the user."""
+    found = content_words(content)
+    if len(found) < 4:
+        return False
+    return any(len(found & line) / len(found) >= RESTATEMENT_SHARE for line in _instruction_lines())
+
+
 def screen_edits(edits: list[EditRecord], tasks: list[TaskRecord], *, edit_budget: int, evolve_skill: bool,
                  evolve_memory: bool) -> tuple[list[EditRecord], list[EditRecord]]:
-    """Split proposals into (accepted, rejected). Accepted keep status ``proposed``, at most ``edit_budget``."""
+    """Split proposals into (accepted, rejected). Accepted keep status ``proposed``, at most ``edit_budget``; their
+    content is cleaned (``clean_content``)."""
     allowed = {"skill": evolve_skill, "memory": evolve_memory}
     for edit in edits:
+        if edit.op != "delete" and edit.content:
+            edit.content = clean_content(edit.content)
         if not allowed[edit.target]:
             _reject(edit, f"the {edit.target} document may not evolve (evolve_{edit.target} = false)")
         elif edit.op != "append" and not (edit.anchor or "").strip():
@@ -447,6 +492,8 @@ def screen_edits(edits: list[EditRecord], tasks: list[TaskRecord], *, edit_budge
             _reject(edit, "placeholder content (fewer than 2 words): state a rule or a procedure")
         elif edit.op != "delete" and is_code_fragment(edit.content):
             _reject(edit, "mostly code: more than half of its lines look like code; state a rule instead")
+        elif edit.op != "delete" and restates_instructions(edit.content):
+            _reject(edit, "restates the optimizer's instructions, not a rule of the user or a procedure")
     reject_restatements([edit for edit in edits if edit.op != "delete"], tasks)
     accepted: list[EditRecord] = []
     rejected: list[EditRecord] = []

@@ -1,4 +1,6 @@
-"""Gate repair: when a candidate won some val tasks but lost others, find the edits to blame and gate the rest.
+"""Gate repair and the support test: leave-one-out replays that find the edits behind a gate's decision.
+
+Gate repair: when a candidate won some val tasks but lost others, find the edits to blame and gate the rest.
 
 A candidate carries up to L edits (the edit budget). When one of them breaks a val task and another fixes one,
 the gate blocks the whole candidate (a loss, or a regression of a protected task), and the good edit is lost
@@ -20,6 +22,12 @@ with the bad one. Repair, at most once per step (``gate_repair``, default on):
 The second test uses the same val tasks whose losses chose what to drop, so it is not a fresh test of the
 lost tasks; it is a fresh test of everything else, and the repaired candidate is a strict subset of the tested
 one. The blamed edits go to the rejected-edit ledger like the edits of a rejected candidate.
+
+The support test (``support``) is the mirror image for an accepted candidate: every adopted line must earn its
+place. When the candidate carries an optimizer edit beside other edits, the candidate without that edit is
+replayed on the val tasks it won; if it still wins them all, the edit rode along on the others' wins (e.g. the
+optimizer's own prompt instruction copied into the memory beside a winning user rule) and is dropped, after the
+candidate without it passes the gate once more. The users' own rules are exempt: the user stated them.
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from skillopt_sleep.engine.gate import is_regression, paired_outcome
+from skillopt_sleep.engine.val_pool import touches
 from skillopt_sleep.models import EditRecord, GateDecision, ReplayResult, TaskRecord
 
 #: Most lost val tasks repair will look into: beyond that the candidate is not a near miss.
@@ -114,6 +123,40 @@ def blame(applied: list[EditRecord], decision: GateDecision, val: list[TaskRecor
             out.blamed.append(index)
             out.fixes[index] = fixed
     return out
+
+
+def won_tasks(decision: GateDecision) -> list[str]:
+    """Val task ids the candidate won, in the decision's per-task order."""
+    return [comparison.task_id for comparison in decision.per_task if comparison.outcome == "win"]
+
+
+def support(applied: list[EditRecord], decision: GateDecision, val: list[TaskRecord], *, replay: Replay,
+            candidates: list[int], metric: str, mixed_weight: float) -> list[int]:
+    """The support test of an accepted candidate: which of the edits at ``candidates`` (indexes into ``applied``)
+    are unsupported, i.e. the candidate without the edit still wins every val task it won (leave-one-out on the won
+    tasks only, same samples as the candidate had there, the tasks that test what the edit states first, stopping at
+    the first task the candidate no longer wins without it). Returns their indexes; [] when the candidate won
+    nothing. Cost: at most len(candidates) x won tasks x samples target calls, usually one task per supported edit.
+    Raises what ``replay`` raises."""
+    won = won_tasks(decision)
+    by_id = {task.id: task for task in val}
+    comparisons = {comparison.task_id: comparison for comparison in decision.per_task}
+    tasks = [by_id[task_id] for task_id in won if task_id in by_id]
+    if not tasks:
+        return []
+    samples = max(len(comparisons[task.id].candidate) for task in tasks)
+    unsupported = []
+    for index in candidates:
+        without = [edit for position, edit in enumerate(applied) if position != index]
+        # the tasks that test what the edit states first: losing one of them settles it (one call, usually)
+        ordered = sorted(tasks, key=lambda task: not touches(task, [applied[index]]))
+        for task in ordered:
+            results = replay([task], without, samples)
+            if paired_outcome(comparisons[task.id].baseline, results, metric, mixed_weight) != "win":
+                break
+        else:
+            unsupported.append(index)
+    return unsupported
 
 
 def repair_report(first: GateDecision, applied: list[EditRecord], found: Blame, *, calls: int,

@@ -57,15 +57,9 @@ from skillopt_sleep.documents import prompt_view
 from skillopt_sleep.engine import repair
 from skillopt_sleep.engine.aggregate import PatchList, dedupe_edits, merge_patches, rank_edits
 from skillopt_sleep.engine.edits import apply_edits
-from skillopt_sleep.engine.gate import (
-    DEFAULT_ALPHA,
-    DEFAULT_MARGIN,
-    DEFAULT_SAMPLES,
-    decide,
-    replace_task_results,
-    summarize,
-    tasks_to_resample,
-)
+from skillopt_sleep.engine.evaluate import Evaluation, replay_pair
+from skillopt_sleep.engine.gate import DEFAULT_ALPHA, DEFAULT_MARGIN, DEFAULT_SAMPLES, decide, summarize
+from skillopt_sleep.engine.val_pool import DEFAULT_GATE_MAX_VAL, select_val
 from skillopt_sleep.engine.reflect import (
     MAX_PASSING_TASKS,
     MAX_TASKS_PER_CALL,
@@ -76,7 +70,7 @@ from skillopt_sleep.engine.reflect import (
 )
 from skillopt_sleep.engine.replay import ReplayCache, Rollout, replay_tasks
 from skillopt_sleep.models import EditRecord, GateDecision, ReplayResult, TaskRecord
-from skillopt_sleep.rules import checks_for_rule
+from skillopt_sleep.rulebook import StatedRule, restated_rule_reason, rule_line, stated_rules, user_rule_edits
 
 DOCUMENT_KINDS = ("skill", "memory")
 STAGES = ("rollout", "reflect", "aggregate", "select", "update", "gate")
@@ -89,7 +83,8 @@ class StepSettings(BaseModel):
     """What one step may do. edit_budget: L, the most edits applied (0 = reflect nothing); rollouts_k: samples per
     train task; rollout_temperature: used when K > 1; minibatch_size: most train tasks per reflect call;
     merge_batch_size: patch lists per merge call (>= 2); failure_only: reflect on failing tasks only;
-    propose_user_rules: propose the rules users stated in corrections of failing train tasks, verbatim;
+    propose_user_rules: propose the rules users stated (``rulebook.stated_rules``), in their words, whether or not
+    tonight's replays failed; gate_max_val: most val tasks the gate replays (tonight's, then archived ones);
     gate_repair: drop the edits to blame for lost val tasks and gate the rest once more (``engine/repair.py``);
     gate_mode, gate_metric, gate_mixed_weight, gate_rule, gate_margin, gate_alpha: see ``gate.decide``;
     gate_samples: samples per side for a val task ``gate.tasks_to_resample`` names; gate_temperature: their
@@ -114,6 +109,7 @@ class StepSettings(BaseModel):
     gate_alpha: float = Field(DEFAULT_ALPHA, ge=0, le=1)
     gate_samples: int = Field(DEFAULT_SAMPLES, ge=1)
     gate_temperature: float = Field(0.0, ge=0)
+    gate_max_val: int = Field(DEFAULT_GATE_MAX_VAL, ge=1)
     evolve_skill: bool = True
     evolve_memory: bool = True
     workers: int = Field(4, ge=1)
@@ -129,6 +125,7 @@ class StepSettings(BaseModel):
                    gate_mode=config.gate_mode, gate_metric=config.gate_metric,
                    gate_mixed_weight=config.gate_mixed_weight, gate_rule=config.gate_rule,
                    gate_margin=config.gate_margin, gate_alpha=config.gate_alpha, gate_samples=config.gate_samples,
+                   gate_max_val=config.gate_max_val,
                    evolve_skill=config.evolve_skill, evolve_memory=config.evolve_memory, workers=config.workers,
                    seed=config.seed)
 
@@ -154,6 +151,12 @@ class StepResult(BaseModel):
     minibatches: int = 0
     user_rules: int = 0
     """Edits proposed verbatim from the users' stated rules (``propose_user_rules``); first in ``merged``."""
+    val: list[TaskRecord] = Field(default_factory=list)
+    """The val tasks the gate replayed (``val_pool.select_val``: tonight's, then archived ones)."""
+    settled: list[str] = Field(default_factory=list)
+    """Val tasks that stopped at two samples because both sides repeated their answers (``evaluate``)."""
+    unsupported: list[EditRecord] = Field(default_factory=list)
+    """Optimizer edits dropped from an accepted candidate because its wins held without them (``repair.support``)."""
     blamed: list[EditRecord] = Field(default_factory=list)
     """Edits gate repair dropped from the tested candidate (as they were applied there); see ``engine/repair.py``."""
     raw_patches: list[list[EditRecord]] = Field(default_factory=list)
@@ -302,49 +305,6 @@ def _aggregate_stage(patches: list[PatchList], *, documents: dict[str, str], tar
     return kept, rejected
 
 
-def _rule_key(text: str) -> str:
-    """A rule's text for comparison: lower case, single spaces, no list bullet or final period."""
-    return " ".join(text.lower().split()).strip("-* ").rstrip(".")
-
-
-def _rule_signature(rule: str) -> frozenset[tuple[str, str]] | str:
-    """What a stated rule demands: the (op, value) of the checks ``rules.checks_for_rule`` derives from it, so
-    that two phrasings of one rule ("use pnpm, not npm" / "we use pnpm here, never npm") are one rule; its text
-    key when it implies no check."""
-    statement = rule.strip().lstrip("-*+ ").strip()
-    checks = frozenset((check.op, check.value.lower()) for check in checks_for_rule(statement))
-    return checks or _rule_key(statement)
-
-
-def user_rule_edits(train: list[TaskRecord], results: list[ReplayResult], *, documents: dict[str, str],
-                    target: str) -> list[EditRecord]:
-    """Rule mining from corrections: the rules users stated (``TaskRecord.rules``, their own words) on train tasks
-    the current documents fail, as ``append`` edits to ``target``, most-stated first. Phrasings that imply the
-    same checks (``_rule_signature``) are one rule, shown in its first phrasing, with the evidence of all. A rule
-    one of whose phrasings is already written in a document (case- and space-insensitive) is not proposed again;
-    a new phrasing of a written rule is, while tasks still fail on it (the user keeps correcting it, so the rule as
-    written is not followed; in the learning benchmark the run that let such restatements through scored higher:
-    ``docs/benchmarks.md``, "Learning", runs 1 and 2). These edits still face the gate."""
-    failing = {r.task_id for r in results if r.error is None and not r.hard}
-    stated: dict[frozenset[tuple[str, str]] | str, list[str]] = {}
-    phrasings: dict[frozenset[tuple[str, str]] | str, list[str]] = {}
-    for task in train:
-        if task.id not in failing:
-            continue
-        for rule in task.rules:
-            if not _rule_key(rule):
-                continue
-            signature = _rule_signature(rule)
-            stated.setdefault(signature, []).append(task.id)
-            phrasings.setdefault(signature, []).append(rule.strip())
-    present = " ".join(" ".join(documents.get(kind, "").lower().split()) for kind in DOCUMENT_KINDS)
-    order = sorted(stated, key=lambda signature: -len(stated[signature]))
-    return [EditRecord(target=target, op="append", content=f"- {phrasings[signature][0].rstrip('.')}.",
-                       rationale=f"stated by the user in {len(stated[signature])} corrected task(s)",
-                       evidence=list(dict.fromkeys(stated[signature])))
-            for signature in order if not any(_rule_key(text) in present for text in phrasings[signature])]
-
-
 def _select_stage(merged: list[EditRecord], *, documents: dict[str, str], settings: StepSettings,
                   ledger: CallLedger, result: StepResult) -> None:
     """Keep the top L edits. The users' own rules (``result.user_rules`` of them, first in ``merged``) come first,
@@ -367,23 +327,6 @@ def _select_stage(merged: list[EditRecord], *, documents: dict[str, str], settin
     result.selected = result.ranked[:budget]
 
 
-def _resample_val(val: list[TaskRecord], result: StepResult, *, baseline_views: dict[str, str],
-                  candidate_views: dict[str, str], settings: StepSettings, replay_kwargs: dict[str, Any]) -> list[str]:
-    """Give the val tasks whose outcome could be noise ``gate_samples`` samples per side (see the module
-    docstring); updates ``result.baseline_val`` / ``candidate_val`` and returns the resampled task ids."""
-    wanted = set(tasks_to_resample(result.baseline_val, result.candidate_val, metric=settings.gate_metric,
-                                   mixed_weight=settings.gate_mixed_weight, gate_samples=settings.gate_samples))
-    tasks = [task for task in val if task.id in wanted]
-    if not tasks:
-        return []
-    sampling: dict[str, Any] = dict(samples=settings.gate_samples, temperature=settings.gate_temperature)
-    result.baseline_val = replace_task_results(
-        result.baseline_val, replay_tasks(tasks, **baseline_views, **sampling, **replay_kwargs))
-    result.candidate_val = replace_task_results(
-        result.candidate_val, replay_tasks(tasks, **candidate_views, **sampling, **replay_kwargs))
-    return [task.id for task in tasks]
-
-
 def build_candidate(texts: dict[str, str], selected: list[EditRecord]) -> tuple[dict[str, str], list[EditRecord]]:
     """Apply ``selected`` (proposed edits, in order) to each document kind of ``texts``; returns (the candidate
     documents, the edits with their status from ``edits.apply_edits``, kinds in ``DOCUMENT_KINDS`` order)."""
@@ -397,76 +340,151 @@ def build_candidate(texts: dict[str, str], selected: list[EditRecord]) -> tuple[
     return candidate, out
 
 
-def _repair_stage(val: list[TaskRecord], texts: dict[str, str], result: StepResult, *,
-                  gate: Callable[..., GateDecision], views: Callable[[dict[str, str]], dict[str, str]],
-                  settings: StepSettings, replay_kwargs: dict[str, Any], ledger: CallLedger) -> None:
+class _Tester:
+    """Test candidates built from edits against the step's baseline on the gate's val tasks (one protocol:
+    ``evaluate.replay_pair``, then ``gate.decide``)."""
+
+    def __init__(self, *, val: list[TaskRecord], texts: dict[str, str], settings: StepSettings,
+                 replay_kwargs: dict[str, Any], views: Callable[[dict[str, str]], dict[str, str]],
+                 gate: Callable[..., GateDecision]):
+        self.val, self.texts, self.settings = val, texts, settings
+        self.replay_kwargs, self.views, self.gate = replay_kwargs, views, gate
+
+    def replay(self, tasks: list[TaskRecord], edits: list[EditRecord], samples: int) -> list[ReplayResult]:
+        """``repair.Replay``: the candidate built from ``edits`` replayed on ``tasks``."""
+        documents, _ = build_candidate(self.texts, edits)
+        temperature = self.settings.gate_temperature if samples > 1 else 0.0
+        return replay_tasks(tasks, **self.views(documents), samples=samples, temperature=temperature,
+                            **self.replay_kwargs)
+
+    def test(self, candidate: dict[str, str]) -> tuple[Evaluation, GateDecision]:
+        evaluation = replay_pair(self.val, baseline_views=self.views(self.texts),
+                                 candidate_views=self.views(candidate), gate_samples=self.settings.gate_samples,
+                                 gate_temperature=self.settings.gate_temperature,
+                                 metric=self.settings.gate_metric, mixed_weight=self.settings.gate_mixed_weight,
+                                 replay_kwargs=self.replay_kwargs)
+        decision = self.gate(baseline=evaluation.baseline, candidate=evaluation.candidate)
+        if evaluation.resampled:
+            decision.details["resampled_tasks"] = evaluation.resampled
+        if evaluation.settled:
+            decision.details["settled_tasks"] = evaluation.settled
+        return evaluation, decision
+
+
+def _take(result: StepResult, candidate: dict[str, str], evaluation: Evaluation, decision: GateDecision,
+          texts: dict[str, str]) -> None:
+    result.candidate = candidate
+    result.changed = [kind for kind in texts if candidate[kind] != texts[kind]]
+    result.baseline_val, result.candidate_val = evaluation.baseline, evaluation.candidate
+    result.settled = list(evaluation.settled)
+    result.gate = decision
+
+
+def _replace_edits(result: StepResult, applied: list[EditRecord], dropped: dict[int, str],
+                   reapplied: list[EditRecord]) -> None:
+    """Mark the applied edits at ``dropped`` (index -> reason) rejected and the others as re-applied."""
+    replacement: dict[int, EditRecord] = {}
+    kept_status = iter(reapplied)  # the kept edits, in the same order as in ``applied``
+    for index, edit in enumerate(applied):
+        if index in dropped:
+            replacement[id(edit)] = edit.model_copy(update={"status": "rejected", "reason": dropped[index]})
+        else:
+            replacement[id(edit)] = next(kept_status)
+    result.edits = [replacement.get(id(edit), edit) for edit in result.edits]
+
+
+def _repair_stage(result: StepResult, tester: _Tester, *, ledger: CallLedger) -> None:
     """Gate repair (``engine/repair.py``): blame, rebuild the candidate without the blamed edits, gate it again.
-    Updates ``result`` (candidate, changed, candidate_val, gate, edits, blamed) when a repaired candidate is
+    Updates ``result`` (candidate, changed, val replays, gate, edits, blamed) when a repaired candidate is
     tested; records why not in ``gate.details["repair"]`` when repair looked but found nothing to drop."""
     applied = [edit for edit in result.edits if edit.status == "applied"]
     if repair.wants_repair(result.gate, len(applied)) is not None:
         return
     originals = [edit.model_copy(update={"status": "proposed", "reason": ""}) for edit in applied]
     calls_before = ledger.calls
-
-    def replay(tasks: list[TaskRecord], edits: list[EditRecord], samples: int) -> list[ReplayResult]:
-        documents, _ = build_candidate(texts, edits)
-        return replay_tasks(tasks, **views(documents), samples=samples,
-                            temperature=settings.gate_temperature if samples > 1 else 0.0, **replay_kwargs)
-
     first = result.gate
-    found = repair.blame(originals, first, val, replay=replay, metric=settings.gate_metric,
-                         mixed_weight=settings.gate_mixed_weight)
+    found = repair.blame(originals, first, tester.val, replay=tester.replay, metric=tester.settings.gate_metric,
+                         mixed_weight=tester.settings.gate_mixed_weight)
     if not found.blamed or len(found.blamed) == len(originals):
         why = "no single edit to blame" if not found.blamed else "every edit is to blame"
         first.details["repair"] = repair.repair_report(first, applied, found, calls=ledger.calls - calls_before,
                                                        outcome=f"not repaired: {why}")
         return
     kept = [edit for index, edit in enumerate(originals) if index not in found.blamed]
-    candidate, reapplied = build_candidate(texts, kept)
-    candidate_views = views(candidate)
-    result.candidate_val = replay_tasks(val, **candidate_views, **replay_kwargs)
-    resampled = _resample_val(val, result, baseline_views=views(texts), candidate_views=candidate_views,
-                              settings=settings, replay_kwargs=replay_kwargs)
-    result.gate = gate(baseline=result.baseline_val, candidate=result.candidate_val)
-    if resampled:
-        result.gate.details["resampled_tasks"] = resampled
-    result.gate.details["repair"] = repair.repair_report(first, applied, found, calls=ledger.calls - calls_before,
-                                                         outcome=f"repaired: {result.gate.verdict}")
-    replacement: dict[int, EditRecord] = {}
-    kept_status = iter(reapplied)  # the kept edits, in the same order as in ``applied``
-    for index, edit in enumerate(applied):
-        if index in found.blamed:
-            replacement[id(edit)] = edit.model_copy(update={"status": "rejected", "reason": (
-                f"gate repair: blamed for val task(s) {', '.join(found.fixes[index])}, "
-                "which the candidate without this edit did not lose")})
-        else:
-            replacement[id(edit)] = next(kept_status)
-    result.edits = [replacement.get(id(edit), edit) for edit in result.edits]
+    candidate, reapplied = build_candidate(tester.texts, kept)
+    evaluation, decision = tester.test(candidate)
+    decision.details["repair"] = repair.repair_report(first, applied, found, calls=ledger.calls - calls_before,
+                                                      outcome=f"repaired: {decision.verdict}")
+    _take(result, candidate, evaluation, decision, tester.texts)
+    _replace_edits(result, applied, {index: f"gate repair: blamed for val task(s) {', '.join(found.fixes[index])}, "
+                                            "which the candidate without this edit did not lose"
+                                     for index in found.blamed}, reapplied)
     result.blamed = [applied[index] for index in found.blamed]
-    result.candidate = candidate
-    result.changed = [kind for kind in texts if candidate[kind] != texts[kind]]
+
+
+def _support_stage(result: StepResult, tester: _Tester, *, stated: set[str], ledger: CallLedger) -> None:
+    """Every adopted line earns its place (``repair.support``): when an accepted candidate carries optimizer edits
+    beside other edits, an optimizer edit whose candidate wins just as much without it is dropped, and the
+    candidate without it is gated once more; it replaces the accepted one only if accepted too. ``stated``: the
+    contents of the edits that state the users' rules (exempt: the user stated them)."""
+    applied = [edit for edit in result.edits if edit.status == "applied"]
+    optimizer = [index for index, edit in enumerate(applied) if edit.content not in stated]
+    if not result.accepted or len(applied) < 2 or not optimizer:
+        return
+    calls_before = ledger.calls
+    originals = [edit.model_copy(update={"status": "proposed", "reason": ""}) for edit in applied]
+    found = repair.support(originals, result.gate, tester.val, replay=tester.replay, candidates=optimizer,
+                           metric=tester.settings.gate_metric, mixed_weight=tester.settings.gate_mixed_weight)
+    report: dict[str, Any] = {"checked": len(optimizer), "unsupported": len(found), "calls": 0, "outcome": "kept all"}
+    if found and len(found) < len(applied):
+        kept = [edit for index, edit in enumerate(originals) if index not in found]
+        candidate, reapplied = build_candidate(tester.texts, kept)
+        evaluation, decision = tester.test(candidate)
+        if decision.verdict in ("accept", "accept_new_best"):
+            _take(result, candidate, evaluation, decision, tester.texts)
+            _replace_edits(result, applied, {index: "unsupported: the candidate won just as much without this edit, "
+                                                    "which no user stated" for index in found}, reapplied)
+            result.unsupported = [applied[index] for index in found]
+            report["outcome"] = f"dropped {len(found)} unsupported edit(s)"
+        else:
+            report["outcome"] = f"kept all: without the unsupported edits the gate said {decision.verdict}"
+    report["calls"] = ledger.calls - calls_before
+    result.gate.details["support"] = report
+
+
+def _annotate(decision: GateDecision, val: list[TaskRecord], origins: dict[str, str]) -> None:
+    """Say per val task where it came from and which rules its checks test."""
+    by_id = {task.id: task for task in val}
+    for comparison in decision.per_task:
+        task = by_id.get(comparison.task_id)
+        comparison.origin = origins.get(comparison.task_id, "tonight")
+        if task is not None:
+            comparison.rules = list(dict.fromkeys(check.rule for check in task.judge.checks if check.rule))
 
 
 def run_step(*, train: list[TaskRecord], val: list[TaskRecord], documents: dict[str, str], settings: StepSettings,
              ledger: CallLedger, cache: ReplayCache | None = None, rubric_judge: Any = None,
              best_gate_score: float | None = None, context: str = "", rollout: Rollout | None = None,
              rollout_key: str = "", on_stage: Callable[[str, str], None] | None = None,
-             edit_filter: Callable[[list[EditRecord]], list[EditRecord]] | None = None) -> StepResult:
+             edit_filter: Callable[[list[EditRecord]], list[EditRecord]] | None = None,
+             rules: list[StatedRule] | None = None, archived_val: list[TaskRecord] | None = None,
+             val_origins: dict[str, str] | None = None) -> StepResult:
     """Run one SkillOpt step (see the module docstring) and return what it did.
 
-    edit_filter: applied to the edits the step proposes itself (the users' stated rules), e.g. the night's
-    rejected-edit ledger; the optimizer's edits are screened where its replies are read.
-
-    train / val: TaskRecords (only train tasks are reflected on; val is held out for the gate); documents:
-    ``{"skill": text, "memory": text}`` (a missing kind is empty and not editable); settings: ``StepSettings``;
-    ledger: the night's ``CallLedger``; cache: the ``ReplayCache`` (or None); rubric_judge: a
+    train / val: TaskRecords (only train tasks are replayed and reflected on; val is held out for the gate);
+    documents: ``{"skill": text, "memory": text}`` (a missing kind is empty and not editable); settings:
+    ``StepSettings``; ledger: the night's ``CallLedger``; cache: the ``ReplayCache`` (or None); rubric_judge: a
     ``judges.RubricJudge`` or None; best_gate_score: the all-time best mean gate score (None = none yet);
     context: extra evidence text for the reflect prompts; rollout / rollout_key: a ``replay.Rollout`` used for every
     replay of the step instead of the target chat call (the trainer's environments; see ``replay.replay_tasks``);
-    on_stage: called as ``on_stage(stage, "begin" | "end")`` around each of the six stages (progress display).
-    Raises ``BackendError`` / ``BudgetExhausted`` from the
-    ledger; ValueError for unknown gate settings (from ``gate.decide``).
+    on_stage: called as ``on_stage(stage, "begin" | "end")`` around each of the six stages (progress display);
+    edit_filter: applied to the edits the step proposes itself (the users' stated rules), e.g. the night's
+    rejected-edit ledger (the optimizer's edits are screened where its replies are read); rules: the users' stated
+    rules to propose (``rulebook.stated_rules``; None: those of ``train``); archived_val: val tasks of earlier
+    nights the gate may add to ``val`` (``val_pool.select_val``, at most ``gate_max_val`` in all); val_origins:
+    task id -> where it came from, for the report (default ``tonight``).
+    Raises ``BackendError`` / ``BudgetExhausted`` from the ledger; ValueError for unknown gate settings (from
+    ``gate.decide``).
     """
     clock = _Clock(ledger, on_stage)
     texts = {kind: documents[kind] for kind in DOCUMENT_KINDS if kind in documents}
@@ -476,6 +494,7 @@ def run_step(*, train: list[TaskRecord], val: list[TaskRecord], documents: dict[
     replay_kwargs: dict[str, Any] = dict(ledger=ledger, workers=settings.workers, cache=cache,
                                          rubric_judge=rubric_judge, seed=settings.seed, rollout=rollout,
                                          rollout_key=rollout_key)
+    stated = rules if rules is not None else stated_rules(train)
 
     def views(docs: dict[str, str]) -> dict[str, str]:
         return {"skill": prompt_view(docs.get("skill", "")), "memory": prompt_view(docs.get("memory", ""))}
@@ -512,21 +531,30 @@ def run_step(*, train: list[TaskRecord], val: list[TaskRecord], documents: dict[
                                                ledger=ledger, context=context, result=result)
     result.raw_patches = [patch.edits for patch in patches]
 
-    # 3. aggregate
+    # 3. aggregate: the optimizer's edits, then the users' own rules first (one edit per rule, never restated)
     with clock.stage("aggregate"):
         merged, merge_rejected = _aggregate_stage(patches, documents=texts, targets=targets, train=train,
                                                   settings=settings, editable=editable, ledger=ledger,
                                                   result=result)
+    proposed_rules: list[EditRecord] = []
     if settings.propose_user_rules and targets:
-        rules = user_rule_edits(train, train_results, documents=texts, target=targets[0])
+        proposed_rules = user_rule_edits(stated, texts, target=targets[0])
         if edit_filter is not None:
-            rules = edit_filter(rules)
-        rules, rules_rejected = screen_edits(rules, train, edit_budget=len(rules), evolve_skill=editable["skill"],
-                                             evolve_memory=editable["memory"])
+            proposed_rules = edit_filter(proposed_rules)
+        proposed_rules, rules_rejected = screen_edits(proposed_rules, [], edit_budget=len(proposed_rules),
+                                                      evolve_skill=editable["skill"],
+                                                      evolve_memory=editable["memory"])
         rejected.extend(rules_rejected)
-        stated = {_rule_key(edit.content) for edit in rules}
-        merged = [*rules, *(edit for edit in merged if _rule_key(edit.content) not in stated)]
-        result.user_rules = len(rules)
+    kept_merged: list[EditRecord] = []
+    yielding = stated if settings.propose_user_rules else []  # the user's words are proposed instead
+    for edit in merged:
+        reason = restated_rule_reason(edit.content, yielding, texts) if edit.op != "delete" else None
+        if reason:
+            rejected.append(edit.model_copy(update={"status": "rejected", "reason": reason}))
+        else:
+            kept_merged.append(edit)
+    merged = [*proposed_rules, *kept_merged]
+    result.user_rules = len(proposed_rules)
     result.merged = merged
 
     # 4. select
@@ -544,8 +572,12 @@ def run_step(*, train: list[TaskRecord], val: list[TaskRecord], documents: dict[
 
     # 6. gated evaluate
     with clock.stage("gate"):
-        if settings.gate_mode == "on":
-            result.baseline_val = replay_tasks(val, **baseline_views, **replay_kwargs)
+        applied_edits = [edit for edit in result.edits if edit.status == "applied"]
+        pool = select_val(val, archived_val or [], applied_edits, limit=settings.gate_max_val)
+        result.val = pool
+        origins = val_origins or {}
+        if settings.gate_mode == "on" and not result.changed:
+            result.baseline_val = replay_tasks(pool, **baseline_views, **replay_kwargs)
         if not result.changed:
             baseline = summarize(result.baseline_val or train_results, settings.gate_metric,
                                  settings.gate_mixed_weight)
@@ -553,23 +585,22 @@ def run_step(*, train: list[TaskRecord], val: list[TaskRecord], documents: dict[
                                        verdict="reject", reason="no edit changed a document: nothing to test",
                                        baseline=baseline)
         else:
-            resampled: list[str] = []
-            if settings.gate_mode == "on":
-                result.candidate_val = replay_tasks(val, **views(candidate), **replay_kwargs)
-                resampled = _resample_val(val, result, baseline_views=baseline_views,
-                                          candidate_views=views(candidate), settings=settings,
-                                          replay_kwargs=replay_kwargs)
             gate = functools.partial(decide, mode=settings.gate_mode, metric=settings.gate_metric,
                                      mixed_weight=settings.gate_mixed_weight, rule=settings.gate_rule,
                                      best_gate_score=best_gate_score,
-                                     request_heads={task.id: task.request[:120] for task in val},
+                                     request_heads={task.id: task.request[:120] for task in pool},
                                      margin=settings.gate_margin, alpha=settings.gate_alpha)
-            result.gate = gate(baseline=result.baseline_val, candidate=result.candidate_val)
-            if resampled:
-                result.gate.details["resampled_tasks"] = resampled
-            if settings.gate_repair and settings.gate_mode == "on":
-                _repair_stage(val, texts, result, gate=gate, views=views, settings=settings,
-                              replay_kwargs=replay_kwargs, ledger=ledger)
+            tester = _Tester(val=pool, texts=texts, settings=settings, replay_kwargs=replay_kwargs, views=views,
+                             gate=gate)
+            if settings.gate_mode == "on":
+                evaluation, decision = tester.test(candidate)
+                _take(result, candidate, evaluation, decision, texts)
+                if settings.gate_repair:
+                    _repair_stage(result, tester, ledger=ledger)
+                _support_stage(result, tester, stated={edit.content for edit in proposed_rules}, ledger=ledger)
+            else:
+                result.gate = gate(baseline=[], candidate=[])
+        _annotate(result.gate, pool, origins)
     result.calls_by_stage = clock.calls
     result.stage_seconds = clock.seconds
     return result

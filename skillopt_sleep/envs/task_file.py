@@ -43,7 +43,8 @@ def load_task_file(path: Path) -> tuple[list[TaskRecord], dict[str, int]]:
     """Read TaskRecords from a JSONL file; return (tasks in file order, skipped lines by reason).
 
     Reasons: ``bad_json``, ``not_an_object``, ``invalid_task`` (does not validate as a TaskRecord),
-    ``duplicate_id`` (a later record with an id already read). Blank lines are ignored.
+    ``duplicate_id`` (a later record with an id already read), ``not_replayable`` (a task mining kept as evidence
+    only: ``TaskRecord.not_replayable`` says why; a text episode of it would mean nothing). Blank lines are ignored.
     Raises ConfigError when the file cannot be read.
     """
     path = Path(path)
@@ -77,6 +78,9 @@ def load_task_file(path: Path) -> tuple[list[TaskRecord], dict[str, int]]:
             continue
         if task.id in seen:
             skip("duplicate_id")
+            continue
+        if not task.replayable:
+            skip("not_replayable")
             continue
         seen.add(task.id)
         tasks.append(task)

@@ -515,6 +515,8 @@ class DraftTurn:
     aborted: bool = False
     rejection_feedback: str | None = None
     queued: list[str] = field(default_factory=list)
+    command_body: str | None = None
+    tool_calls: int = 0
     origin: str = ""
     """Where the request came from (Codex: ``event`` or ``response``), for de-duplication."""
 
@@ -532,6 +534,7 @@ class DraftTurn:
     def add_tool(self, name: str, input_text: str, call_id: str | None) -> DraftTool | None:
         if call_id and call_id in self.tools_by_id:
             return self.tools_by_id[call_id]
+        self.tool_calls += 1
         if len(self.tools) >= TOOLS_MAX_COUNT:
             return None
         tool = DraftTool(name=sys.intern(name or "unknown"), input_text=input_text)  # one "Read" for all calls
@@ -559,6 +562,8 @@ class DraftTurn:
         if self.rejection_feedback:
             texts.append((self.rejection_feedback.strip(), FEEDBACK_MAX_CHARS))
         texts.extend((text.strip(), QUEUED_MAX_CHARS) for text in self.queued)
+        if self.command_body:
+            texts.append((self.command_body.strip(), REQUEST_MAX_CHARS))
         return texts
 
     def finish(self, index: int, cleaned: Iterator[tuple[str, int]]) -> tuple[Turn, int]:
@@ -578,9 +583,11 @@ class DraftTurn:
             tools.append(ToolUse(name=draft.name, input_head=input_head, error=error))
         feedback = take() if self.rejection_feedback else None
         queued = [take() for _ in self.queued]
+        body = take() if self.command_body else None
         turn = Turn(index=index, request=request, timestamp=self.timestamp, cwd=self.cwd, kind=self.kind,
                     final_answer=answer, tools=tools, interrupted=self.interrupted, rejected_tool=self.rejected_tool,
-                    aborted=self.aborted, rejection_feedback=feedback, queued_messages=queued)
+                    aborted=self.aborted, rejection_feedback=feedback, queued_messages=queued, command_body=body,
+                    tool_calls=self.tool_calls)
         return turn, sum(taken)
 
 

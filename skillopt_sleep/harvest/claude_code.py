@@ -12,8 +12,10 @@ Format: JSON Lines, one record per line, under ``$CLAUDE_CONFIG_DIR`` (or ``~/.c
 
 What counts as a request (``Turn``): a main-chain ``user`` record with text, not ``isMeta``/``isCompactSummary``/
 ``isVisibleInTranscriptOnly``, holding no ``tool_result``, and not injected text (``<local-command-*>``,
-``<task-notification>``, ``<system-reminder>``, ``<bash-*>``, ``Caveat:``, ``This session is being continued``,
-interrupt markers). A slash command or skill becomes ``/name args`` (kind ``command``); session-control built-ins
+``<task-notification>``, ``<agent-notification>``, ``<system-reminder>``, ``<bash-*>``, ``Caveat:``, ``This session
+is being continued``, interrupt markers; a ``<system-reminder>`` block inside a typed message is cut out). A slash
+command or skill becomes ``/name args`` (kind ``command``) with its expansion (the ``isMeta`` record that follows)
+as ``command_body``; session-control built-ins
 (``CONTROL_COMMANDS``: /exit, /clear, /model, /compact, /resume, /config, /cost, /login, /help, ...) are not tasks,
 while the built-ins that make the agent do work (/init, /review, /security-review, /pr-comments) are.
 ``Implement the following plan:`` is a task of kind ``plan``.
@@ -21,7 +23,8 @@ while the built-ins that make the agent do work (/init, /review, /security-revie
 What follows a request, up to the next one: the final answer (text of the last non-``<synthetic>`` assistant message,
 streamed records merged by ``message.id``), tool uses with errors (``is_error`` or ``Exit code N``), user tool
 rejections (``rejected_tool`` and the feedback after "the user said:"), ``[Request interrupted by user...]``
-(``interrupted`` on the turn it interrupts) and ``queue-operation`` enqueues (``queued_messages``).
+(``interrupted`` on the turn it interrupts), ``queue-operation`` enqueues (``queued_messages``; notifications of
+background agents that arrive the same way are not the user's and are dropped) and the number of tool calls.
 Records are taken in file order (the ``parentUuid`` graph is not rebuilt: rewinds keep both branches).
 """
 
@@ -64,10 +67,12 @@ CONTROL_COMMANDS = frozenset({
 
 INJECTED_PREFIXES = (
     "<local-command-caveat>", "<local-command-stdout>", "<local-command-stderr>", "<task-notification>",
-    "<system-reminder>", "This session is being continued", "Caveat:", "<bash-input>", "<bash-stdout>",
+    "<agent-notification>", "<system-reminder>", "This session is being continued", "Caveat:", "<bash-input>", "<bash-stdout>",
     "<bash-stderr>", "<user-prompt-submit-hook>", "<command-stdout>", "<command-stderr>",
 )
-"""Text that Claude Code puts into ``user`` records but the user did not type as a request."""
+"""Text that Claude Code puts into ``user`` records (and queued messages) but the user did not type as a request."""
+_REMINDER_BLOCK = re.compile(r"<system-reminder>.*?(?:</system-reminder>|\Z)", re.DOTALL)
+"""A reminder block Claude Code appends to a message the user typed (removed; the rest is the user's)."""
 
 INTERRUPT_PREFIX = "[Request interrupted by user"
 REJECTION_TEXT = "The user doesn't want to proceed with this tool use"
@@ -238,18 +243,25 @@ class ClaudeTranscript:
                 self._assistant(record)
         elif kind == "queue-operation":
             if not self.head_mode and record.get("operation") == "enqueue" and self.current is not None:
-                self.current.add_queued(text_of_blocks(record.get("content")))
+                self._queued(text_of_blocks(record.get("content")))
         elif kind == "attachment":
             self._envelope(record)
             attachment = record.get("attachment")
             if (not self.head_mode and self.current is not None and isinstance(attachment, dict)
                     and attachment.get("type") == "queued_command"):
-                self.current.add_queued(text_of_blocks(attachment.get("prompt")))
+                self._queued(text_of_blocks(attachment.get("prompt")))
         elif kind in KNOWN_TYPES:
             if kind == "system" or kind == "progress":
                 self._envelope(record)
         else:
             self.stats.records_unknown += 1
+
+    def _queued(self, text: str) -> None:
+        """A message typed while the agent was busy; notifications of background agents arrive the same way and are
+        not the user's."""
+        text = _REMINDER_BLOCK.sub("", text).strip()
+        if text and not text.startswith(INJECTED_PREFIXES) and self.current is not None:
+            self.current.add_queued(text)
 
     def _envelope(self, record: dict) -> None:
         if self.cwd is None:
@@ -306,15 +318,28 @@ class ClaudeTranscript:
             text = content
         else:
             return
-        if record.get("isMeta") is True or record.get("isCompactSummary") or record.get("isVisibleInTranscriptOnly"):
+        if record.get("isMeta") is True:
+            self._expansion(text)
+            return
+        if record.get("isCompactSummary") or record.get("isVisibleInTranscriptOnly"):
             return
         origin = record.get("origin")
         if isinstance(origin, dict) and (origin.get("senderTaskId") or origin.get("from")):
             return  # a message sent by another agent, not typed by the user
         self._human(text, record)
 
-    def _human(self, text: str, record: dict) -> None:
+    def _expansion(self, text: str) -> None:
+        """The ``isMeta`` record right after a slash command or skill holds its expanded body: kept as the
+        command's ``command_body`` (the prompt a replay sends), never as the user's words."""
+        current = self.current
         stripped = text.strip()
+        if (self.head_mode or current is None or current.kind != "command" or current.command_body is not None
+                or current.has_activity or not stripped or stripped.startswith(INJECTED_PREFIXES)):
+            return
+        current.command_body = stripped
+
+    def _human(self, text: str, record: dict) -> None:
+        stripped = _REMINDER_BLOCK.sub("", text).strip() if "<system-reminder>" in text else text.strip()
         if not stripped:
             return
         if stripped.startswith(INTERRUPT_PREFIX):

@@ -12,6 +12,8 @@ entry at the end of ``MIGRATIONS``, never an edit of an old one):
 * ``scores``: the score history: per (task, night, documents) the split, mean hard and soft over the scored
   samples, the sample count and the documents replayed (kind -> sha256, as JSON).
 * ``rejected_edits``: the rejected-edit ledger (``skillopt_sleep.memory.ledger``): key -> first night, edit, reason.
+* ``rules``: the user's rules across nights (``skillopt_sleep.memory.rule_history``): what each demands (its check
+  keys), its phrasings, the sessions and nights that stated it, how often, its status and its held-out record.
 * ``tasks_fts``: an FTS5 index of the requests, searched with BM25 (``recall``). When this SQLite has no FTS5
   (``PRAGMA compile_options`` lacks ``ENABLE_FTS5``), ``recall`` falls back to a LIKE scorer (count of the
   query's content words found in the request) and ``search_backend`` says ``"like"``; the FTS5 migration then
@@ -66,6 +68,14 @@ MIGRATIONS: list[tuple[str, str, bool]] = [
     """, True),
     ("0004_rejected_edit_count", """
         ALTER TABLE rejected_edits ADD COLUMN rejections INTEGER NOT NULL DEFAULT 1;
+    """, False),
+    ("0005_rules", """
+        CREATE TABLE rules (
+            id TEXT PRIMARY KEY, keys TEXT NOT NULL, text TEXT NOT NULL, phrasings TEXT NOT NULL,
+            sessions TEXT NOT NULL, nights TEXT NOT NULL, stated INTEGER NOT NULL DEFAULT 0,
+            status TEXT NOT NULL DEFAULT 'stated', rejections INTEGER NOT NULL DEFAULT 0,
+            wins INTEGER NOT NULL DEFAULT 0, losses INTEGER NOT NULL DEFAULT 0, first_night TEXT NOT NULL,
+            last_night TEXT NOT NULL, last_exercised TEXT, status_night TEXT, replaced_by TEXT);
     """, False),
 ]
 
@@ -262,6 +272,47 @@ class TaskArchive:
             if len(out) >= limit:
                 break
         return out
+
+    def val_tasks(self, *, exclude_ids: Iterable[str] = (), limit: int = 200) -> list[ArchivedTask]:
+        """Archived tasks whose latest split is val, not in ``exclude_ids``, most recently seen first."""
+        excluded = set(exclude_ids)
+        out: list[ArchivedTask] = []
+        for row in self.connection.execute(
+                f"SELECT {self._COLUMNS} FROM tasks WHERE split = 'val' ORDER BY last_night DESC, id"):
+            if row[0] in excluded:
+                continue
+            archived = self._archived(row)
+            if archived is not None:
+                out.append(archived)
+            if len(out) >= limit:
+                break
+        return out
+
+    # -- rules
+    _RULE_COLUMNS = ("id", "keys", "text", "phrasings", "sessions", "nights", "stated", "status", "rejections",
+                     "wins", "losses", "first_night", "last_night", "last_exercised", "status_night",
+                     "replaced_by")
+    _RULE_JSON = ("keys", "phrasings", "sessions", "nights")
+
+    def rules(self) -> list[dict[str, Any]]:
+        """Every archived rule as a dict (``_RULE_COLUMNS``; keys as ``[kind, value]`` pairs), most stated first."""
+        rows = self.connection.execute(f"SELECT {', '.join(self._RULE_COLUMNS)} FROM rules "
+                                       "ORDER BY stated DESC, first_night, id")
+        out = []
+        for row in rows:
+            entry = dict(zip(self._RULE_COLUMNS, row))
+            for name in self._RULE_JSON:
+                entry[name] = json.loads(entry[name])
+            out.append(entry)
+        return out
+
+    def put_rule(self, entry: dict[str, Any]) -> None:
+        """Insert or replace one rule row (``rules()``'s shape)."""
+        values = [json.dumps(entry[name]) if name in self._RULE_JSON else entry.get(name)
+                  for name in self._RULE_COLUMNS]
+        with self.connection:
+            self.connection.execute(f"INSERT OR REPLACE INTO rules ({', '.join(self._RULE_COLUMNS)}) VALUES "
+                                    f"({', '.join('?' for _ in self._RULE_COLUMNS)})", values)
 
     # -- scores
     def record_scores(self, results: Iterable[ReplayResult], *, night_id: str, split_of: dict[str, str],

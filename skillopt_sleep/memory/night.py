@@ -30,6 +30,7 @@ from skillopt_sleep.backends.base import CallLedger
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.memory.docstore import DocumentStore, text_sha256
 from skillopt_sleep.memory.dream import DreamOutcome, dream_variants
+from skillopt_sleep.engine.gate import EVIDENCE_CLAUSES
 from skillopt_sleep.engine.step import StepResult, StepSettings
 from skillopt_sleep.memory.ledger import (
     RejectedEditScreen,
@@ -42,13 +43,13 @@ from skillopt_sleep.memory.ledger import (
 )
 from skillopt_sleep.models import GateDecision, ReplayResult, TaskRecord
 from skillopt_sleep.memory.pending import PendingOutcome, is_pending, keep_pending, retest_pending
+from skillopt_sleep.memory.rule_history import record_night, with_history
 from skillopt_sleep.memory.slow_update import SlowUpdate, record_night_documents, run_slow_update
+from skillopt_sleep.rulebook import StatedRule
 from skillopt_sleep.state import ProjectPaths, ProjectState
 
 logger = logging.getLogger("skillopt_sleep.memory.night")
 
-#: Gate clauses that are evidence against the edits (a failed call or missing coverage is not).
-EVIDENCE_CLAUSES = ("mean", "regression", "margin", "sign_test")
 
 
 @dataclass
@@ -62,6 +63,11 @@ class Prepared:
     context: str
     ledger: Any
     edit_filter: Any = None
+    rules: list[StatedRule] = field(default_factory=list)
+    """Tonight's stated rules with their history (``rule_history.with_history``): what the step proposes."""
+    archived_val: list[TaskRecord] = field(default_factory=list)
+    """Val tasks of earlier nights (hard evidence) the gate may replay beside tonight's (``val_pool``)."""
+    val_origins: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -102,6 +108,7 @@ class NightMemory:
         self.archived: dict[str, int] = {}
         self.stored_pending: dict[str, Any] | None = None
         self.baseline: dict[str, str] = {}
+        self.rules: list[StatedRule] = []
 
     def close(self) -> None:
         if self.archive is not None:
@@ -111,12 +118,22 @@ class NightMemory:
     # ------------------------------------------------------------------ before the step
     def before_step(self, *, train: list[TaskRecord], val: list[TaskRecord], test: list[TaskRecord],
                     documents: dict[str, str], settings: StepSettings, ledger: CallLedger,
-                    replay_kwargs: dict[str, Any]) -> Prepared:
-        """Dream, re-test the pending candidate, slow update, recall, ledger (see the module docstring).
-        Raises ``BackendError`` / ``BudgetExhausted`` from the ledger."""
+                    replay_kwargs: dict[str, Any], rules: list[StatedRule] | None = None,
+                    tonight_ids: set[str] | None = None) -> Prepared:
+        """Dream, re-test the pending candidate, slow update, recall, ledger, the rules' history and the archived val
+        tasks (see the module docstring). rules: tonight's stated rules; tonight_ids: every task id mined tonight
+        (default: those of train, val and test). Raises ``BackendError`` / ``BudgetExhausted`` from the ledger."""
         config = self.config
         self.baseline = dict(documents)
-        tonight_ids = {task.id for task in [*train, *val, *test]}
+        tonight_ids = set(tonight_ids or ()) | {task.id for task in [*train, *val, *test]}
+        self.rules = with_history(list(rules or []), self.archive)
+        archived_val: list[TaskRecord] = []
+        origins: dict[str, str] = {}
+        if self.archive is not None:
+            for archived in self.archive.val_tasks(exclude_ids=tonight_ids):
+                if archived.task.hard_evidence and archived.task.replayable:
+                    archived_val.append(archived.task)
+                    origins[archived.task.id] = f"archive {archived.last_night}"
         step_train = list(train)
         if config.dream_factor > 0:
             self.dream = dream_variants(train, factor=config.dream_factor, ledger=ledger, held_out=[*val, *test],
@@ -128,6 +145,7 @@ class NightMemory:
                                                      "nothing to re-test", self.state.pending)
         elif self.state.pending is not None:
             self.pending = retest_pending(self.state.pending, documents=documents, val=val, settings=settings,
+                                          archived_val=archived_val,
                                           store=self.store, best_gate_score=self.state.best_gate_score,
                                           replay_kwargs=replay_kwargs)
             if self.pending.promoted:
@@ -157,7 +175,8 @@ class NightMemory:
             self.stated_screen = RejectedEditScreen(ledger, stated_rule_keys(self.archive))
         return Prepared(train=step_train, documents=step_documents, context=build_context(*sections),
                         ledger=self.screen or ledger,
-                        edit_filter=self.stated_screen.filter if self.stated_screen else None)
+                        edit_filter=self.stated_screen.filter if self.stated_screen else None,
+                        rules=self.rules, archived_val=archived_val, val_origins=origins)
 
     # ------------------------------------------------------------------ the outcome
     def decide(self, step: StepResult) -> Outcome:
@@ -174,17 +193,19 @@ class NightMemory:
     # ------------------------------------------------------------------ after the step (completed nights)
     def after_step(self, step: StepResult, *, tasks: list[TaskRecord], val: list[TaskRecord],
                    outcome: Outcome, test_results: dict[str, list[ReplayResult]],
-                   test_documents: dict[str, dict[str, str]]) -> None:
+                   test_documents: dict[str, dict[str, str]], adopted: bool = False,
+                   documents_after: dict[str, str] | None = None) -> None:
         """Record tonight (see the module docstring). test_results / test_documents: ``"baseline"`` /
-        ``"candidate"`` -> the test replays and the documents (kind -> text) they used."""
+        ``"candidate"`` -> the test replays and the documents (kind -> text) they used; adopted: the accepted
+        documents were written to the project; documents_after: the live documents after tonight."""
         night_id, state = self.night_id, self.state
         archive = self.archive
         # the pending candidate: tonight's re-test, then tonight's own verdict
         if self.pending is not None and self.pending.action != "kept":
             state.pending = None
         if is_pending(step) and self.config.gate_mode == "on":
-            state.pending = keep_pending(step, night_id=night_id, baseline=self.baseline_for(step), val=val,
-                                         store=self.store)
+            state.pending = keep_pending(step, night_id=night_id, baseline=self.baseline_for(step),
+                                         val=step.val or val, store=self.store)
             self.stored_pending = {"from_night": night_id, "action": "stored", "reason": step.gate.reason,
                                    "wins": state.pending.wins, "losses": state.pending.losses}
         elif (archive is not None and step.changed and not step.accepted
@@ -211,6 +232,12 @@ class NightMemory:
             self.archived = {"new": counts.new, "recurring": counts.recurring, "total": archive.count()}
         record_night_documents(state, self.store, night_id=night_id, baseline=self.baseline,
                                accepted=outcome.candidate if outcome.accepted else None)
+        if archive is not None and self.rules:
+            record_night(archive, self.rules, night_id=night_id, edits=step.edits, verdict=step.gate.verdict,
+                         clause=step.gate.details.get("clause"), pending=is_pending(step), adopted=adopted,
+                         per_task=step.gate.per_task, val=step.val,
+                         replayed=[*step.val, *(task for task in tasks if task.split == "train" and task.replayable)],
+                         documents_after=documents_after if documents_after is not None else self.baseline)
 
     def baseline_for(self, step: StepResult) -> dict[str, str]:
         """The documents the step started from (tonight's baseline, or a promoted pending candidate)."""
@@ -235,6 +262,8 @@ class NightMemory:
                         **self.archived},
             "recalled": list(self.recalled),
             "ledger": {"shown": self.ledger_shown, "blocked": len(self.blocked_edits)},
+            "rules": [{"id": rule.id, "text": rule.text, "stated": rule.stated, "stated_total": rule.stated_total,
+                       "phrasings": len(rule.phrasings), "checked": rule.checked} for rule in self.rules],
             "dream": self.dream.summary() if self.config.dream_factor > 0 else None,
             "slow_update": None,
         }

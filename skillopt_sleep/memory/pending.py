@@ -10,9 +10,9 @@ On a later night, ``retest_pending`` runs before the step:
 * the baseline documents changed since (the user adopted or edited something): dropped, nothing replayed;
 * a stored text is missing: dropped;
 * no val task tonight that it was not already tested on: kept, not re-tested (it waits for fresh tasks);
-* else re-tested, once: baseline and candidate replayed on the fresh val tasks (one sample each, then
-  ``gate_samples`` for the tasks ``gate.tasks_to_resample`` names, like the step's gate), and ``gate.decide``
-  rules. ``accept`` / ``accept_new_best`` promotes it (the night stages it like any accepted candidate, and
+* else re-tested, once: baseline and candidate replayed on the fresh val tasks (tonight's, then archived ones it
+  was not tested on: ``val_pool.select_val``) with the step's protocol (``evaluate.replay_pair``), and
+  ``gate.decide`` rules. ``accept`` / ``accept_new_best`` promotes it (the night stages it like any accepted candidate, and
   tonight's step starts from it); anything else, a new pending verdict included, drops it and puts its edits in
   the rejected-edit ledger. A pending candidate is never re-tested twice.
 
@@ -28,8 +28,9 @@ from typing import Any, Literal
 
 from skillopt_sleep.memory.docstore import DocumentStore, text_sha256
 from skillopt_sleep.documents import prompt_view
-from skillopt_sleep.engine.gate import decide, replace_task_results, tasks_to_resample
-from skillopt_sleep.engine.replay import replay_tasks
+from skillopt_sleep.engine.evaluate import replay_pair
+from skillopt_sleep.engine.gate import decide
+from skillopt_sleep.engine.val_pool import select_val
 from skillopt_sleep.engine.step import StepResult, StepSettings
 from skillopt_sleep.models import GateDecision, TaskRecord
 from skillopt_sleep.state import PendingCandidate
@@ -90,9 +91,11 @@ def keep_pending(step: StepResult, *, night_id: str, baseline: dict[str, str], v
 
 def retest_pending(pending: PendingCandidate, *, documents: dict[str, str], val: list[TaskRecord],
                    settings: StepSettings, store: DocumentStore, best_gate_score: float | None,
-                   replay_kwargs: dict[str, Any]) -> PendingOutcome:
+                   replay_kwargs: dict[str, Any], archived_val: list[TaskRecord] | None = None) -> PendingOutcome:
     """Re-test ``pending`` (see the module docstring) against tonight's baseline ``documents`` (kind -> text).
 
+    val: tonight's val tasks (hard evidence); archived_val: val tasks of earlier nights, used after tonight's
+    (``val_pool.select_val``, at most ``gate_max_val`` in all) when the candidate was not tested on them.
     replay_kwargs: ``ledger``, ``workers``, ``cache``, ``rubric_judge``, ``seed`` for ``replay_tasks``.
     Raises ``BackendError`` / ``BudgetExhausted`` from the ledger.
     """
@@ -107,27 +110,21 @@ def retest_pending(pending: PendingCandidate, *, documents: dict[str, str], val:
     if missing:
         return PendingOutcome("dropped", f"stored candidate text missing ({', '.join(missing)})", pending)
     tested = set(pending.tested_val_ids)
-    fresh = [task for task in val if task.split == "val" and task.id not in tested]
+    fresh = select_val([task for task in val if task.split == "val" and task.id not in tested],
+                       [task for task in archived_val or [] if task.id not in tested], pending.edits,
+                       limit=settings.gate_max_val)
     if not fresh:
         return PendingOutcome("kept", "no fresh val task tonight: waiting for one", pending)
 
     def views(docs: dict[str, str | None]) -> dict[str, str]:
         return {"skill": prompt_view(docs.get("skill") or ""), "memory": prompt_view(docs.get("memory") or "")}
 
-    base_views, cand_views = views(documents), views(candidate)
-    baseline_val = replay_tasks(fresh, **base_views, **replay_kwargs)
-    candidate_val = replay_tasks(fresh, **cand_views, **replay_kwargs)
-    wanted = set(tasks_to_resample(baseline_val, candidate_val, metric=settings.gate_metric,
-                                   mixed_weight=settings.gate_mixed_weight, gate_samples=settings.gate_samples))
-    noisy = [task for task in fresh if task.id in wanted]
-    if noisy:
-        sampling = dict(samples=settings.gate_samples, temperature=settings.gate_temperature)
-        baseline_val = replace_task_results(baseline_val, replay_tasks(noisy, **base_views, **sampling,
-                                                                       **replay_kwargs))
-        candidate_val = replace_task_results(candidate_val, replay_tasks(noisy, **cand_views, **sampling,
-                                                                         **replay_kwargs))
+    evaluation = replay_pair(fresh, baseline_views=views(documents), candidate_views=views(candidate),
+                             gate_samples=settings.gate_samples, gate_temperature=settings.gate_temperature,
+                             metric=settings.gate_metric, mixed_weight=settings.gate_mixed_weight,
+                             replay_kwargs=replay_kwargs)
     gate = decide(mode=settings.gate_mode, metric=settings.gate_metric, mixed_weight=settings.gate_mixed_weight,
-                  rule=settings.gate_rule, baseline=baseline_val, candidate=candidate_val,
+                  rule=settings.gate_rule, baseline=evaluation.baseline, candidate=evaluation.candidate,
                   best_gate_score=best_gate_score, request_heads={task.id: task.request[:120] for task in fresh},
                   margin=settings.gate_margin, alpha=settings.gate_alpha)
     fresh_ids = [task.id for task in fresh]

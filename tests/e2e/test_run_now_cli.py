@@ -61,41 +61,41 @@ def test_run_now_on_the_bundled_transcripts_writes_diagnostics_that_match_them(t
     tasks = [json.loads(line) for line in (night_dir / "tasks.jsonl").read_text().splitlines()]
     assert diagnostics["tasks"]["total"] == len(tasks) >= 5
     for split in ("train", "val", "test"):
-        assert diagnostics["tasks"][split] == sum(1 for t in tasks if t["split"] == split)
-    assert diagnostics["tasks"]["val"] >= 1 and diagnostics["tasks"]["train"] >= 1
+        assert diagnostics["tasks"][split] == sum(1 for t in tasks if t["split"] == split and t["replayable"])
     assert stat.S_IMODE((night_dir / "tasks.jsonl").stat().st_mode) == 0o600
     assert stat.S_IMODE((night_dir / "diagnostics.json").stat().st_mode) == 0o600
     requests = " | ".join(t["request"] for t in tasks)
-    assert "/erk:plan-implement" in requests and "lmstudio" in requests
+    assert "/erk:plan-implement" in requests and "lmstudio" in requests  # a command replays its expansion
     assert "This session is being continued" not in requests  # a compaction summary is not a request
+    # real histories are mostly not replayable as text: plan implementations, /init and a long tool-driven run are
+    # kept as evidence with their reason, never replayed; the user's "implement it here" is a reaction, not a task
+    mining = diagnostics["mining"]
+    assert mining["not_replayable"] == {"needs_repo_state": 4, "long_tool_run": 1}
+    assert diagnostics["tasks"]["not_replayable"] == 5 and mining["replayable"] == 1
+    assert mining["dropped"]["folded_reaction"] == 2
+    assert "implement it here" not in [t["request"] for t in tasks]
+    assert {t["not_replayable"] for t in tasks if not t["replayable"]} == {"needs_repo_state", "long_tool_run"}
 
-    # the backend and what it cost, consistent with the replays recorded
+    # the backend and what it cost, consistent with the replays recorded: only replayable tasks were replayed
     assert diagnostics["backend"]["name"] == "mock"
     assert diagnostics["backend"]["models"]["target"] == "mock-target"
-    train_ids = {t["id"] for t in tasks if t["split"] == "train"}
-    assert {r["task_id"] for r in diagnostics["train_results"]} == train_ids
+    replayed_ids = {t["id"] for t in tasks if t["split"] == "train" and t["replayable"]}
+    assert {r["task_id"] for r in diagnostics["train_results"]} == replayed_ids
     gate = diagnostics["gate"]
-    val_ids = {t["id"] for t in tasks if t["split"] == "val"}
-    assert {row["task_id"] for row in gate["per_task"]} == val_ids
     replays = (len(diagnostics["train_results"])
                + sum(len(row["baseline"]) + len(row["candidate"]) for row in gate["per_task"]))
-    test_tasks = diagnostics["tasks"]["test"]
-    target_calls = diagnostics["cost"]["target"]["calls"]
-    assert replays <= target_calls <= replays + 2 * test_tasks
-    assert diagnostics["cost"]["optimizer"]["calls"] >= 1
+    assert diagnostics["cost"]["target"]["calls"] == replays
+    # no rule was stated and no task carries a validated check: there is nothing the gate could test
+    assert mining["rules"] == [] and mining["hard_evidence"] == 0 and gate["per_task"] == []
 
     # the decision, explained and consistent
-    assert gate["mode"] == "on" and gate["verdict"] in ("accept", "accept_new_best", "reject")
-    accepted = gate["verdict"] != "reject"
-    assert diagnostics["status"] == ("accepted" if accepted else "rejected")
-    assert gate["reason"]
-    assert diagnostics["summary"].startswith(diagnostics["status"].upper())
+    assert gate["mode"] == "on" and gate["verdict"] == "reject" and gate["reason"]
+    assert diagnostics["status"] == "rejected"
+    assert diagnostics["summary"].startswith("REJECTED")
     for edit in diagnostics["edits"]:
         assert edit["status"] in ("applied", "unmatched", "rejected")
         assert edit["status"] == "applied" or edit["reason"]
-    assert bool(diagnostics["proposed"]) == (night_dir / "proposed").exists()
-    if not accepted:
-        assert not (night_dir / "proposed").exists()
+    assert not (night_dir / "proposed").exists() and diagnostics["proposed"] == []
     assert not (project / "CLAUDE.md").exists()  # proposing never writes the project
 
     for stage in ("harvest", "mine", "rollout", "reflect", "gate"):

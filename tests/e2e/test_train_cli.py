@@ -1,8 +1,9 @@
-"""End to end: ``skillopt-sleep harvest --output`` on the bundled transcripts, then ``skillopt-sleep train`` on that
+"""End to end: ``skillopt-sleep harvest --output`` on Claude Code sessions, then ``skillopt-sleep train`` on that
 task file, through the real CLI in subprocesses, with the mock simulator as the backend.
 
-The bundled transcripts (examples/claude-home, examples/codex-home) mine into 7 tasks: 6 train and 1 val (see
-tests/e2e/test_run_now_cli.py for what they hold), so with the default batch size (8) an epoch is one step.
+The sessions are the eight pnpm-corrected conversations of ``tests/transcripts.py`` (the bundled real transcripts
+hold one replayable task only: see tests/e2e/test_run_now_cli.py); they mine into train, val and test tasks, so with
+the default batch size (8) an epoch is one step.
 """
 
 from __future__ import annotations
@@ -11,14 +12,17 @@ import json
 from pathlib import Path
 
 import pytest
-from cli_subprocess import EXAMPLES, run_cli
+from cli_subprocess import run_cli
+from transcripts import PNPM_CONVERSATIONS, write_claude_sessions
 
 @pytest.fixture
 def tasks_file(tmp_path, cli_env) -> Path:
     output = tmp_path / "tasks.jsonl"
-    done = run_cli("harvest", "--claude-home", str(EXAMPLES / "claude-home"), "--codex-home",
-                   str(EXAMPLES / "codex-home"), "--scope", "all", "--lookback-hours", "0", "--output", str(output),
-                   env=cli_env, cwd=tmp_path)
+    project = tmp_path / "project"
+    project.mkdir()
+    write_claude_sessions(tmp_path / "claude", project, PNPM_CONVERSATIONS)
+    done = run_cli("harvest", "--claude-home", str(tmp_path / "claude"), "--scope", "all", "--lookback-hours", "0",
+                   "--output", str(output), env=cli_env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     return output
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from transcripts import PNPM_CONVERSATIONS
+from transcripts import PNPM_CONVERSATIONS, UNEXPLAINED_CONVERSATIONS
 
 import skillopt_sleep.night as night_module
 from skillopt_sleep.backends.base import CallLedger
@@ -56,6 +56,17 @@ def setup(tmp_path, write_sessions) -> Setup:
 
 
 @pytest.fixture
+def mixed_setup(tmp_path, write_sessions) -> Setup:
+    """The pnpm sessions and three corrected without a reason (the tasks the LLM miner is asked about)."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "CLAUDE.md").write_text(ORIGINAL_MEMORY, encoding="utf-8")
+    claude_home = tmp_path / "claude"
+    write_sessions(claude_home, project, PNPM_CONVERSATIONS + UNEXPLAINED_CONVERSATIONS)
+    return Setup(project, claude_home, tmp_path / "state")
+
+
+@pytest.fixture
 def ledgers(monkeypatch) -> list[CallLedger]:
     """Every CallLedger a night creates (to read its call records)."""
     made: list[CallLedger] = []
@@ -79,8 +90,8 @@ def unbounded_night(tmp_path: Path, setup: Setup):
 
 def minimal_round_calls(diagnostics, rollouts_k: int = 1) -> int:
     """Calls of one reflect -> gate round with the mock (no LLM miner, one minibatch): K samples per train task,
-    one reflect call, baseline and candidate replays of every val task."""
-    return diagnostics.tasks["train"] * rollouts_k + 1 + 2 * diagnostics.tasks["val"]
+    one reflect call, baseline and candidate replays of every val task the gate can use (hard evidence)."""
+    return diagnostics.tasks["train"] * rollouts_k + 1 + 2 * diagnostics.tasks["val_gated"]
 
 
 def assert_stopped_cleanly(setup: Setup, result, limit: str) -> None:
@@ -224,23 +235,24 @@ def test_max_minutes_stops_the_night_once_that_much_wall_clock_time_was_spent(se
     assert sum(cost.calls for cost in result.diagnostics.cost.values()) == 5
 
 
-def test_budgets_count_every_role_together(setup, tmp_path, ledgers):
+def test_budgets_count_every_role_together(mixed_setup, tmp_path, ledgers):
     # The LLM miner (role "miner") is on here: its calls count against the same max_calls_per_night as the
-    # target's and the optimizer's, and the preflight reserves one miner call per task.
-    full = unbounded_night(tmp_path, setup)
-    tasks = full.tasks["total"]
-    budget = minimal_round_calls(full) + tasks
-    result = setup.run(setup.config(max_calls_per_night=budget, llm_mine=True))
+    # target's and the optimizer's, and the preflight reserves one miner call per task it will ask about (the
+    # three corrected without a reason; the pnpm tasks have validated checks of their own).
+    full = unbounded_night(tmp_path, mixed_setup)
+    asked = 3
+    budget = minimal_round_calls(full) + asked
+    result = mixed_setup.run(mixed_setup.config(max_calls_per_night=budget, llm_mine=True))
     assert result.diagnostics.status == "budget_exhausted"
     cost = result.diagnostics.cost
-    assert cost["miner"].calls == tasks
+    assert cost["miner"].calls == asked == 3
     assert sum(role.calls for role in cost.values()) == budget
     assert_cost_matches_the_ledger(result.diagnostics, ledgers[-1])
 
 
-def test_a_miner_heavy_night_that_cannot_afford_the_round_skips_before_mining(setup, tmp_path, ledgers):
-    full = unbounded_night(tmp_path, setup)
-    budget = minimal_round_calls(full) + full.tasks["total"] - 1
-    result = setup.run(setup.config(max_calls_per_night=budget, llm_mine=True))
+def test_a_miner_heavy_night_that_cannot_afford_the_round_skips_before_mining(mixed_setup, tmp_path, ledgers):
+    full = unbounded_night(tmp_path, mixed_setup)
+    budget = minimal_round_calls(full) + 3 - 1
+    result = mixed_setup.run(mixed_setup.config(max_calls_per_night=budget, llm_mine=True))
     assert result.diagnostics.status == "budget_exhausted"
     assert ledgers[-1].calls == 0

@@ -98,8 +98,9 @@ def test_gate_rejects_when_a_val_call_failed():
 
 def test_gate_rejects_with_no_held_out_tasks():
     decision = gate([], [])
-    assert decision.verdict == "reject"
-    assert decision.reason == "no held-out tasks"
+    assert decision.verdict == "reject" and decision.details["clause"] == "no_tasks"
+    assert decision.reason.startswith("no held-out task with validated checks")
+    assert decision.details["pending"] is True  # nothing says the candidate is worse: re-test it next night
 
 
 def test_gate_rejects_when_baseline_and_candidate_cover_different_tasks():

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from transcripts import PNPM_CONVERSATIONS, write_claude_sessions
 
 from skillopt_sleep.backends.base import CallLedger, ChatMessage, ChatRequest
 from skillopt_sleep.backends.local import LocalBackend, bundled_model_path
@@ -137,7 +138,8 @@ def test_a_night_on_auto_records_the_local_choice_its_reason_and_the_tiny_model_
 
     project = tmp_path / "project"
     project.mkdir()
-    claude_home = REPO / "examples" / "claude-home"
+    claude_home = tmp_path / "claude"
+    write_claude_sessions(claude_home, project, PNPM_CONVERSATIONS)  # replayable, corrected requests
     config = SleepConfig(backend="auto", scope="all", lookback_hours=0, claude_home=claude_home,
                          codex_home=tmp_path / "no-codex", claude_bin=str(tmp_path / "no-claude"),
                          max_calls_per_night=1)
@@ -155,9 +157,10 @@ def test_run_now_with_a_missing_model_path_exits_2_and_says_to_fix_model_path(tm
     project = tmp_path / "project"
     project.mkdir()
     missing = tmp_path / "absent.gguf"
+    write_claude_sessions(tmp_path / "claude", project, PNPM_CONVERSATIONS)
     completed = subprocess.run(
         [sys.executable, "-m", "skillopt_sleep", "run-now", "--backend", "local", "--model-path", str(missing),
-         "--scope", "all", "--lookback-hours", "0", "--claude-home", str(REPO / "examples" / "claude-home"),
+         "--scope", "all", "--lookback-hours", "0", "--claude-home", str(tmp_path / "claude"),
          "--codex-home", str(tmp_path / "no-codex"), "--project", str(project), "--json"],
         capture_output=True, text=True, timeout=120, cwd=tmp_path,
         env={**os.environ, "PYTHONPATH": str(REPO), "NO_COLOR": "1"})

@@ -12,7 +12,7 @@ from skillopt_sleep.backends.mock import MockBackend
 from skillopt_sleep.errors import BudgetExhausted
 from skillopt_sleep.mine import MIN_TASKS_FOR_TEST, assign_split, mine_tasks, task_id_for
 from skillopt_sleep.models import Session, TaskRecord, ToolUse, Turn
-from skillopt_sleep.rules import make_llm_miner
+from skillopt_sleep.rules import make_llm_miner, negative_word_regex
 
 T0 = datetime(2025, 5, 1, 9, 0, tzinfo=timezone.utc)
 
@@ -68,14 +68,22 @@ def test_a_correction_is_evidence_for_the_previous_task_with_its_rule_and_checks
     assert task.rules == ["use pnpm, not npm"]
     assert task.evidence.reaction == "correction"
     assert task.evidence.reaction_text == "No, use pnpm, not npm. The app lives in packages/web."
-    # the answer the user corrected, not the fixed one
+    # the answer the user corrected (with the command it ran), and the one the user accepted
     assert task.evidence.final_answer == "Ran `npm install lodash` and added useDebounce."
-    assert [(c.op, c.origin) for c in task.judge.checks] == [("contains", "correction"), ("regex", "correction")]
-    # the rule is not leaked into the replayed request; the task fact is kept as a follow-up
-    assert "pnpm" not in task.request
-    assert task.request.endswith("Follow-up: The app lives in packages/web")
+    assert task.evidence.corrected_answers == ["Ran `npm install lodash` and added useDebounce.\n\n[actions]\n"
+                                               "[Bash] npm i"]
+    assert task.evidence.accepted_answer == "Ran `pnpm add lodash` in packages/web."
+    # both halves of the rule, and the fact the correction named ("packages/web"): each fails the corrected
+    # answer and passes the accepted one
+    assert [(c.op, c.value, c.origin) for c in task.judge.checks] == [
+        ("contains", "pnpm", "correction"), ("regex", negative_word_regex("npm"), "correction"),
+        ("contains", "packages/web", "correction")]
+    assert task.hard_evidence and task.rejected_checks == []
+    # a correction is a label, never part of the replayed prompt
+    assert task.request == "Add lodash to the web app and wire up a debounced search box"
+    assert task.refinements == []
     assert task.id == task_id_for("Add lodash to the web app and wire up a debounced search box")
-    assert result.dropped["folded_followup"] == 1
+    assert result.dropped["folded_reaction"] == 1
 
 
 def test_a_reask_folds_into_the_task_without_repeating_the_request():
@@ -97,7 +105,9 @@ def test_a_refinement_is_appended_to_the_request():
     ))
     task = only(result)
     assert task.request == ("Add a retry decorator to the HTTP client\n\n"
-                            "Follow-up: Also add a unit test for the backoff delays")
+                            "Also add a unit test for the backoff delays")
+    assert task.refinements == ["Also add a unit test for the backoff delays"]
+    assert result.dropped["folded_refinement"] == 1
 
 
 def test_acknowledgements_are_dropped_and_count_as_approval():
@@ -151,15 +161,24 @@ def test_interrupt_rejection_and_abort_are_recorded_as_reactions():
     assert {check.origin for check in rejected.judge.checks} == {"correction"}
 
 
-def test_the_message_after_an_interrupt_is_kept_as_its_reaction_text():
+def test_the_short_message_after_an_interrupt_steers_the_interrupted_task():
     result = mine(session(
         "s1",
-        turn(0, "Refactor the payment module into services", interrupted=True),
-        turn(1, "Restacked onto main, restart the plan for the invoices page"),
+        turn(0, "Refactor the payment module into services", "Started with billing.py", interrupted=True),
+        turn(1, "Restacked onto main, restart the plan for the invoices page", "Restarted."),
     ))
-    first = next(task for task in result.tasks if task.request.startswith("Refactor"))
-    assert first.evidence.reaction == "interrupted"
-    assert first.evidence.reaction_text == "Restacked onto main, restart the plan for the invoices page"
+    task = only(result)  # what the user says right after stopping the agent is about that work, not a new task
+    assert task.evidence.reaction == "correction"
+    assert task.evidence.reaction_text == "Restacked onto main, restart the plan for the invoices page"
+    assert task.evidence.corrected_answers == ["Started with billing.py"]
+
+
+def test_a_long_request_after_an_interrupt_is_a_new_task():
+    new = ("Forget the refactor for now. Instead, write a migration that adds a nullable currency column to the "
+           "invoices table, backfills it with EUR for every existing row, and then makes it non-null")
+    result = mine(session("s1", turn(0, "Refactor the payment module into services", interrupted=True),
+                          turn(1, new)))
+    assert len(result.tasks) == 2
 
 
 def test_a_continue_after_an_interrupt_finishes_the_same_task():
@@ -193,19 +212,41 @@ def test_tools_and_tool_errors_are_evidence():
 def test_a_task_without_checks_gets_a_rubric_from_request_and_reaction():
     task = only(mine(session(
         "s1",
-        turn(0, "Explain why the cache misses on cold start"),
-        turn(1, "That's not what I asked, I meant the CDN cache, not the Redis one"),
+        turn(0, "Explain why the cache misses on cold start", "The warm-up job runs after the first request."),
+        turn(1, "That's not what I asked, explain the misses on the very first request only"),
     )))
-    assert task.judge.checks == []
+    assert task.judge.checks == [] and not task.hard_evidence  # soft evidence: judged by its rubric alone
     assert "Explain why the cache misses on cold start" in task.judge.rubric
-    assert "CDN cache" in task.judge.rubric
+    assert "very first request only" in task.judge.rubric
     assert not task.judge.empty
 
 
+def test_a_name_the_correction_mentions_becomes_a_check_the_answers_confirm():
+    task = only(mine(session(
+        "s1",
+        turn(0, "Explain why the cache misses on cold start", "The Redis cache is empty after a deploy."),
+        turn(1, "That's not what I asked, I meant the CDN cache, not the Redis one",
+             "The CDN cache is cold because edge nodes evict after an hour."),
+    )))
+    assert [(c.op, c.value) for c in task.judge.checks] == [("contains", "CDN"),
+                                                            ("regex", negative_word_regex("Redis"))]
+    assert task.judge.rubric is None and task.hard_evidence
+
+
+def test_house_rules_in_a_request_are_checked_against_the_answer_the_user_accepted():
+    task = only(mine(session("s1", turn(0, "Ship the hotfix. Never commit directly to main. Use pnpm, not npm.",
+                                        "Built with `pnpm build` and opened a pull request."))))
+    assert [(check.op, check.origin) for check in task.judge.checks] == [("contains", "house_rule"),
+                                                                         ("regex", "house_rule")]
+    assert task.judge.rubric is None  # judged by its checks; "never commit to main" names nothing to check
+
+
 def test_rules_without_checks_are_carried_into_the_rubric():
+    # a vacuous answer confirms nothing: the rules' checks cannot be validated, the rubric carries the rules
     task = only(mine(session("s1", turn(0, "Ship the hotfix. Never commit directly to main. Use pnpm, not npm."))))
-    assert [check.op for check in task.judge.checks] == ["contains", "regex"]
-    assert "Never commit directly to main" in task.judge.rubric
+    assert task.judge.checks == []
+    assert all("no answer in the session" in reason for reason in task.rejected_checks)
+    assert "Never commit directly to main" in task.judge.rubric and "Use pnpm, not npm" in task.judge.rubric
 
 
 def test_naive_timestamps_are_read_as_utc():
@@ -339,12 +380,27 @@ def test_test_split_is_used_from_the_minimum_task_count():
 # --------------------------------------------------------------------------- the LLM miner
 
 
-def corrected_session() -> Session:
-    return session("s1", turn(0, "Add lodash to the web app", "npm install lodash"),
-                   turn(1, "no, use pnpm, not npm"))
+def corrected_session(session_id: str = "s1", request: str = "Add lodash to the web app") -> Session:
+    """The user objects without saying why: nothing in their words gives a check, so the LLM miner is asked."""
+    return session(session_id, turn(0, request, "Run `npm install lodash`."),
+                   turn(1, "no, that is not how we do it", "Run `pnpm add lodash`."))
 
 
-def test_miner_checks_are_validated_and_invalid_ones_rejected_with_a_reason():
+def test_the_miner_is_asked_only_about_corrected_tasks_without_a_validated_check():
+    asked: list[str] = []
+
+    def miner(task: TaskRecord) -> dict:
+        asked.append(task.request)
+        return {"intent": "x", "checks": [], "rubric": "", "outcome": "unknown"}
+
+    ruled = session("s2", turn(0, "Add axios", "Run `npm install axios`."),
+                    turn(1, "no, use pnpm, not npm", "Run `pnpm add axios`."))
+    plain = session("s3", turn(0, "Summarize the release notes", "Three fixes and one feature."))
+    result = mine(corrected_session(), ruled, plain, miner=miner)
+    assert asked == ["Add lodash to the web app"] and result.miner_calls == 1
+
+
+def test_miner_checks_are_validated_against_the_session_and_the_rest_rejected_with_a_reason():
     def miner(task: TaskRecord) -> dict:
         return {"intent": "add a dependency with the project's package manager",
                 "checks": [{"op": "contains", "value": "lodash"},
@@ -358,13 +414,25 @@ def test_miner_checks_are_validated_and_invalid_ones_rejected_with_a_reason():
     result = mine(corrected_session(), miner=miner)
     task = only(result)
     assert task.intent == "add a dependency with the project's package manager"
-    assert result.rejected_checks == 3
     reasons = " | ".join(task.rejected_checks)
     assert "does not compile" in reasons and "unknown op 'is_polite'" in reasons and "integer" in reasons
-    miner_checks = [(c.op, c.value) for c in task.judge.checks if c.origin == "llm_miner"]
-    assert miner_checks == [("contains", "lodash"), ("max_words", 150)]  # "pnpm" was already a rule check
-    assert task.judge.rubric.startswith("Installs lodash with pnpm")
+    # "lodash" and "at most 150 words" pass the answer the user corrected too: they explain nothing
+    assert "llm_miner contains 'lodash': does not fail the answer the user corrected" in task.rejected_checks
+    assert "llm_miner max_words 150: does not fail the answer the user corrected" in task.rejected_checks
+    assert result.rejected_checks == 5
+    assert [(c.op, c.value, c.origin) for c in task.judge.checks] == [("contains", "pnpm", "llm_miner")]
+    assert task.hard_evidence and task.judge.rubric is None  # judged by its validated check from now on
     assert result.miner_outcomes == {task.id: "failure"}
+
+
+def test_miner_checks_that_name_alternatives_become_one_regex():
+    def miner(task: TaskRecord) -> dict:
+        return {"intent": "x", "outcome": "failure", "rubric": "",
+                "checks": [{"op": "contains", "value": value} for value in ("feat:", "fix:", "docs:", "chore:")]}
+
+    task = only(mine(session("s1", turn(0, "Commit message for the typo fix", "Fixed typo"),
+                             turn(1, "no, not like that", "fix: correct the typo in the form")), miner=miner))
+    assert [(c.op, c.value) for c in task.judge.checks] == [("regex", "(?:feat:|fix:|docs:|chore:)")]
 
 
 def test_a_failing_miner_keeps_the_heuristic_judge_and_records_why():
@@ -374,7 +442,7 @@ def test_a_failing_miner_keeps_the_heuristic_judge_and_records_why():
     plain = only(mine(corrected_session()))
     result = mine(corrected_session(), miner=broken)
     task = only(result)
-    assert task.judge == plain.judge
+    assert task.judge == plain.judge and task.hard_evidence == plain.hard_evidence
     assert "model returned garbage" in result.miner_errors[task.id]
     assert result.rejected_checks == 0
 
@@ -386,6 +454,10 @@ def test_a_miner_reply_that_is_not_an_object_is_recorded_not_merged():
     assert "not an object" in result.miner_errors[plain.id]
 
 
+def corrected_sessions(count: int) -> list[Session]:
+    return [corrected_session(f"s{n}", request) for n, request in enumerate(distinct_requests(count))]
+
+
 def test_miner_runs_only_for_kept_tasks():
     called: list[str] = []
 
@@ -393,7 +465,7 @@ def test_miner_runs_only_for_kept_tasks():
         called.append(task.id)
         return {"intent": "x", "checks": [], "rubric": "", "outcome": "unknown"}
 
-    result = mine(*sessions_for(distinct_requests(5)), max_tasks=2, miner=miner)
+    result = mine(*corrected_sessions(5), max_tasks=2, miner=miner)
     assert sorted(called) == sorted(task.id for task in result.tasks)
     assert result.miner_calls == 2
 
@@ -405,7 +477,7 @@ def test_miner_stops_after_the_budget_is_exhausted():
         calls.append(task.id)
         raise BudgetExhausted("max_calls_per_night=1 reached", limit="max_calls_per_night")
 
-    result = mine(*sessions_for(distinct_requests(3)), miner=miner)
+    result = mine(*corrected_sessions(3), miner=miner)
     assert len(calls) == 1
     assert len(result.miner_errors) == 3
     assert all(task.judge.rubric for task in result.tasks)  # heuristic judges kept
@@ -413,7 +485,7 @@ def test_miner_stops_after_the_budget_is_exhausted():
 
 def test_llm_miner_through_a_ledger_respects_its_call_budget():
     ledger = CallLedger(MockBackend(), Budget(max_calls=1))
-    result = mine(*sessions_for(distinct_requests(2)), miner=make_llm_miner(ledger))
+    result = mine(*corrected_sessions(2), miner=make_llm_miner(ledger))
     assert ledger.calls == 1
     assert len(result.miner_outcomes) == 1
     assert any("budget" in reason for reason in result.miner_errors.values())
@@ -429,8 +501,8 @@ def test_rules_are_not_mined_from_the_text_of_a_plan():
 def test_a_fatal_backend_error_stops_the_miner_but_not_mining():
     backend = MockBackend(fail_with="401 Unauthorized: invalid API key", fail_kind="fatal", fail_roles=["miner"])
     ledger = CallLedger(backend)
-    plain = mine(*sessions_for(distinct_requests(3)))
-    result = mine(*sessions_for(distinct_requests(3)), miner=make_llm_miner(ledger))
+    plain = mine(*corrected_sessions(3))
+    result = mine(*corrected_sessions(3), miner=make_llm_miner(ledger))
     assert ledger.calls == 1
     assert [task.judge for task in result.tasks] == [task.judge for task in plain.tasks]
     assert len(result.miner_errors) == 3

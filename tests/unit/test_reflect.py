@@ -46,7 +46,7 @@ def test_reflect_with_the_mock_optimizer_proposes_the_users_rule():
     results = replay_tasks([task], skill="", memory="", ledger=ledger)
     outcome = reflect(tasks=[task], results=results, skill="", memory="", edit_budget=3, ledger=ledger)
     assert outcome.error is None
-    assert [(e.target, e.op, e.content) for e in outcome.edits] == [("memory", "append", "Use pnpm, not npm")]
+    assert [(e.target, e.op, e.content) for e in outcome.edits] == [("memory", "append", "- Use pnpm, not npm")]
     assert outcome.edits[0].evidence == ["t-1"] and outcome.edits[0].status == "proposed"
     # the learned rule really fixes the task when replayed
     [after] = replay_tasks([task], skill="", memory=outcome.edits[0].content, ledger=ledger)
@@ -96,7 +96,7 @@ def test_reflect_returns_at_most_the_edit_budget():
     backend = MockBackend(scripted={"optimizer": [edit_reply("Use pnpm", "Use ruff", "Use uv", "Use tabs")]})
     outcome = reflect(tasks=[make_task("t-1", "x")], results=[result("t-1", 0, "y")], skill="", memory="",
                       edit_budget=2, ledger=CallLedger(backend))
-    assert [e.content for e in outcome.edits] == ["Use pnpm", "Use ruff"]
+    assert [e.content for e in outcome.edits] == ["- Use pnpm", "- Use ruff"]
     assert [e.reason for e in outcome.rejected] == ["over the edit budget (2)"] * 2
     assert backend.requests[0].json_schema["properties"]["edits"]["maxItems"] == 2
 
@@ -117,7 +117,7 @@ def test_a_fenced_json_reply_after_a_bad_one_is_accepted():
     outcome = reflect(tasks=[make_task("t-1", "x")], results=[result("t-1", 0, "y")], skill="", memory="",
                       edit_budget=2, ledger=CallLedger(backend))
     assert outcome.error is None
-    assert [e.content for e in outcome.edits] == ["Use pnpm, not npm"]
+    assert [e.content for e in outcome.edits] == ["- Use pnpm, not npm"]
 
 
 def test_edits_to_a_document_that_may_not_evolve_are_rejected_with_a_reason():
@@ -134,7 +134,7 @@ def test_mock_optimizer_targets_the_skill_when_memory_may_not_evolve():
     task = make_task("t-1", "install with npm", rules=["Use pnpm, not npm"])
     outcome = reflect(tasks=[task], results=[result("t-1", 0, "npm i")], skill="", memory="", edit_budget=1,
                       ledger=CallLedger(MockBackend()), evolve_memory=False)
-    assert [(e.target, e.content) for e in outcome.edits] == [("skill", "Use pnpm, not npm")]
+    assert [(e.target, e.content) for e in outcome.edits] == [("skill", "- Use pnpm, not npm")]
 
 
 def test_an_edit_copying_a_long_run_of_the_request_is_rejected_as_a_restatement():
@@ -187,7 +187,7 @@ def test_a_code_fragment_edit_is_rejected_but_a_rule_with_inline_code_is_kept():
     backend = MockBackend(scripted={"optimizer": [edit_reply(code, "Run `pytest -q` before committing")]})
     outcome = reflect(tasks=[make_task("t-1", "x")], results=[result("t-1", 0, "y")], skill="", memory="",
                       edit_budget=3, ledger=CallLedger(backend))
-    assert [e.content for e in outcome.edits] == ["Run `pytest -q` before committing"]
+    assert [e.content for e in outcome.edits] == ["- Run `pytest -q` before committing"]
     assert "code" in outcome.rejected[0].reason
 
 
@@ -204,7 +204,7 @@ def test_contrastive_prompt_shows_a_passing_and_a_failing_sample():
     assert "Passing answer (sample 0): PASSING ANSWER with pnpm" in prompt
     assert "Failing answer (sample 1): FAILING ANSWER with npm" in prompt
     assert "general rule explains" in prompt
-    assert [e.content for e in outcome.edits] == ["Use pnpm, not npm"]
+    assert [e.content for e in outcome.edits] == ["- Use pnpm, not npm"]
 
 
 def test_contrastive_reflection_works_from_real_k_rollouts():

@@ -19,9 +19,10 @@ from skillopt_sleep.engine.step import StepSettings, run_step
 from skillopt_sleep.models import Check, Judge, ReplayResult, TaskRecord
 
 MEMORY = "# Project notes\n\nHand-written: deploy after review.\n"
-HELPFUL = "Use newtool0, not oldtool0"
-HARMFUL = "When greeting a visitor, do not write answer"
-ALSO_HARMFUL = "For each visitor, never answer"
+# as the optimizer writes them ("- " is the one bullet format screening gives every one-line edit)
+HELPFUL = "- Use newtool0, not oldtool0"
+HARMFUL = "- When greeting a visitor, do not write answer"
+ALSO_HARMFUL = "- For each visitor, never answer"
 
 
 def tool_task(split: str) -> TaskRecord:

@@ -128,8 +128,9 @@ def test_the_same_rule_from_two_minibatches_is_deduped_without_a_merge_call():
     shared = "Use newtool0, not oldtool0"
     tasks = [rule_task(0), rule_task(1, rule=shared), rule_task(2, rule=shared)]
     result, backend = step(tasks, minibatch_size=2, edit_budget=1, gate_mode="off")
-    assert [[e.content for e in patch] for patch in result.raw_patches] == [[shared], [shared]]
-    assert [e.content for e in result.merged] == [shared]
+    # screening gives a one-line edit the one bullet format of the documents
+    assert [[e.content for e in patch] for patch in result.raw_patches] == [[f"- {shared}"], [f"- {shared}"]]
+    assert [e.content for e in result.merged] == [f"- {shared}"]
     assert result.merged[0].evidence == ["t-train-0", "t-train-1", "t-train-2"]
     assert "merge" not in backend.calls_by_kind and "rank" not in backend.calls_by_kind
 
@@ -140,7 +141,7 @@ def test_patch_lists_are_merged_hierarchically_in_groups_of_merge_batch_size():
     # 5 lists -> groups (2, 2, 1): 2 calls -> 3 lists -> (2, 1): 1 call -> 2 lists -> 1 call
     assert backend.calls_by_kind["merge"] == 4 == result.calls_by_stage["aggregate"]
     assert planned_optimizer_calls(5, settings(minibatch_size=1, merge_batch_size=2)) == 5 + 4 + 1
-    assert sorted(e.content for e in result.merged) == sorted(f"Use newtool{n}, not oldtool{n}" for n in range(5))
+    assert sorted(e.content for e in result.merged) == sorted(f"- Use newtool{n}, not oldtool{n}" for n in range(5))
 
 
 def test_merge_prompts_list_patches_from_failing_tasks_before_those_from_passing_tasks():
@@ -150,10 +151,10 @@ def test_merge_prompts_list_patches_from_failing_tasks_before_those_from_passing
     result, _ = step([passing_task(0), rule_task(0)], backend=backend, minibatch_size=1, workers=1, gate_mode="off")
     [merge_request] = [r for r in backend.requests if MockBackend.prompt_kind(r) == "merge"]
     prompt = merge_request.messages[0].content
-    failing_list = prompt.index('(failing tasks)\n{"target":"memory","op":"append","anchor":null,"content":"Use new')
-    passing_list = prompt.index('(passing tasks)\n{"target":"memory","op":"append","anchor":null,"content":"Prefer')
+    failing_list = prompt.index('(failing tasks)\n{"target":"memory","op":"append","anchor":null,"content":"- Use')
+    passing_list = prompt.index('(passing tasks)\n{"target":"memory","op":"append","anchor":null,"content":"- Pre')
     assert failing_list < passing_list
-    assert [e.content for e in result.merged] == ["Use newtool0, not oldtool0", "Prefer short answers"]
+    assert [e.content for e in result.merged] == ["- Use newtool0, not oldtool0", "- Prefer short answers"]
 
 
 def scripted_three_edits(rank_replies: list[str] | None = None) -> MockBackend:
@@ -170,11 +171,12 @@ def test_rank_keeps_the_top_l_merged_edits_and_rejects_the_rest_with_a_reason():
                      gate_mode="off")
     assert backend.calls_by_kind["rank"] == 1
     # the mock ranks by evidence count: "Keep answers short" (2 tasks) first, then the merged order
-    assert [e.content for e in result.ranked] == ["Keep answers short", "Run the linter first", "Answer in English"]
-    assert [e.content for e in result.selected] == ["Keep answers short", "Run the linter first"]
+    assert [e.content for e in result.ranked] == ["- Keep answers short", "- Run the linter first",
+                                                  "- Answer in English"]
+    assert [e.content for e in result.selected] == ["- Keep answers short", "- Run the linter first"]
     statuses = {e.content: (e.status, e.reason) for e in result.edits}
-    assert statuses["Answer in English"][0] == "rejected" and "not selected" in statuses["Answer in English"][1]
-    assert statuses["Keep answers short"][0] == statuses["Run the linter first"][0] == "applied"
+    assert statuses["- Answer in English"][0] == "rejected" and "not selected" in statuses["- Answer in English"][1]
+    assert statuses["- Keep answers short"][0] == statuses["- Run the linter first"][0] == "applied"
     memory = result.candidate["memory"]
     assert "Keep answers short" in memory and "Run the linter first" in memory and "Answer in English" not in memory
     assert memory.index("Keep answers short") < memory.index("Run the linter first")  # applied in rank order
@@ -184,7 +186,7 @@ def test_an_invalid_rank_reply_falls_back_to_the_merged_order_and_is_recorded():
     backend = scripted_three_edits(rank_replies=["The second one, clearly."])
     result, _ = step([rule_task(0), rule_task(1)], backend=backend, minibatch_size=1, workers=1, edit_budget=2,
                      gate_mode="off")
-    assert [e.content for e in result.selected] == ["Run the linter first", "Answer in English"]
+    assert [e.content for e in result.selected] == ["- Run the linter first", "- Answer in English"]
     assert result.rank_fallback and "invalid rank reply" in result.rank_fallback
     assert {"stage": "rank", "message": result.rank_fallback} in result.errors
 
@@ -222,20 +224,39 @@ def test_gate_on_replays_val_once_per_side_and_accepts_the_learned_rule():
     result, backend = step(train, val, gate_rule="strict")
     assert result.gate.verdict == "accept_new_best"
     assert [r.hard for r in result.baseline_val] == [0, 0, 0] and [r.hard for r in result.candidate_val] == [1, 1, 1]
-    # nothing replayed twice: train once (rollout), val once with each document set (gate)
-    assert result.calls_by_stage["rollout"] == 3 and result.calls_by_stage["gate"] == 6
-    assert backend.calls_by_kind["target"] == 9
+    # nothing replayed twice: train once (rollout), val once with each document set (gate); then the support
+    # test replays, per edit, the candidate without it on the won task that tests what the edit states: each edit
+    # loses its task without it (it earns its place), one call each
+    assert result.calls_by_stage["rollout"] == 3 and result.calls_by_stage["gate"] == 6 + 3
+    assert result.gate.details["support"] == {"checked": 3, "unsupported": 0, "calls": 3, "outcome": "kept all"}
+    assert backend.calls_by_kind["target"] == 12
 
 
-def test_gate_samples_resample_only_the_deciding_val_tasks_and_reuse_the_first_pass():
-    train = [rule_task(n) for n in range(2)]
+def test_gate_samples_resample_only_the_deciding_val_tasks_when_their_samples_differ():
+    # at temperature 1 the simulator skips a rule in some samples: the won task's samples disagree, so it gets all
+    # 3 samples per side; the stable passing task is not resampled
+    train = [rule_task(0)]
     val = [rule_task(0, "val"), passing_task(9).model_copy(update={"split": "val", "id": "t-val-pass"})]
-    result, _ = step(train, val, gate_rule="paired", gate_samples=3)
-    # the won task gets 3 samples per side; sample 0 comes from the cache, so 2 new calls per side; the stable
-    # passing task is not resampled
+    result, _ = step(train, val, gate_rule="paired", gate_samples=3, gate_temperature=1.0)
+    assert result.gate.details["resampled_tasks"] == ["t-val-0"] and result.settled == []
+    assert [r.hard for r in result.candidate_val if r.task_id == "t-val-0"] == [1, 0, 0]
+    assert sum(1 for r in result.candidate_val if r.task_id == "t-val-pass") == 1
+    # first pass 2 tasks x 2 sides; then samples 0-1 at temperature 1 (new cache keys) per side; then sample 2
+    assert result.calls_by_stage["gate"] == 2 * 2 + 2 * 2 + 2 * 1
+    assert result.gate.verdict == "reject"  # the win did not hold over every sample
+
+
+def test_a_val_task_whose_second_samples_repeat_the_first_stops_at_two():
+    # at temperature 0 the simulator answers the same prompt identically: a third sample would only repeat it
+    train = [rule_task(0)]
+    val = [rule_task(0, "val"), passing_task(9).model_copy(update={"split": "val", "id": "t-val-pass"})]
+    result, _ = step(train, val, gate_rule="paired", gate_samples=4)
     assert result.gate.details["resampled_tasks"] == ["t-val-0"]
-    assert sum(1 for r in result.candidate_val if r.task_id == "t-val-0") == 3
-    assert result.calls_by_stage["gate"] == 2 + 2 + 2 * 2
+    assert result.gate.details["settled_tasks"] == ["t-val-0"] == result.settled
+    assert sum(1 for r in result.candidate_val if r.task_id == "t-val-0") == 2
+    assert result.gate.verdict == "accept_new_best"
+    # first pass 2 tasks x 2 sides, then one more sample of the won task per side (sample 0 is cached)
+    assert result.calls_by_stage["gate"] == 2 * 2 + 2 * 1
 
 
 def test_no_changed_document_is_rejected_without_a_candidate_replay():
@@ -268,8 +289,11 @@ def test_run_night_learns_the_users_correction_through_the_step(tmp_path):
     # (hard 0) to passing (hard 1). A night with 5 train tasks makes one reflect call.
     diagnostics = night(tmp_path, "strict", gate_rule="strict", gate_samples=1)
     assert diagnostics.status == "accepted" and diagnostics.gate.verdict == "accept_new_best"
+    # the mock optimizer proposes the same rule: it yields to the user's words, proposed by the step itself
     assert [(e.target, e.op, e.content, e.status) for e in diagnostics.edits] == [
+        ("memory", "append", "- we use pnpm in this repo, never npm", "rejected"),
         ("memory", "append", "- we use pnpm in this repo, never npm.", "applied")]
+    assert diagnostics.edits[0].reason.startswith("restates the user's rule")
     assert diagnostics.tasks["train"] == 5 and diagnostics.cost["optimizer"].calls == 1
     assert (diagnostics.baseline.hard, diagnostics.candidate.hard) == (0.0, 1.0)
     assert {"rollout", "reflect", "aggregate", "select", "update", "gate"} <= set(diagnostics.stage_seconds)
@@ -300,39 +324,5 @@ def test_the_users_stated_rules_are_proposed_verbatim_first_and_most_stated_firs
     assert result.user_rules == 2
     assert [e.content for e in result.selected] == ["- Use pnpm, never npm.", "- Dates are ISO, YYYY-MM-DD."]
     assert result.selected[0].evidence == ["t-train-0", "t-train-2"]  # stated twice: first in line
-    not_selected = [e for e in result.edits if e.content == "A rule the optimizer wrote itself"]
+    not_selected = [e for e in result.edits if e.content == "- A rule the optimizer wrote itself"]
     assert not_selected and not_selected[0].status == "rejected"
-
-
-def test_a_rule_already_in_the_documents_or_from_a_passing_task_is_not_proposed_again():
-    from skillopt_sleep.engine.step import user_rule_edits
-    from skillopt_sleep.models import ReplayResult
-
-    tasks = [rule_task(0, rule="Use pnpm, never npm"), rule_task(1, rule="Prefer pathlib over os.path")]
-    results = [ReplayResult(task_id="t-train-0", hard=0), ReplayResult(task_id="t-train-1", hard=1)]
-    assert user_rule_edits(tasks, results, documents={"memory": "x"}, target="memory")[0].content == \
-        "- Use pnpm, never npm."
-    assert user_rule_edits(tasks, results, documents={"memory": "- use PNPM, never npm"}, target="memory") == []
-
-
-def test_two_phrasings_of_one_rule_are_proposed_once_and_not_again_in_words_a_document_has():
-    from skillopt_sleep.engine.step import user_rule_edits
-    from skillopt_sleep.models import ReplayResult
-
-    phrasings = ["use pnpm, not npm", "dates are ISO here, YYYY-MM-DD please",
-                 "use ISO dates (YYYY-MM-DD) in this repo", "we use pnpm in this repo, never npm",
-                 "use pnpm, not yarn"]
-    tasks = [rule_task(number, rule=rule) for number, rule in enumerate(phrasings)]
-    results = [ReplayResult(task_id=task.id, hard=0) for task in tasks]
-    proposed = user_rule_edits(tasks, results, documents={"memory": "x"}, target="memory")
-    # phrasings that imply the same checks are one rule, in the first phrasing, with the evidence of all (most
-    # stated first); "not yarn" forbids something else, so it is a rule of its own
-    assert [(edit.content, edit.evidence) for edit in proposed] == [
-        ("- use pnpm, not npm.", ["t-train-0", "t-train-3"]),
-        ("- dates are ISO here, YYYY-MM-DD please.", ["t-train-1", "t-train-2"]),
-        ("- use pnpm, not yarn.", ["t-train-4"])]
-    # a document that has one of the phrasings keeps that rule out; a rule written in other words still comes
-    memory = "# Notes\n\n- Use ISO dates (YYYY-MM-DD) in this repo.\n- We always use pnpm, never npm.\n"
-    assert [edit.content for edit in user_rule_edits(tasks, results, documents={"memory": memory},
-                                                      target="memory")] == ["- use pnpm, not npm.",
-                                                                             "- use pnpm, not yarn."]

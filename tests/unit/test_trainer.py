@@ -153,7 +153,7 @@ def test_the_gate_blocks_a_harmful_edit_and_the_best_skill_stays_the_initial_one
     backend = MockBackend(scripted={"reflect": [edits_reply("Never mention pnpm")]})
     summary = trainer(tmp_path, env=env, backend=backend, batch_size=6, propose_user_rules=False).train()
     [step] = history(tmp_path / "run")
-    assert step["edits"]["applied"] == ["Never mention pnpm"] and step["changed"]
+    assert step["edits"]["applied"] == ["- Never mention pnpm"] and step["changed"]
     assert step["verdict"] == "reject" and step["clause"] == "regression"
     assert step["selection"]["candidate"]["hard"] == 0.0 and step["selection"]["baseline"]["hard"] == 1.0
     assert (tmp_path / "run" / "best_skill.md").read_text() == good

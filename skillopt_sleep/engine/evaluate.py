@@ -1,0 +1,77 @@
+"""Replay a candidate and the baseline on val tasks: the paired protocol the gate decides on.
+
+One function, used wherever a candidate is tested (the step's gate, gate repair's second test, the pending
+candidate's re-test), so that every test samples the same way:
+
+1. every val task is replayed once per side (temperature 0). A side already replayed with the same documents
+   (the baseline, on an earlier night or earlier in this one) comes from the ``ReplayCache`` at no cost;
+2. ``gate.tasks_to_resample`` names the tasks whose outcome could be noise (a win, a loss, a regression, or
+   samples that disagree). Each gets a second sample per side first. When both sides reproduce their first answer
+   word for word, the backend is deterministic for that prompt (a greedy decoder at temperature 0): more samples
+   would only repeat it, so the task stops at two (``Evaluation.settled``);
+3. the other named tasks get ``gate_samples`` samples per side (``gate_temperature``).
+
+Raises ``BackendError`` / ``BudgetExhausted`` from the ledger.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from skillopt_sleep.engine.gate import replace_task_results, tasks_to_resample
+from skillopt_sleep.engine.replay import replay_tasks
+from skillopt_sleep.models import ReplayResult, TaskRecord
+
+
+class Evaluation(BaseModel):
+    """The val replays of one test. baseline / candidate: every val task, resampled tasks with their samples;
+    resampled: the task ids that got more than one sample; settled: those that stopped at two samples because
+    both sides repeated their answers exactly."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    baseline: list[ReplayResult] = Field(default_factory=list)
+    candidate: list[ReplayResult] = Field(default_factory=list)
+    resampled: list[str] = Field(default_factory=list)
+    settled: list[str] = Field(default_factory=list)
+
+
+def _repeats(results: list[ReplayResult], task_id: str) -> bool:
+    """The task's scored samples all have the same response (and there are at least two)."""
+    responses = [result.response for result in results if result.task_id == task_id and result.error is None]
+    return len(responses) >= 2 and len(set(responses)) == 1
+
+
+def replay_pair(val: list[TaskRecord], *, baseline_views: dict[str, str], candidate_views: dict[str, str],
+                gate_samples: int, gate_temperature: float, metric: str, mixed_weight: float,
+                replay_kwargs: dict[str, Any]) -> Evaluation:
+    """Replay ``val`` with the baseline and the candidate documents (module docstring).
+
+    baseline_views / candidate_views: ``{"skill": text, "memory": text}`` as the target sees them
+    (``documents.prompt_view``); gate_samples: samples per side for a task that could be noise (1 = none);
+    replay_kwargs: ``ledger``, ``workers``, ``cache``, ``rubric_judge``, ``seed`` (and optionally ``rollout``,
+    ``rollout_key``) for ``replay.replay_tasks``.
+    """
+    out = Evaluation(baseline=replay_tasks(val, **baseline_views, **replay_kwargs),
+                     candidate=replay_tasks(val, **candidate_views, **replay_kwargs))
+    wanted = set(tasks_to_resample(out.baseline, out.candidate, metric=metric, mixed_weight=mixed_weight,
+                                   gate_samples=gate_samples))
+    noisy = [task for task in val if task.id in wanted]
+    if not noisy:
+        return out
+    for samples in sorted({2, gate_samples}):
+        if not noisy:
+            break
+        sampling: dict[str, Any] = dict(samples=samples, temperature=gate_temperature)
+        baseline = replay_tasks(noisy, **baseline_views, **sampling, **replay_kwargs)
+        candidate = replay_tasks(noisy, **candidate_views, **sampling, **replay_kwargs)
+        out.baseline = replace_task_results(out.baseline, baseline)
+        out.candidate = replace_task_results(out.candidate, candidate)
+        out.resampled = list(dict.fromkeys([*out.resampled, *(task.id for task in noisy)]))
+        if samples == 2 and gate_samples > 2:
+            settled = [task.id for task in noisy if _repeats(baseline, task.id) and _repeats(candidate, task.id)]
+            out.settled.extend(settled)
+            noisy = [task for task in noisy if task.id not in settled]
+    return out

@@ -1,0 +1,60 @@
+"""The gate's val tasks: tonight's, then archived ones, so that a night has the evidence to decide.
+
+A night of eight sessions holds two to six val tasks, and most of tonight's rules have none of them. Val tasks
+therefore accumulate in the task archive, and each night the gate replays up to ``gate_max_val`` of them
+(``select_val``). The night hands it only tasks that are hard evidence (validated checks:
+``TaskRecord.hard_evidence``); an environment's val items (the trainer) are judged by the environment itself:
+
+1. tonight's val tasks (newest first);
+2. archived val tasks whose checks test what tonight's edits demand (the keys of an edit's content, or the rule it
+   states: ``rulebook.line_keys``), newest first;
+3. the other archived val tasks, newest first.
+
+Test tasks are never here (report only). Replaying an archived task with unchanged documents costs nothing: the
+replay cache keys on the documents, the task and its judge, not on the night.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from skillopt_sleep.models import EditRecord, TaskRecord
+from skillopt_sleep.rulebook import line_keys
+from skillopt_sleep.validation import check_key
+
+#: Default of ``gate_max_val``: most val tasks the gate replays in one night.
+DEFAULT_GATE_MAX_VAL = 12
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def _newest_first(tasks: list[TaskRecord]) -> list[TaskRecord]:
+    return sorted(tasks, key=lambda task: task.last_seen or _EPOCH, reverse=True)  # stable: ties keep their order
+
+
+def touches(task: TaskRecord, edits: list[EditRecord]) -> bool:
+    """Some edit demands what one of the task's checks tests."""
+    demanded = {key for edit in edits for key in line_keys(edit.content or "") if key[0] != "text"}
+    return any(check_key(check) in demanded for check in task.judge.checks)
+
+
+def select_val(tonight: list[TaskRecord], archived: list[TaskRecord], edits: list[EditRecord], *,
+               limit: int) -> list[TaskRecord]:
+    """The val tasks the gate replays (module docstring): at most ``limit``, each task once (tonight's copy wins
+    over an archived one)."""
+    chosen: list[TaskRecord] = []
+    seen: set[str] = set()
+
+    def take(tasks: list[TaskRecord]) -> None:
+        for task in tasks:
+            if len(chosen) >= limit:
+                return
+            if task.id not in seen:
+                seen.add(task.id)
+                chosen.append(task)
+
+    take(_newest_first(tonight))
+    older = [task for task in archived if task.id not in seen]
+    take(_newest_first([task for task in older if touches(task, edits)]))
+    take(_newest_first(older))
+    return chosen

@@ -1,0 +1,131 @@
+"""The user's rules across nights (the ``rules`` table of the task archive): how often each was stated, where it
+stands, and what it won on held-out tasks.
+
+* ``with_history(rules, archive)`` (before the step, read only): tonight's ``rulebook.StatedRule``s, each matched
+  to the archived rule it is (their check keys overlap), with the archived id and ``stated_total`` = all nights'
+  statements, then re-ordered most stated first: recurrence across nights orders the edit budget.
+* ``record_night(archive, rules, step, ...)`` (after a completed night): adds tonight's statements (phrasings,
+  sessions, the night; a night counts once) and sets each rule's status from what became of its edit:
+
+  - ``adopted``: the live documents state it (its edit was written to the project tonight, or a line already says
+    it); ``accepted``: in an accepted candidate that is staged, not yet written;
+  - ``pending``: in a candidate the gate left pending; ``rejected``: in a candidate the gate rejected on its scores
+    (``rejections`` counts such nights); ``stated``: not proposed yet (over the edit budget, or blocked);
+  - ``retired``: an accepted newer rule replaced its line (``replaced_by``).
+
+  Held-out record: when the rule's edit was in the tested candidate, the val tasks whose checks test what the rule
+  demands add their win / loss; ``last_exercised`` is the last night a replayed task tested it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from skillopt_sleep.engine.gate import EVIDENCE_CLAUSES
+from skillopt_sleep.memory.archive import TaskArchive
+from skillopt_sleep.models import EditRecord, TaskRecord
+from skillopt_sleep.rulebook import StatedRule, line_keys, rule_line, stating_line
+from skillopt_sleep.validation import check_key
+
+#: Most phrasings and session ids kept per rule.
+MAX_PHRASINGS = 12
+MAX_SESSIONS = 50
+
+
+def _keys(entry: dict[str, Any]) -> set[tuple[str, str]]:
+    return {tuple(key) for key in entry["keys"]}  # type: ignore[misc]
+
+
+def _match(rule: StatedRule, archived: list[dict[str, Any]]) -> dict[str, Any] | None:
+    for entry in archived:
+        if _keys(entry) & rule.key_set:
+            return entry
+    return None
+
+
+def with_history(rules: list[StatedRule], archive: TaskArchive | None) -> list[StatedRule]:
+    """Tonight's rules with their archived id and all-night count (module docstring), most stated first."""
+    if archive is None:
+        return list(rules)
+    archived = archive.rules()
+    out = []
+    for rule in rules:
+        entry = _match(rule, archived)
+        if entry is None:
+            out.append(rule)
+            continue
+        out.append(rule.model_copy(update={"id": entry["id"], "stated_total": entry["stated"] + rule.stated}))
+    out.sort(key=lambda item: (-item.stated_total, -item.stated, item.text))
+    return out
+
+
+def _edit_of(rule: StatedRule, edits: list[EditRecord]) -> EditRecord | None:
+    line = rule_line(rule.text)
+    return next((edit for edit in edits if edit.content == line), None)
+
+
+def _tests(task: TaskRecord, keys: set[tuple[str, str]]) -> bool:
+    return any(check_key(check) in keys for check in task.judge.checks)
+
+
+def record_night(archive: TaskArchive, rules: list[StatedRule], *, night_id: str, edits: list[EditRecord],
+                 verdict: str, clause: str | None, pending: bool, adopted: bool, per_task: list[Any],
+                 val: list[TaskRecord], replayed: list[TaskRecord], documents_after: dict[str, str]) -> None:
+    """Store tonight in the ``rules`` table (module docstring).
+
+    edits: the step's edits with their final status; verdict / clause / pending: the gate's decision on the tested
+    candidate; adopted: the accepted documents were written to the project tonight; per_task: the gate's
+    ``TaskComparison``s; val: the gate's val tasks; replayed: every task replayed tonight (train and val);
+    documents_after: the live documents after tonight (kind -> text).
+    """
+    archived = archive.rules()
+    accepted = verdict in ("accept", "accept_new_best")
+    by_id = {task.id: task for task in val}
+    for rule in rules:
+        entry = _match(rule, archived)
+        if entry is None:
+            entry = {"id": rule.id, "keys": [], "text": rule.text, "phrasings": [], "sessions": [], "nights": [],
+                     "stated": 0, "status": "stated", "rejections": 0, "wins": 0, "losses": 0,
+                     "first_night": night_id, "last_night": night_id, "last_exercised": None,
+                     "status_night": None, "replaced_by": None}
+            archived.append(entry)
+        keys = _keys(entry) | rule.key_set
+        entry["keys"] = sorted([list(key) for key in keys])
+        entry["phrasings"] = list(dict.fromkeys([*entry["phrasings"], *rule.phrasings]))[-MAX_PHRASINGS:]
+        entry["sessions"] = list(dict.fromkeys([*entry["sessions"], *rule.session_ids]))[-MAX_SESSIONS:]
+        if night_id not in entry["nights"]:
+            entry["nights"].append(night_id)
+            entry["stated"] += rule.stated
+        entry["last_night"] = night_id
+        if any(_tests(task, keys) for task in replayed):
+            entry["last_exercised"] = night_id
+        edit = _edit_of(rule, edits)
+        status = entry["status"]
+        if edit is not None and edit.status == "applied":
+            if accepted:
+                status = "adopted" if adopted else "accepted"
+            elif pending:
+                status = "pending"
+            elif clause in EVIDENCE_CLAUSES:
+                status = "rejected"
+                entry["rejections"] += 1
+            for comparison in per_task:
+                task = by_id.get(comparison.task_id)
+                if task is not None and _tests(task, keys) and comparison.outcome in ("win", "loss"):
+                    entry["wins" if comparison.outcome == "win" else "losses"] += 1
+            if accepted and edit.op == "replace" and edit.anchor:
+                _retire(archived, edit.anchor, replaced_by=entry["id"], night_id=night_id)
+        elif stating_line(rule, documents_after) is not None and status not in ("retired",):
+            status = "adopted"
+        if status != entry["status"]:
+            entry["status"], entry["status_night"] = status, night_id
+        entry["text"] = entry["text"] or rule.text
+    for entry in archived:
+        archive.put_rule(entry)
+
+
+def _retire(archived: list[dict[str, Any]], line: str, *, replaced_by: str, night_id: str) -> None:
+    demanded = {key for key in line_keys(line) if key[0] != "text"}
+    for entry in archived:
+        if entry["id"] != replaced_by and _keys(entry) & demanded:
+            entry["status"], entry["status_night"], entry["replaced_by"] = "retired", night_id, replaced_by

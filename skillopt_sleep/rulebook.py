@@ -1,0 +1,234 @@
+"""The user's rules as first-class objects: one rule however it was phrased, proposed once, in the user's words.
+
+A *rule* is a standing instruction the user stated in their own messages (``TaskRecord.rules`` holds the
+phrasings). Its identity is what it demands: the keys (``validation.check_key``) of the checks validated for it in
+the sessions. Phrasings whose validated checks overlap are one rule ("use pnpm, not npm" and "we're a pnpm shop"
+both demand "has pnpm"); a rule with no validated check is identified by its words (``text_key``).
+
+* ``stated_rules(tasks)``: tonight's rules from the tasks that may teach (train tasks, and tasks that are not
+  replayable: their corrections still count; never a val or test task, which would leak the held-out evidence),
+  each with its phrasings, tasks, sessions and how often it was stated (task recurrence).
+* ``document_rules(text)``: the lines of a document and what each demands (``rules.checks_for_rule`` of the line).
+* ``user_rule_edits(rules, documents, target)``: one edit per rule not yet in any document: ``append`` the rule in
+  the user's most frequent phrasing as one bullet, or ``replace`` the managed-block line it contradicts (a newer
+  rule "we moved from yarn to pnpm" replaces "- always use yarn."). Rules come most-stated first (across nights,
+  ``StatedRule.stated_total``), so recurrence orders the edit budget.
+* ``restated_rule_reason(content, rules, documents)``: why an optimizer edit only restates a user-stated rule or a
+  line the documents already hold (the user's words win; a rule is never written twice).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from skillopt_sleep.engine.edits import BLOCK_BEGIN, BLOCK_END, BLOCK_HEADING, managed_block
+from skillopt_sleep.models import Check, EditRecord, TaskRecord
+from skillopt_sleep.rules import checks_for_rule
+from skillopt_sleep.validation import check_key
+
+Key = tuple[str, str]
+
+_BULLET = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s+")
+
+
+def text_key(text: str) -> Key:
+    """The key of a rule known only by its words: lower case, single spaces, no bullet or end punctuation."""
+    return "text", " ".join(_BULLET.sub("", text or "").casefold().split()).rstrip(".!;:, ")
+
+
+def rule_line(text: str) -> str:
+    """The one bullet format of a rule in a document: ``- <text>.``"""
+    body = " ".join(_BULLET.sub("", text or "").split()).rstrip(" ;,")
+    if body and body[-1] not in ".!?":
+        body += "."
+    return f"- {body}"
+
+
+def line_keys(line: str) -> set[Key]:
+    """What a document line demands: the keys of the checks its words imply, and its text key."""
+    statement = _BULLET.sub("", line).strip()
+    keys = {check_key(check) for check in checks_for_rule(statement)}
+    return keys | {text_key(statement)}
+
+
+class StatedRule(BaseModel):
+    """One rule the user stated. id: ``r-`` + 10 hex of its first keys (the archive keeps it across nights);
+    keys: what it demands (validated check keys, or its text key); text: the phrasing proposed (the most stated,
+    then the earliest); stated: times stated tonight (sum of the recurrence of its tasks); stated_total: times
+    stated over all nights (``stated`` until the archive adds earlier nights)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    keys: list[Key]
+    text: str
+    phrasings: list[str] = Field(default_factory=list)
+    checks: list[Check] = Field(default_factory=list)
+    task_ids: list[str] = Field(default_factory=list)
+    session_ids: list[str] = Field(default_factory=list)
+    stated: int = 0
+    stated_total: int = 0
+
+    @property
+    def key_set(self) -> set[Key]:
+        return set(map(tuple, self.keys))  # type: ignore[arg-type]
+
+    @property
+    def checked(self) -> bool:
+        """The rule is known by validated checks (not only by its words)."""
+        return any(kind != "text" for kind, _ in self.keys)
+
+
+def rule_id(keys: set[Key]) -> str:
+    digest = hashlib.sha256("\n".join(f"{kind}\x00{value}" for kind, value in sorted(keys)).encode()).hexdigest()
+    return "r-" + digest[:10]
+
+
+def teaches(task: TaskRecord) -> bool:
+    """A task whose rules may be proposed: a train task, or one that is not replayable (never val or test)."""
+    return not task.replayable or task.split == "train"
+
+
+def _phrasing_keys(task: TaskRecord, phrasing: str) -> set[Key]:
+    keys = {check_key(check) for check in task.judge.checks if check.rule == phrasing}
+    return keys or {text_key(phrasing)}
+
+
+def stated_rules(tasks: list[TaskRecord]) -> list[StatedRule]:
+    """Tonight's rules from the tasks that ``teaches`` allows (module docstring), most stated first."""
+    groups: list[dict] = []
+    for task in tasks:
+        if not teaches(task):
+            continue
+        touched: set[int] = set()
+        for phrasing in task.rules:
+            keys = _phrasing_keys(task, phrasing)
+            checks = [check for check in task.judge.checks if check.rule == phrasing]
+            matches = [index for index, group in enumerate(groups) if group["keys"] & keys]
+            if matches:
+                target = groups[matches[0]]
+                for index in sorted(matches[1:], reverse=True):  # the phrasing joins rules: merge them
+                    other = groups.pop(index)
+                    for name in ("keys", "tasks", "sessions"):
+                        target[name] |= other[name]
+                    target["phrasings"].extend(other["phrasings"])
+                    target["checks"].extend(other["checks"])
+                    target["stated"] += other["stated"]
+            else:
+                target = {"keys": set(), "tasks": set(), "sessions": set(), "phrasings": [], "checks": [],
+                          "stated": 0, "order": len(groups)}
+                groups.append(target)
+            target["keys"] |= keys
+            target["phrasings"].append(phrasing)
+            target["checks"].extend(check for check in checks
+                                    if all(check_key(check) != check_key(known) for known in target["checks"]))
+            if task.id not in target["tasks"]:
+                target["stated"] += task.recurrence
+            target["tasks"].add(task.id)
+            target["sessions"] |= set(task.session_ids)
+            touched.add(id(target))
+    out: list[StatedRule] = []
+    for group in groups:
+        counts: dict[str, int] = {}
+        for phrasing in group["phrasings"]:
+            counts[phrasing] = counts.get(phrasing, 0) + 1
+        text = max(counts, key=lambda phrasing: (counts[phrasing], -group["phrasings"].index(phrasing)))
+        out.append(StatedRule(id=rule_id(group["keys"]), keys=sorted(group["keys"]), text=text,
+                              phrasings=list(dict.fromkeys(group["phrasings"])), checks=group["checks"],
+                              task_ids=sorted(group["tasks"]), session_ids=sorted(group["sessions"]),
+                              stated=group["stated"], stated_total=group["stated"]))
+    out.sort(key=lambda rule: (-rule.stated_total, -rule.stated, rule.text))
+    return out
+
+
+# --------------------------------------------------------------------------- rules in the documents
+
+
+def document_rules(text: str) -> list[tuple[str, set[Key]]]:
+    """Each non-empty line of a document that could state a rule (not a heading, marker or frontmatter), with
+    what it demands (``line_keys``)."""
+    out = []
+    for line in (text or "").splitlines():
+        stripped = line.strip()
+        if (not stripped or stripped.startswith(("#", "<!--", "---")) or stripped in (BLOCK_BEGIN, BLOCK_END)
+                or re.match(r"^(?:name|description):", stripped)):
+            continue
+        out.append((line.rstrip(), line_keys(stripped)))
+    return out
+
+
+def _overlaps(rule_keys: set[Key], keys: set[Key]) -> bool:
+    return bool(rule_keys & keys)
+
+
+def stating_line(rule: StatedRule, documents: dict[str, str]) -> str | None:
+    """The document line that already states ``rule`` (its keys overlap the rule's), or None."""
+    wanted = rule.key_set | {text_key(phrasing) for phrasing in rule.phrasings}
+    for text in documents.values():
+        for line, keys in document_rules(text):
+            if _overlaps(wanted, keys):
+                return line
+    return None
+
+
+def contradicted_line(rule: StatedRule, block: str) -> str | None:
+    """The managed-block line a newer rule contradicts: it demands a literal the rule forbids, or forbids one the
+    rule demands ("- always use yarn." against "we moved from yarn to pnpm"). None when there is none."""
+    opposite = {("not" if kind == "has" else "has", value) for kind, value in rule.key_set if kind in ("has", "not")}
+    if not opposite:
+        return None
+    for line, keys in document_rules(block):
+        if line.strip() == BLOCK_HEADING:
+            continue
+        if keys & opposite:
+            return line
+    return None
+
+
+def user_rule_edits(rules: list[StatedRule], documents: dict[str, str], *, target: str) -> list[EditRecord]:
+    """One edit per stated rule that no document states yet (module docstring), in the order of ``rules``.
+
+    documents: kind -> text (``skill``, ``memory``); target: the document a new rule is appended to. A rule that
+    contradicts a line of a managed block replaces that line in its document.
+    """
+    edits: list[EditRecord] = []
+    written: set[Key] = set()
+    for rule in rules:
+        if rule.key_set & written or stating_line(rule, documents) is not None:
+            continue
+        written |= rule.key_set
+        evidence = list(rule.task_ids)
+        rationale = f"stated by the user {rule.stated_total} time(s)" + (
+            f" ({rule.stated} tonight)" if rule.stated != rule.stated_total else "")
+        replaced = None
+        for kind, text in documents.items():
+            line = contradicted_line(rule, managed_block(text))
+            if line is not None:
+                replaced = (kind, line)
+                break
+        if replaced is not None:
+            kind, line = replaced
+            edits.append(EditRecord(target=kind, op="replace", anchor=line.strip(), content=rule_line(rule.text),
+                                    rationale=f"{rationale}; replaces the rule it contradicts", evidence=evidence))
+        else:
+            edits.append(EditRecord(target=target, op="append", content=rule_line(rule.text), rationale=rationale,
+                                    evidence=evidence))
+    return edits
+
+
+def restated_rule_reason(content: str, rules: list[StatedRule], documents: dict[str, str]) -> str | None:
+    """Why an edit's content only restates a user-stated rule (the user's words are proposed instead) or a rule a
+    document already holds, or None. Compared by what they demand (``line_keys``), not by wording."""
+    keys = line_keys(content)
+    demanded = {key for key in keys if key[0] != "text"} or keys
+    for rule in rules:
+        if _overlaps(rule.key_set | {text_key(phrasing) for phrasing in rule.phrasings}, demanded):
+            return f"restates the user's rule {rule.text!r}: the user's own words are proposed instead"
+    for text in documents.values():
+        for line, line_demands in document_rules(text):
+            if _overlaps(line_demands, demanded):
+                return f"already stated in the documents: {line.strip()[:120]!r}"
+    return None
