@@ -1,24 +1,32 @@
-"""Learning benchmark: do nights learn the user's house rules from corrections? Held-out compliance per night.
+"""Learning benchmark: do nights learn the user's house rules from their sessions? Held-out compliance per night.
 
-A simulated developer (``benchmarks/world.py``) teaches four house rules only through corrections inside Claude Code
-sessions, new sessions each night. Each night runs ``run_night(..., apply=True)`` with the local Qwen model (target,
-optimizer and judge) behind ``python -m llama_cpp.server`` on 127.0.0.1 (our ``openai`` backend); after each night
-the held-out probes (never in a transcript) are answered with the adopted skill document + memory as the system
-prompt (``engine.replay.system_prompt``, as replay does) and scored by deterministic checkers. Night 0 is the
-baseline with the initial documents.
+Two simulated developers teach their rules only through their Claude Code sessions, new sessions each night:
+``benchmarks/world.py`` (world 1, a web shop: pnpm, ISO dates, Conventional Commits, pathlib; "no, we use X here")
+and ``benchmarks/world2.py`` (world 2, written independently: a Python data team with five rules taught tersely,
+politely, indirectly, over two messages, as the reply to a refused tool call, one of them once, one of them changed
+on night 3, plus noise sessions). Each night runs ``run_night(..., apply=True)`` at the **default settings** with
+the local Qwen model (target, optimizer and judge) behind ``python -m llama_cpp.server`` on 127.0.0.1 (our
+``openai`` backend). Deviations from the defaults, and why: ``workers = 1`` and ``request_timeout_s = 600`` (one
+llama.cpp server serves one request at a time: concurrent calls only queue and time out, ``docs/benchmarks.md``
+"Night cost"); no call/token/minute budget (the numbers are what a night costs, not where a budget cut it).
 
-Variants (``--variant``, repeatable): ``main`` (paired gate, rollouts_k 1, recall_k 3, rule mining on),
-``strict`` (gate_rule strict), ``k3`` (rollouts_k 3), ``recall0`` (recall_k 0), ``norepair`` (gate_repair
-off), ``norules`` (rule mining from
-corrections off: there is no config key, so this process replaces ``mine._Candidate.add_rules`` by a no-op; tasks
-then carry no ``rules`` and no correction checks and are judged by the heuristic rubric).
+After each night the held-out probes (never in a transcript) are answered with the live skill document + memory as
+the system prompt (``engine.replay.system_prompt``, as replay does) and scored by the world's deterministic
+checkers (the rule in force after that night). Night 0 is the baseline with the initial documents. The **ceiling**
+(``--ceiling``) scores the same probes with the world's rules written as well as we can into the memory
+(``world.perfect_rules``): a 1.5B model does not follow every rule even when told, and that is the limit to approach.
 
-The peer (``skillopt==0.2.0``) runs separately: ``benchmarks/peer/run_peer.py`` (see its docstring); it writes
-the same JSON shape, and ``--render`` joins result files into the markdown table.
+Variants (``--variant``, repeatable): ``main`` (the defaults), ``strict`` (gate_rule strict), ``k3`` (rollouts_k 3),
+``recall0`` (recall_k 0), ``norepair`` (gate_repair off), ``greedy`` (gate_mode off), ``norules`` (no rule mining:
+this process replaces ``mine._Candidate.add_rules`` by a no-op).
+
+The peer (``skillopt==0.2.0``) runs separately: ``benchmarks/peer/run_peer.py --world N`` (see its docstring); it
+writes the documents after each night, and ``--score-peer`` scores them with the same probes.
 
 Usage (from the repository root; takes long, not a test):
-    python benchmarks/learning.py --nights 3 --variant main --json /tmp/learning-main.json
-    python benchmarks/learning.py --render /tmp/learning-main.json /tmp/learning-peer.json
+    python benchmarks/learning.py --world 2 --nights 4 --base-url http://127.0.0.1:18432/v1 --json /tmp/w2.json
+    python benchmarks/learning.py --world 2 --ceiling --base-url http://127.0.0.1:18432/v1 --json /tmp/w2-ceil.json
+    python benchmarks/learning.py --render /tmp/w2.json /tmp/w2-ceil.json /tmp/w2-peer.json
 """
 
 from __future__ import annotations
@@ -38,11 +46,16 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:  # run as a script: make `skillopt_sleep` and `benchmarks` importable
     sys.path.insert(0, str(REPO_ROOT))
 
-from benchmarks import world  # noqa: E402
+from benchmarks import world as world1  # noqa: E402
+from benchmarks import world2  # noqa: E402
+
+WORLDS = {1: world1, 2: world2}
+world = world1  # the world of this process (``--world``)
 
 DEFAULT_MODEL = Path("/tmp/skillopt-data/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf")
 PROBE_MAX_TOKENS = 80
-TARGET_MAX_TOKENS = 80
+#: max_tokens of a replay; None keeps the product's (``replay_tasks``: 400).
+TARGET_MAX_TOKENS: int | None = None
 VARIANTS = {
     "main": {},
     "strict": {"gate_rule": "strict"},
@@ -50,6 +63,7 @@ VARIANTS = {
     "recall0": {"recall_k": 0},
     "norules": {},
     "norepair": {"gate_repair": False},
+    "greedy": {"gate_mode": "off"},
 }
 
 
@@ -70,8 +84,9 @@ def chat(base_url: str, system: str, user: str, *, max_tokens: int) -> dict:
             "prompt_tokens": usage.get("prompt_tokens", 0), "completion_tokens": usage.get("completion_tokens", 0)}
 
 
-def score_documents(base_url: str, skill: str, memory: str, probes: list[world.Probe]) -> dict:
-    """Answer every probe with ``system_prompt(prompt_view(skill), prompt_view(memory))``; score with the checkers.
+def score_documents(base_url: str, skill: str, memory: str, probes: list, night: int = 0) -> dict:
+    """Answer every probe with ``system_prompt(prompt_view(skill), prompt_view(memory))``; score with the checkers
+    of the rules in force after ``night``.
 
     Returns {"compliance": float in [0, 1], "by_rule": {rule: passed/total}, "answers": [...], "seconds": float}.
     """
@@ -85,7 +100,7 @@ def score_documents(base_url: str, skill: str, memory: str, probes: list[world.P
         reply = chat(base_url, system, probe.prompt, max_tokens=PROBE_MAX_TOKENS)
         print(f"  probe {len(answers) + 1}/{len(probes)} {probe.rule}: {time.monotonic() - started:.0f}s",
               file=sys.stderr, flush=True)
-        passed = world.score_probe(probe, reply["text"])
+        passed = world.score_probe(probe, reply["text"], night)
         answers.append({"rule": probe.rule, "prompt": probe.prompt, "answer": reply["text"], "pass": passed})
         counts = by_rule.setdefault(probe.rule, [0, 0])
         counts[0] += int(passed)
@@ -109,11 +124,31 @@ def _rule_mining(variant: str) -> contextlib.AbstractContextManager:
     return mock.patch.object(mine._Candidate, "add_rules", lambda self, text, origin: None)
 
 
-def run_variant(name: str, *, base_url: str, model: Path, nights: int, probes: list[world.Probe],
-                scratch: Path, gate_samples: int, max_tasks: int, progress=None) -> dict:
+def _rules_table(state_dir: Path) -> list[dict]:
+    """The archive's rules after a night (``memory/rule_history.py``): text, status, times stated, wins/losses."""
+    import sqlite3
+
+    found = list(state_dir.glob("projects/*/archive.sqlite3"))
+    if not found:
+        return []
+    connection = sqlite3.connect(found[0])
+    try:
+        rows = connection.execute("SELECT text, status, stated, wins, losses, nights, replaced_by, id FROM rules "
+                                  "ORDER BY stated DESC").fetchall()
+    except sqlite3.Error:
+        return []
+    finally:
+        connection.close()
+    return [{"text": t, "status": st, "stated": n, "wins": w, "losses": l, "nights": json.loads(ni),
+             "replaced_by": r, "id": i} for t, st, n, w, l, ni, r, i in rows]
+
+
+def run_variant(name: str, *, base_url: str, model: Path, nights: int, probes: list, scratch: Path,
+                overrides: dict, progress=None) -> dict:
     """Run ``nights`` nights of variant ``name`` in a fresh project/state under ``scratch``; score after each.
 
-    progress: optional ``callable(partial_result)`` called after every night (to save partial results).
+    overrides: config keys set on top of the defaults (``--set``); progress: optional ``callable(partial_result)``
+    called after every night (to save partial results).
     """
     os.environ["SKILLOPT_SLEEP_HOME"] = str(scratch / "skillopt")
     from skillopt_sleep.config import SleepConfig
@@ -126,12 +161,13 @@ def run_variant(name: str, *, base_url: str, model: Path, nights: int, probes: l
     claude_home = scratch / "claude-home"
     settings = dict(backend="openai", base_url=base_url, api_key="local", target_model=model.stem,
                     optimizer_model=model.stem, source="claude", scope="project", claude_home=claude_home,
-                    lookback_hours=0, workers=1, llm_mine=False, max_tasks_per_night=max_tasks,
-                    gate_samples=gate_samples, max_retries=1, request_timeout_s=600, max_calls_per_night=0,
+                    lookback_hours=0, workers=1, request_timeout_s=600, max_calls_per_night=0,
                     max_tokens_per_night=0, max_minutes_per_night=0)
     settings.update(VARIANTS[name])
+    settings.update(overrides)
     config = SleepConfig(**settings)
-    replay_tasks.__kwdefaults__["max_tokens"] = TARGET_MAX_TOKENS
+    if TARGET_MAX_TOKENS is not None:
+        replay_tasks.__kwdefaults__["max_tokens"] = TARGET_MAX_TOKENS
 
     def documents() -> tuple[str, str]:
         skill_file = project / ".claude" / "skills" / "skillopt-sleep" / "SKILL.md"
@@ -139,9 +175,9 @@ def run_variant(name: str, *, base_url: str, model: Path, nights: int, probes: l
         return skill, (project / "CLAUDE.md").read_text("utf-8")
 
     rows = []
-    baseline = score_documents(base_url, *documents(), probes)
+    baseline = score_documents(base_url, *documents(), probes, night=0)
     rows.append({"night": 0, "status": "baseline", **_probe_row(baseline)})
-    print(f"[{name}] night 0: compliance {baseline['compliance']:.2f}", file=sys.stderr, flush=True)
+    print(f"[{world.NAME}/{name}] night 0: compliance {baseline['compliance']:.2f}", file=sys.stderr, flush=True)
     previous = documents()
     for night in range(1, nights + 1):
         world.write_night_sessions(claude_home, project, night)
@@ -153,31 +189,57 @@ def run_variant(name: str, *, base_url: str, model: Path, nights: int, probes: l
         roles = {role: {"calls": c.calls, "prompt_tokens": c.prompt_tokens, "completion_tokens": c.completion_tokens}
                  for role, c in diagnostics.cost.items()}
         current = documents()
-        if current == previous and rows[-1].get("answers") is not None:
+        rules_in_force_changed = night == getattr(world, "FORMATTER_CHANGES_ON", 0)
+        if current == previous and rows[-1].get("answers") is not None and not rules_in_force_changed:
             scored = {**rows[-1]["probe_full"], "reused": True}
         else:
-            scored = score_documents(base_url, *current, probes)
+            scored = score_documents(base_url, *current, probes, night=night)
         previous = current
-        row = {"night": night, "status": diagnostics.status,
-               "gate": diagnostics.gate.verdict if diagnostics.gate else None,
-               "gate_reason": diagnostics.gate.reason if diagnostics.gate else None,
-               "repair": diagnostics.gate.details.get("repair") if diagnostics.gate else None,
-               "tasks": diagnostics.tasks, "applied": diagnostics.applied,
-               "edits": [{"status": e.status, "target": e.target, "op": e.op, "content": e.content}
-                         for e in diagnostics.edits],
+        gate = diagnostics.gate
+        row = {"night": night, "status": diagnostics.status, "summary": diagnostics.summary,
+               "gate": gate.verdict if gate else None, "gate_reason": gate.reason if gate else None,
+               "gate_details": {key: gate.details.get(key) for key in ("clause", "wins", "losses", "ties",
+                                                                        "settled_tasks", "support", "repair")}
+               if gate else None,
+               "per_task": [{"task": c.task_id, "origin": c.origin, "outcome": c.outcome, "rules": c.rules,
+                             "samples": [len(c.baseline), len(c.candidate)]} for c in gate.per_task] if gate else [],
+               "tasks": diagnostics.tasks, "mining": diagnostics.mining, "applied": diagnostics.applied,
+               "pending": diagnostics.pending,
+               "edits": [{"status": e.status, "target": e.target, "op": e.op, "anchor": e.anchor,
+                          "content": e.content, "reason": e.reason} for e in diagnostics.edits],
                "wall_seconds": round(wall, 1), "roles": roles,
                "calls": sum(r["calls"] for r in roles.values()),
                "tokens": sum(r["prompt_tokens"] + r["completion_tokens"] for r in roles.values()),
-               "failure": diagnostics.failure, "errors": diagnostics.errors[:5], **_probe_row(scored)}
+               "failure": diagnostics.failure, "errors": diagnostics.errors[:5],
+               "rules": _rules_table(scratch / "skillopt" / "state"), "memory": current[1], "skill": current[0],
+               **_probe_row(scored)}
         rows.append(row)
-        print(f"[{name}] night {night}: {row['status']} ({row['gate']}), {row['calls']} calls, {wall:.0f}s, "
-              f"compliance {row['compliance']:.2f}", file=sys.stderr, flush=True)
+        print(f"[{world.NAME}/{name}] night {night}: {row['status']} ({row['gate']}), {row['calls']} calls, "
+              f"{wall:.0f}s, compliance {row['compliance']:.2f}", file=sys.stderr, flush=True)
         if progress is not None:
-            progress({"side": "ours", "variant": name, "nights": rows, "partial": True})
+            progress({"side": "ours", "world": world.NAME, "variant": name, "nights": rows, "partial": True})
     skill, memory = documents()
     settings.update(probe_max_tokens=PROBE_MAX_TOKENS, target_max_tokens=TARGET_MAX_TOKENS, probes=len(probes))
-    return {"side": "ours", "variant": name, "config": {k: str(v) for k, v in settings.items() if k != "api_key"},
+    return {"side": "ours", "world": world.NAME, "variant": name,
+            "config": {k: str(v) for k, v in settings.items() if k != "api_key"},
             "nights": rows, "final_skill": skill, "final_memory": memory}
+
+
+def ceiling(base_url: str, probes: list, nights: int) -> dict:
+    """Compliance with the world's rules written as well as we can into the memory (after night ``nights``), under
+    the heading a night writes: the limit a night can approach with this target model."""
+    from skillopt_sleep.engine.edits import BLOCK_HEADING, ensure_block
+    from skillopt_sleep.engine.edits import apply_edits
+    from skillopt_sleep.models import EditRecord
+
+    memory = ensure_block(world.INITIAL_MEMORY)
+    edits = [EditRecord(target="memory", op="append", content=f"- {rule}") for rule in world.perfect_rules(nights)]
+    memory, _ = apply_edits(memory, edits, "memory")
+    assert BLOCK_HEADING in memory
+    scored = score_documents(base_url, "", memory, probes, night=nights)
+    print(f"[{world.NAME}/ceiling] compliance {scored['compliance']:.2f}", file=sys.stderr, flush=True)
+    return {"side": "ceiling", "world": world.NAME, "variant": f"rules written perfectly (night {nights})",
+            "nights": [{"night": nights, "status": "ceiling", **_probe_row(scored)}], "final_memory": memory}
 
 
 def _probe_row(scored: dict) -> dict:
@@ -188,22 +250,29 @@ def _probe_row(scored: dict) -> dict:
 # --------------------------------------------------------------------------- the peer
 
 
-def score_peer(path: Path, *, base_url: str, probes: list[world.Probe]) -> dict:
+def score_peer(path: Path, *, base_url: str, probes: list) -> dict:
     """Score the peer's documents after each night (``run_peer.py`` output) with the same probes and prompt.
 
-    Documents unchanged since the previous night reuse that night's scores (temperature 0: same answers).
+    Documents unchanged since the previous night reuse that night's scores (temperature 0: same answers), unless
+    the world's rules in force changed that night.
     """
     rows = []
     last_documents, last_scored = None, None
+    changes_on = getattr(world, "FORMATTER_CHANGES_ON", 0)
     for night in json.loads(Path(path).read_text("utf-8")):
         documents = (night.get("skill", ""), night.get("memory", ""))
-        scored = last_scored if documents == last_documents else score_documents(base_url, *documents, probes)
+        number = int(night.get("night", 0))
+        if documents == last_documents and number != changes_on:
+            scored = last_scored
+        else:
+            scored = score_documents(base_url, *documents, probes, night=number)
         last_documents, last_scored = documents, scored
         row = {key: night.get(key) for key in ("night", "status", "gate", "n_tasks", "calls", "calls_by_kind",
                                                 "failed_calls", "tokens", "wall_seconds", "error", "edits")}
-        rows.append({**row, **_probe_row(scored)})
-        print(f"[peer] night {row['night']}: compliance {scored['compliance']:.2f}", file=sys.stderr, flush=True)
-    return {"side": "peer", "variant": "skillopt 0.2.0", "nights": rows,
+        rows.append({**row, **_probe_row(scored), "memory": documents[1], "skill": documents[0]})
+        print(f"[{world.NAME}/peer] night {row['night']}: compliance {scored['compliance']:.2f}", file=sys.stderr,
+              flush=True)
+    return {"side": "peer", "world": world.NAME, "variant": "skillopt 0.2.0", "nights": rows,
             "final_skill": documents[0], "final_memory": documents[1]}
 
 
@@ -211,48 +280,72 @@ def score_peer(path: Path, *, base_url: str, probes: list[world.Probe]) -> dict:
 
 
 def render(results: list[dict]) -> str:
-    """Markdown: one compliance table (rows: side/variant, columns: nights) and one cost table per result."""
-    most = max(len(r["nights"]) for r in results)
-    head = "| side / variant | " + " | ".join(f"night {n}" for n in range(most)) + " |"
-    out = ["Held-out compliance (probes passed / probes; per rule p=pnpm, d=ISO date, c=Conventional Commits, "
-           "l=pathlib):", "", head, "|---|" + "---:|" * most]
-    short = {"pnpm": "p", "iso_date": "d", "conventional_commits": "c", "pathlib": "l"}
-    for result in results:
-        cells = []
-        for row in result["nights"]:
-            rules = " ".join(f"{short[k]}{v.split('/')[0]}" for k, v in row["by_rule"].items())
-            mark = "" if row["night"] == 0 else f" ({row.get('status')})"
-            cells.append(f"{row['compliance']:.0%} [{rules}]{mark}")
-        cells += [""] * (most - len(cells))
-        out.append(f"| {result['side']} / {result['variant']} | " + " | ".join(cells) + " |")
-    out += ["", "Cost per night (LLM calls, tokens prompt+completion, wall seconds; probes not counted):", "",
-            "| side / variant | night | status (gate) | tasks train/val/test | calls | tokens | wall s |",
-            "|---|---:|---|---|---:|---:|---:|"]
-    for result in results:
-        for row in result["nights"][1:]:
-            tasks = row.get("tasks") or {}
-            split = f"{tasks.get('train', '-')}/{tasks.get('val', '-')}/{tasks.get('test', '-')}" if tasks else (
-                f"{row['n_tasks']} tasks" if row.get("n_tasks") is not None else "-")
-            out.append(f"| {result['side']} / {result['variant']} | {row['night']} | {row['status']} "
-                       f"({row.get('gate')}) | {split} | {row['calls']} | {row['tokens']} | "
-                       f"{(row.get('wall_seconds') or 0):.0f} |")
+    """Markdown per world: one compliance table (rows: side/variant, columns: nights; the ceiling in its own row) and
+    one cost table."""
+    out: list[str] = []
+    for name in dict.fromkeys(result.get("world", "webshop") for result in results):
+        mine = [result for result in results if result.get("world", "webshop") == name]
+        most = max(max(row["night"] for row in result["nights"]) for result in mine) + 1
+        out += [f"World {name}: held-out compliance (probes passed / probes, per rule passed):", "",
+                "| side / variant | " + " | ".join(f"night {n}" for n in range(most)) + " |",
+                "|---|" + "---:|" * most]
+        for result in mine:
+            cells = [""] * most
+            for row in result["nights"]:
+                rules = " ".join(f"{key[:4]} {value.split('/')[0]}" for key, value in row["by_rule"].items())
+                mark = "" if row["night"] == 0 or result["side"] == "ceiling" else f" ({row.get('status')})"
+                cells[row["night"]] = f"{row['compliance']:.0%} [{rules}]{mark}"
+            out.append(f"| {result['side']} / {result['variant']} | " + " | ".join(cells) + " |")
+        out += ["", "| side / variant | night | status (gate) | tasks train/val/test | calls | tokens | wall s |",
+                "|---|---:|---|---|---:|---:|---:|"]
+        for result in mine:
+            if result["side"] == "ceiling":
+                continue
+            for row in result["nights"][1:]:
+                tasks = row.get("tasks") or {}
+                split = (f"{tasks.get('train', '-')}/{tasks.get('val', '-')}/{tasks.get('test', '-')}" if tasks
+                         else (f"{row['n_tasks']} tasks" if row.get("n_tasks") is not None else "-"))
+                out.append(f"| {result['side']} / {result['variant']} | {row['night']} | {row['status']} "
+                           f"({row.get('gate')}) | {split} | {row['calls']} | {row['tokens']} | "
+                           f"{(row.get('wall_seconds') or 0):.0f} |")
+        out.append("")
     return "\n".join(out)
 
 
+def _probes(count: int) -> list:
+    rules = list(world.RULE_NAMES)
+    per_rule = max(1, count // len(rules))
+    return [probe for rule in rules for probe in [q for q in world.PROBES if q.rule == rule][:per_rule]]
+
+
+def _overrides(pairs: list[str]) -> dict:
+    """``KEY=VALUE`` pairs (``--set``) as config overrides; values parsed as JSON when they parse."""
+    out = {}
+    for pair in pairs:
+        key, _, value = pair.partition("=")
+        try:
+            out[key] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key] = value
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
+    global world
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--nights", type=int, default=3, choices=range(1, len(world.NIGHTS) + 1))
+    parser.add_argument("--world", type=int, default=1, choices=sorted(WORLDS))
+    parser.add_argument("--nights", type=int, default=3)
     parser.add_argument("--variant", action="append", choices=sorted(VARIANTS), default=None)
-    parser.add_argument("--probes", type=int, default=len(world.PROBES),
-                        help="first N probes per rule x 4 (default: all)")
+    parser.add_argument("--ceiling", action="store_true", help="score the world's rules written perfectly, and exit")
+    parser.add_argument("--probes", type=int, default=None, help="first N probes (evenly per rule; default: all)")
     parser.add_argument("--model", type=Path, default=DEFAULT_MODEL)
     parser.add_argument("--base-url", default=None, help="reuse a running server instead of starting one")
     parser.add_argument("--server-threads", type=int, default=os.cpu_count() or 1)
-    parser.add_argument("--gate-samples", type=int, default=2)
-    parser.add_argument("--max-tasks", type=int, default=8)
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a config key on top of the defaults (an ablation); say why in docs/benchmarks.md")
     parser.add_argument("--probe-max-tokens", type=int, default=PROBE_MAX_TOKENS)
-    parser.add_argument("--target-max-tokens", type=int, default=TARGET_MAX_TOKENS,
-                        help="max_tokens of replay (the product default is 400)")
+    parser.add_argument("--target-max-tokens", type=int, default=None,
+                        help="max_tokens of replay (default: the product's, 400)")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--render", type=Path, nargs="+", default=None, help="render result JSON files and exit")
     parser.add_argument("--score-peer", type=Path, default=None,
@@ -262,26 +355,29 @@ def main(argv: list[str] | None = None) -> int:
         results = [item for path in args.render for item in json.loads(path.read_text("utf-8"))]
         print(render(results))
         return 0
+    world = WORLDS[args.world]
+    if args.nights > len(world.NIGHTS):
+        raise SystemExit(f"world {args.world} has {len(world.NIGHTS)} nights")
     globals().update(PROBE_MAX_TOKENS=args.probe_max_tokens, TARGET_MAX_TOKENS=args.target_max_tokens)
-    per_rule = max(1, args.probes // 4)
-    probes = [p for rule in world.CHECKERS for p in [q for q in world.PROBES if q.rule == rule][:per_rule]]
-    if args.score_peer:
+    probes = _probes(args.probes or len(world.PROBES))
+    if args.score_peer or args.ceiling:
         if not args.base_url:
-            raise SystemExit("--score-peer needs --base-url (a running llama.cpp server)")
-        results = [score_peer(args.score_peer, base_url=args.base_url, probes=probes)]
+            raise SystemExit("--score-peer and --ceiling need --base-url (a running llama.cpp server)")
+        results = [score_peer(args.score_peer, base_url=args.base_url, probes=probes) if args.score_peer
+                   else ceiling(args.base_url, probes, args.nights)]
         if args.json:
             args.json.write_text(json.dumps(results, indent=1, default=str), encoding="utf-8")
         print(render(results))
         return 0
     from benchmarks.night_cost import start_server, stop_server, warm_up
 
-    results = []
+    results: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="skillopt-learning-") as scratch_root:
-        scratch_root = Path(scratch_root)
+        scratch = Path(scratch_root)
         process = None
         base_url = args.base_url
         if base_url is None:
-            process, base_url = start_server(args.model, args.server_threads, scratch_root / "server.log")
+            process, base_url = start_server(args.model, args.server_threads, scratch / "server.log")
         try:
             warm_up(base_url)
             for name in args.variant or ["main"]:
@@ -291,9 +387,8 @@ def main(argv: list[str] | None = None) -> int:
 
                 with _rule_mining(name):
                     results.append(run_variant(name, base_url=base_url, model=args.model, nights=args.nights,
-                                               probes=probes, scratch=scratch_root / name,
-                                               gate_samples=args.gate_samples, max_tasks=args.max_tasks,
-                                               progress=save_partial))
+                                               probes=probes, scratch=scratch / name,
+                                               overrides=_overrides(args.set), progress=save_partial))
                 if args.json:
                     args.json.write_text(json.dumps(results, indent=1, default=str), encoding="utf-8")
         finally:

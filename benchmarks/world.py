@@ -108,9 +108,23 @@ RULES = {
 }
 
 
-def score_probe(probe: Probe, answer: str) -> bool:
-    """Score one probe answer with its rule's checker. Raises KeyError for an unknown rule."""
+NAME = "webshop"
+RULE_NAMES = tuple(CHECKERS)
+
+
+def score_probe(probe: Probe, answer: str, night: int = 0) -> bool:
+    """Score one probe answer with its rule's checker (the rules never change in this world: ``night`` is unused).
+    Raises KeyError for an unknown rule."""
     return CHECKERS[probe.rule](answer or "")
+
+
+def perfect_rules(night: int = 0) -> list[str]:
+    """The world's rules, written as well as we can (for the ceiling: compliance with them in the memory)."""
+    return ["Install and run packages with pnpm (`pnpm add`, `pnpm install`, `pnpm run`); never npm.",
+            "Write every date as ISO 8601, YYYY-MM-DD (e.g. 2026-11-21), never MM/DD/YYYY or month names.",
+            "Write commit messages as Conventional Commits: `type(scope): subject` with type feat, fix, docs, "
+            "chore, refactor, test, ci or build.",
+            "In Python, handle paths with pathlib (`from pathlib import Path`); never os.path."]
 
 
 # --------------------------------------------------------------------------- the sessions

@@ -83,7 +83,9 @@ from skillopt_sleep.rules import (
     classify_reaction,
     extract_rules,
     jaccard,
+    split_clauses,
     states_only_rules,
+    strip_frame,
     validate_check,
 )
 from skillopt_sleep.validation import (
@@ -120,6 +122,16 @@ STEER_MAX_WORDS = 25
 APPROVAL_MAX_WORDS = 12
 #: A request to redo the answer ("rewrite it with httpx") of at most this many words is a correction.
 REDO_MAX_WORDS = 20
+#: A first clause of at most this many words without a verb ("uv.", "httpx pls") is a terse correction.
+TERSE_MAX_WORDS = 3
+#: Verbs a short request starts with ("fix lint", "run tests"): such a message is a request, not a terse correction.
+_REQUEST_VERBS = frozenset(
+    """add fix run write make create update remove delete explain show list build install test refactor rename
+    implement check review deploy commit push pull merge format generate convert move find read open set use
+    describe summarize summarise translate draft give tell help try redo undo revert continue stop start restart
+    clean lint debug profile document bump release publish ship sort count compute calculate plot print save load
+    parse split join compare optimize optimise improve simplify rewrite edit change do go""".split()
+)
 
 _ACK_WORDS = frozenset(
     """ok okay k kk yes yep yeah yup y sure thanks thank you thx ty great perfect nice cool awesome lgtm continue
@@ -303,6 +315,18 @@ def _contradicts(text: str, answer: str) -> bool:
     return False
 
 
+def _terse(text: str) -> bool:
+    """The message opens with a bare name or two ("uv.", "httpx pls", "black. not autopep8"): no verb, no question,
+    nothing to do on its own; after an answer it says what the answer should have used."""
+    clauses = split_clauses(text)
+    if not clauses:
+        return False
+    first = strip_frame(clauses[0])
+    words = first.split()
+    return (1 <= len(words) <= TERSE_MAX_WORDS and not clauses[0].rstrip().endswith("?")
+            and words[0].casefold().strip(",.") not in _REQUEST_VERBS and not _is_acknowledgement(first))
+
+
 def reaction_to(text: str, *, request: str, answer: str, stopped: bool) -> Reaction | None:
     """How a message reacts to the task before it, or None when it is not a reaction (a new request, or a
     refinement). request: that task's request; answer: what the agent did last (``validation.behaviour``);
@@ -325,6 +349,8 @@ def reaction_to(text: str, *, request: str, answer: str, stopped: bool) -> React
     if reaction == "approval" and words <= APPROVAL_MAX_WORDS:
         return "approval"
     if words <= REDO_MAX_WORDS and _REDO.match(text):
+        return "correction"
+    if _terse(text):
         return "correction"
     if _contradicts(text, answer):
         return "correction"
@@ -432,8 +458,9 @@ class _Candidate:
         if reaction in ("correction", "reask"):
             self.object(reaction, text)
             return "reaction"
-        if reaction == "approval":
+        if reaction == "approval":  # "yes, we use pnpm here": the rule it states still counts
             self.react("approval", text)
+            self.add_rules(text, "house_rule")
             return "reaction"
         if reaction == "none":  # states rules, asks for nothing
             self.add_rules(text, "house_rule")

@@ -111,9 +111,13 @@ def inspects(name: str, input_head: str) -> bool:
         return True
     if name.casefold() in ("bash", "shell", "exec_command", "local_shell", "run_shell_command", "terminal"):
         command = input_head
-        if command.startswith("{"):  # JSON arguments: {"command": ...}
-            found = re.search(r'"(?:command|cmd)"\s*:\s*\[?\s*"([^"]*)"', command)
-            command = found.group(1) if found else command
+        if command.startswith("{"):  # JSON arguments: {"command": "..."} or {"command": ["bash", "-lc", "..."]}
+            listed = re.search(r'"(?:command|cmd)"\s*:\s*\[([^\]]*)', command)
+            single = re.search(r'"(?:command|cmd)"\s*:\s*"((?:[^"\\]|\\.)*)"', command)
+            if listed:
+                command = " ".join(re.findall(r'"((?:[^"\\]|\\.)*)"', listed.group(1)))
+            elif single:
+                command = single.group(1)
         return _SHELL_READ.match(command) is not None
     return False
 

@@ -98,13 +98,20 @@ _FRAME = re.compile(rf"^(?:(?:{_FRAME_PUNCTUATED}\s*[,.:;!-]+|{_FRAME_FREE}\b[\s
 _LABEL = re.compile(r"^[\w' -]{1,24}:\s+(?=\S)")
 
 
+_POLITE = re.compile(r"^(?:could|can|would|will)\s+you\s+(?:please\s+|kindly\s+|just\s+)?(?=\w)", re.IGNORECASE)
+
+
 def strip_frame(clause: str) -> str:
     """Drop the discourse words that only frame a clause ("No,", "Please", "I said", a short label such as
-    "wrong tool:") and end punctuation."""
+    "wrong tool:", a polite "Could you please ...?" around an instruction) and end punctuation."""
     stripped = _FRAME.sub("", clause.strip()).strip()
     labelled = _LABEL.match(stripped)
     if labelled and len(stripped[: labelled.end()].split()) <= 3:
         stripped = _FRAME.sub("", stripped[labelled.end():]).strip()
+    polite = _POLITE.match(stripped)
+    if polite and _CONTRASTIVE_RULE.search(stripped[polite.end():]):
+        # "Could you please use httpx instead of requests?" corrects; "Can you use pnpm?" only asks
+        stripped = stripped[polite.end():].rstrip(" ?")
     return stripped.rstrip(" .!;")
 
 
@@ -139,7 +146,8 @@ GENERIC_WORDS = frozenset(
     versions one two three all any some more less fewer few many much very really""".split()
 )
 #: Second words that make a tool name a command literal ("npm install").
-_COMMAND_WORDS = frozenset("install add run test build exec init start remove uninstall publish".split())
+_COMMAND_WORDS = frozenset("install add run test build exec init start remove uninstall publish format check lint sync "
+                           "pip".split())
 _TRAILING_QUALIFIER = re.compile(
     r"\s+(?:for|in|on|when|to|with|because|since|as|everywhere|anywhere|here|anymore|ever|again|please|"
     r"from now on|going forward|at all|whenever|if|unless|so|across|throughout|within|inside|by default|"
@@ -255,6 +263,17 @@ _MOVED = re.compile(
     r"\s+to\s+(?P<x>[^,]{1,30}?)(?:\s+(?:now|recently|last \w+|this \w+))?$",
     re.IGNORECASE,
 )
+_WE_VERB_WITH = re.compile(
+    rf"^(?:we|i)\s+(?:always\s+|only\s+)?\w+\s+(?:with|using|via|through|in)\s+(?P<x>[^,]{{1,30}}?)\s*{_CONTRAST}\s+"
+    r"(?P<y>.+)$",
+    re.IGNORECASE,
+)
+_SWITCHED_TO = re.compile(
+    r"^(?:we(?:'ve| have)?\s+)?(?:switched|moved|migrated|changed|went over)\s+(?:over\s+)?to\s+"
+    r"(?P<x>[^,]{1,30}?)(?:\s+(?:now|recently|last \w+|this \w+))?$",
+    re.IGNORECASE,
+)
+_NOT_THING = re.compile(r"^not\s+(?P<y>[^,]{1,30}?)(?:\s+(?:anymore|any more|here|please))?$", re.IGNORECASE)
 _TERSE = re.compile(r"^(?P<x>[^,]{1,30}?)\s*,?\s+(?:only|please|pls|here|from now on|always)$", re.IGNORECASE)
 _MODAL_RULE = re.compile(r"\b(?:must|should|has to|have to|needs? to)\b", re.IGNORECASE)
 _UNIVERSAL = re.compile(r"\b(?:always|never|all|every|each|any)\b", re.IGNORECASE)
@@ -350,6 +369,13 @@ def _parse(clause: str) -> _Parsed | None:
     match = _MOVED.match(text)
     if match:  # "we moved from yarn to pnpm": a new rule that replaces the old one
         return _Parsed("prefer", preferred=match.group("x"), forbidden=match.group("y"))
+    match = _SWITCHED_TO.match(text)
+    if match:  # "we switched to ruff format"
+        return _Parsed("use", preferred=match.group("x"))
+    match = _WE_VERB_WITH.match(text)
+    if match and len(match.group("x").split()) <= 4:  # "we format with black, not autopep8"
+        return _Parsed("prefer", preferred=match.group("x"), forbidden=match.group("y"))
+
     match = _SHOP.match(text)
     if match and _side_ok(match.group("x")):  # "we're a pnpm shop"
         return _Parsed("use", preferred=match.group("x"))
@@ -396,15 +422,33 @@ def _parse(clause: str) -> _Parsed | None:
     return None
 
 
+#: A message with more non-empty lines than this holds pasted text (a page, a plan, a log).
+TYPED_MAX_LINES = 12
+#: Lines of its first and last paragraphs that still count as typed around a paste.
+TYPED_PARAGRAPH_LINES = 3
+
+
+def typed_text(text: str) -> str:
+    """The part of a message the user typed: the whole of a short message; of a long one (a paste with a request),
+    only its first and last paragraphs when they are short. Rules and the names a correction mentions come from
+    here, never from a pasted page, plan or log."""
+    lines = [line for line in (text or "").splitlines() if line.strip()]
+    if len(lines) <= TYPED_MAX_LINES:
+        return text or ""
+    paragraphs = [block.strip() for block in re.split(r"\n\s*\n", text.strip()) if block.strip()]
+    kept = [block for block in (paragraphs[0], paragraphs[-1]) if len(block.splitlines()) <= TYPED_PARAGRAPH_LINES]
+    return "\n\n".join(dict.fromkeys(kept))
+
+
 def extract_rules(text: str) -> list[str]:
     """Return the rule statements in one message, in the user's words (frame words like "No," dropped).
 
     text: a user message (request, correction, rejection feedback). Returns at most ``MAX_RULES_PER_MESSAGE``
-    distinct clauses, in order. Code blocks and indented code are ignored. Never raises.
+    distinct clauses, in order. Code blocks, indented code and pasted text (``typed_text``) are ignored. Never raises.
     """
     found: list[str] = []
     seen: set[str] = set()
-    for clause in split_clauses(text):
+    for clause in split_clauses(typed_text(text)):
         for rule in _rule_statements(strip_frame(clause)):
             key = rule.casefold()
             if key not in seen and len(found) < MAX_RULES_PER_MESSAGE:
@@ -421,19 +465,49 @@ def states_only_rules(text: str) -> bool:
     return bool(clauses) and all(_rule_statements(clause) for clause in clauses)
 
 
+_PART_SPLIT = re.compile(r"\s*(?:,|:|\s-\s|\s\u2014\s)\s*")
+
+
+def _parse_part(part: str) -> _Parsed | None:
+    """``_parse``, and a bare "not X" (which is a rule only beside another part: "ruff format, not black")."""
+    parsed = _parse(part)
+    if parsed is None:
+        match = _NOT_THING.match(part)
+        if match and _side_ok(match.group("y")):
+            return _Parsed("forbid", forbidden=match.group("y"))
+    return parsed
+
+
+def _parts(clause: str) -> list[str]:
+    """The comma/colon/dash-separated parts of a clause that parse as rules on their own; a bare "not X" counts only
+    beside a part that is a rule by itself ("I meant the staging server, not prod" states no rule)."""
+    parts = [part for part in _PART_SPLIT.split(clause) if part]
+    whole = [part for part in parts if _parse(strip_frame(part)) is not None]
+    if not whole:
+        return []
+    return [part for part in parts if _parse_part(strip_frame(part)) is not None]
+
+
 def _rule_statements(clause: str) -> list[str]:
-    """The rule(s) of one clause: the clause itself, or two rules when a vague rule is followed by a concrete
-    one after a comma ("Don't touch the lockfile by hand, use pnpm not npm")."""
+    """The rule(s) of one clause: the clause itself, in the user's words, or two rules when a complete rule is
+    followed by a different concrete one after a comma ("Don't touch the lockfile by hand, use pnpm not npm"). A
+    clause that does not parse whole but whose parts do ("no black anymore, we switched to ruff format") is one
+    rule."""
     if not clause:
         return []
     parsed = _parse(clause)
-    if parsed is None or parsed.form == "prefer" or parsed.preferred or parsed.forbidden:
-        return [clause] if parsed else []
+    if parsed is None:
+        return [clause] if _parts(clause) and _PART_SPLIT.search(clause) else []
+    if parsed.form == "prefer" or parsed.preferred or parsed.forbidden:
+        return [clause]
     head, _, tail = clause.partition(", ")
     tail_parsed = _parse(tail) if tail else None
-    if tail_parsed is None or tail_parsed.form not in ("prefer", "use", "forbid"):
+    if tail_parsed is None or tail_parsed.form not in ("prefer", "use", "forbid") or _parse(head) is None:
         return [clause]
-    return ([head] if _parse(head) else []) + [tail]
+    whole = {(check.op, check.value) for check in _checks_of(clause, clause, "house_rule")}
+    if {(check.op, check.value) for check in checks_for_rule(tail)} <= whole:
+        return [clause]  # the tail only restates the rule ("dates are ISO here, YYYY-MM-DD please")
+    return [head, tail]
 
 
 # --------------------------------------------------------------------------- checks
@@ -490,6 +564,23 @@ def checks_for_rule(rule: str, *, origin: str = "house_rule") -> list[Check]:
     """
     text = strip_frame(_clean_quotes(rule or ""))
     parsed = _parse(text)
+    checks = _checks_of(text, rule, origin) if parsed is not None else []
+    if parsed is None or parsed.form not in ("prefer", "use", "forbid") or not checks:
+        checks += [check for part in _parts(text) for check in _checks_of(strip_frame(part), rule, origin)]
+    return _unique(checks)
+
+
+def _unique(checks: list[Check]) -> list[Check]:
+    unique: list[Check] = []
+    for check in checks:
+        if all((c.op, c.value) != (check.op, check.value) for c in unique):
+            unique.append(check)
+    return unique
+
+
+def _checks_of(text: str, rule: str, origin: str) -> list[Check]:
+    """The checks of one statement that parses (``_parse_part``)."""
+    parsed = _parse_part(text)
     if parsed is None:
         return []
     checks = _keyword_checks(text, rule, origin)
@@ -510,11 +601,7 @@ def checks_for_rule(rule: str, *, origin: str = "house_rule") -> list[Check]:
         literal = _literal(use.group("x")) if use else _quoted(parsed.rest)
         if literal:
             checks.append(Check(op="contains", value=literal, origin=origin, rule=rule))
-    unique: list[Check] = []
-    for check in checks:
-        if all((c.op, c.value) != (check.op, check.value) for c in unique):
-            unique.append(check)
-    return unique
+    return checks
 
 
 def validate_check(check: Check) -> str | None:
@@ -572,7 +659,8 @@ _CORRECTION_ANYWHERE = re.compile(
     r"\b(?:doesn't work|does not work|didn't work|did not work|not working|isn't working|still (?:not|no|"
     r"doesn't|does not|isn't|is not|fails?|failing|broken|wrong|the same|getting|get|seeing|see|crash\w*|"
     r"happen\w*|shows?|has|have|returns?|errors?|there)|broke\b|broken\b|try again|"
-    r"that's wrong|is wrong|was wrong|not what i (?:asked|wanted|meant|said)|instead\b|i said|i told you|"
+    r"that's wrong|is wrong|was wrong|(?:the|a) wrong \w+|not what i (?:asked|wanted|meant|said)|instead\b|i said|"
+    r"i told you|"
     r"why did you|you (?:ignored|forgot|missed))",
     re.IGNORECASE,
 )

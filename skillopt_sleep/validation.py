@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 from skillopt_sleep.engine.judges import check_passes, describe_check
 from skillopt_sleep.models import Check
-from skillopt_sleep.rules import GENERIC_WORDS, negative_word_regex, validate_check, word_regex
+from skillopt_sleep.rules import GENERIC_WORDS, negative_word_regex, typed_text, validate_check, word_regex
 
 #: Replies that do nothing; a judge of a request for an artefact must fail them.
 VACUOUS_REPLIES = ("OK.", "Done.", "Sure, I can help with that.")
@@ -51,9 +51,11 @@ _COMMON = frozenset(
     such here no not never don't dont do use using used instead rather please pls thanks thank yes ok okay wrong
     right again always prefer avoid stop make sure want wanted need needs meant mean said told like one ones
     let's lets it's that's we're i'm i've you're isn't aren't doesn't didn't won't can't shouldn't now still
-    actually really sorry hmm ugh nope nah yep yeah go going get got put keep way thing things stuff""".split()
+    actually really sorry hmm ugh nope nah yep yeah go going get got put keep way thing things stuff add install
+    run remove delete update create write read set make call return import print show list build test check fix
+    change move copy open close start stop load save send fetch format""".split()
 )
-_NAME = re.compile(r"(?<![\w.])[A-Za-z_][\w.+/-]*[\w)]|(?<![\w.])[A-Za-z_]\b")
+_NAME = re.compile(r"(?<![\w.])[A-Za-z_][\w.+/()-]*[\w)]|(?<![\w.])[A-Za-z_]\b")
 _QUOTED = re.compile(r"`([^`\n]{1,60})`|\"([^\"\n]{1,60})\"")
 _CODE_SPAN = re.compile(r"```.*?(?:```|\Z)|`[^`\n]+`|^(?: {4}|\t).*$", re.DOTALL | re.MULTILINE)
 _ENUMERATION = re.compile(
@@ -61,6 +63,8 @@ _ENUMERATION = re.compile(
     re.IGNORECASE)
 _NEGATION = re.compile(r"\b(?:not|never|no|don't|dont|do not|avoid|instead of|rather than|stop|without|drop)\s+"
                        r"(?:\w+\s+){0,2}$", re.IGNORECASE)
+_PLACEHOLDER = re.compile(r"^(?:[YMDHhmsSxX]+|N+)(?:[-/:. T](?:[YMDHhmsSxX]+|N+))+$")
+"""A format placeholder the user wrote to describe a shape (``YYYY-MM-DD``, ``HH:MM``, ``X.Y.Z``): not a literal."""
 _CODE_LIKE = re.compile(r"[._/\\:()\[\]<>=@#$%&*+~|0-9-]")
 
 
@@ -81,12 +85,12 @@ _FILLER = frozenset(
 
 
 def is_vacuous(text: str | None) -> bool:
-    """True for an answer that shows no work: empty, or no code, no command, no tool input and fewer than two words
-    beyond apologies and acknowledgements ("Sorry, fixed.", "Done!", "You're right, updated it.")."""
+    """True for an answer that shows no work: empty, or no code, no command, no tool input, no number and fewer than
+    two words beyond apologies and acknowledgements ("Sorry, fixed.", "Done!", "You're right, updated it.")."""
     stripped = (text or "").strip()
     if not stripped:
         return True
-    if "`" in stripped or ACTIONS_HEADER in stripped:
+    if "`" in stripped or ACTIONS_HEADER in stripped or re.search(r"\d", stripped):
         return False
     words = {word for word in re.findall(r"[a-z][a-z'-]+", stripped.casefold()) if word not in _FILLER
              and word not in _COMMON}
@@ -150,8 +154,8 @@ def check_verdict(check: Check, evidence: Evidence) -> str | None:
 def merge_alternatives(checks: list[Check], evidence: Evidence) -> list[Check]:
     """Replace a list of alternatives by one regex of the allowed forms: when at least two ``contains`` checks of
     one origin are absent from the accepted answer, all the ``contains`` checks of that origin name forms of which
-    the answer uses one (six checks for six commit types are one rule), and become one regex (in the first one's
-    place). Unchanged without an accepted answer."""
+    the answer uses one (six checks for six commit types are one rule), and become one regex of whole words (in the
+    first one's place). Unchanged without an accepted answer."""
     if evidence.accepted is None:
         return list(checks)
     accepted = evidence.accepted.casefold()
@@ -162,7 +166,10 @@ def merge_alternatives(checks: list[Check], evidence: Evidence) -> list[Check]:
         absent = [check for check in forms if check.value.casefold() not in accepted]  # type: ignore[union-attr]
         if len(absent) < 2 or len(forms) < 3:
             continue
-        pattern = "(?:" + "|".join(re.escape(check.value) for check in forms) + ")"  # type: ignore[arg-type]
+        values = [check.value for check in forms]
+        head = r"(?<!\w)" if all(re.match(r"\w", value) for value in values) else ""  # type: ignore[arg-type]
+        tail = r"(?!\w)" if all(re.search(r"\w$", value) for value in values) else ""  # type: ignore[arg-type]
+        pattern = head + "(?:" + "|".join(re.escape(value) for value in values) + ")" + tail  # type: ignore[arg-type]
         first = forms[0]
         merged = Check(op="regex", value=pattern, origin=first.origin, rule=first.rule)
         out = [merged if check is first else check for check in out if check is first or
@@ -240,9 +247,11 @@ def _literals(text: str) -> list[tuple[str, bool]]:
     spans += [(match.start(), match.group(0)) for match in _NAME.finditer(text)]
     for start, raw in sorted(spans):
         literal = raw.strip().strip(".,;:!?'\"")
+        while literal.endswith(")") and literal.count(")") > literal.count("("):
+            literal = literal[:-1]
         key = literal.casefold()
         if (not literal or key in seen or key in _COMMON or key in GENERIC_WORDS or len(literal) > MAX_LITERAL_CHARS
-                or len(literal) < 2):
+                or len(literal) < 2 or _PLACEHOLDER.match(literal)):
             continue
         seen.add(key)
         negated = _NEGATION.search(text[max(0, start - 40):start]) is not None
@@ -266,6 +275,7 @@ def evidence_checks(text: str, evidence: Evidence, *, rule: str | None, origin: 
     """
     if not evidence.corrected:
         return []
+    text = typed_text(text)
     corrected = "\n".join(evidence.corrected)
     accepted = evidence.accepted
     code = _code_text(corrected + "\n" + (accepted or ""))

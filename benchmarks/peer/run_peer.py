@@ -4,7 +4,7 @@ Run with the peer's interpreter (its virtualenv), from the repository root:
     STANDIN_BASE_URL=http://127.0.0.1:PORT/v1 /tmp/peer-venv/bin/python benchmarks/peer/run_peer.py \\
         --nights 3 --scratch /tmp/learn/peer --json /tmp/learn/peer-docs.json
 
-Each night writes that night's sessions (``benchmarks/world.py``), runs ``run_sleep_cycle`` with the peer's
+Each night writes that night's sessions (``benchmarks/world.py``, or ``world2.py`` with ``--world 2``), runs ``run_sleep_cycle`` with the peer's
 defaults except: backend ``claude`` (the stand-in, ``benchmarks/peer/claude``), the project and ``claude_home`` of
 the world, ``lookback_hours`` 0 (the first night reads every session), ``max_tasks_per_night`` (default 8, as
 ours), ``auto_adopt`` on (accepted documents are applied), and the night's clock (``world.night_run_time``). It
@@ -25,10 +25,11 @@ REPO_ROOT = Path(__file__).resolve().parent.parent.parent
 STANDIN_DIR = Path(__file__).resolve().parent
 
 
-def _load_world():
+def _load_world(number: int):
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("learning_world", REPO_ROOT / "benchmarks" / "world.py")
+    name = "world.py" if number == 1 else f"world{number}.py"
+    spec = importlib.util.spec_from_file_location("learning_world", REPO_ROOT / "benchmarks" / name)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up by name
     spec.loader.exec_module(module)
@@ -37,6 +38,7 @@ def _load_world():
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--world", type=int, default=1, choices=(1, 2))
     parser.add_argument("--nights", type=int, default=3)
     parser.add_argument("--scratch", type=Path, required=True)
     parser.add_argument("--json", type=Path, required=True)
@@ -51,7 +53,7 @@ def main() -> int:
     os.environ["STANDIN_LOG"] = str(log)
     if "STANDIN_BASE_URL" not in os.environ:
         raise SystemExit("set STANDIN_BASE_URL to the llama.cpp server's /v1 URL")
-    world = _load_world()  # by file: the repository root on sys.path would shadow the peer's skillopt_sleep
+    world = _load_world(args.world)  # by file: the repository root on sys.path would shadow the peer's skillopt_sleep
     from skillopt_sleep.config import load_config
     from skillopt_sleep.cycle import run_sleep_cycle
 

@@ -24,7 +24,8 @@ What follows a request, up to the next one: the final answer (text of the last n
 streamed records merged by ``message.id``), tool uses with errors (``is_error`` or ``Exit code N``), user tool
 rejections (``rejected_tool`` and the feedback after "the user said:"), ``[Request interrupted by user...]``
 (``interrupted`` on the turn it interrupts), ``queue-operation`` enqueues (``queued_messages``; notifications of
-background agents that arrive the same way are not the user's and are dropped) and the number of tool calls.
+background agents and registrations of background tasks that arrive the same way are not the user's and are dropped)
+and the number of tool calls.
 Records are taken in file order (the ``parentUuid`` graph is not rebuilt: rewinds keep both branches).
 """
 
@@ -260,8 +261,11 @@ class ClaudeTranscript:
         """A message typed while the agent was busy; notifications of background agents arrive the same way and are
         not the user's."""
         text = _REMINDER_BLOCK.sub("", text).strip()
-        if text and not text.startswith(INJECTED_PREFIXES) and self.current is not None:
-            self.current.add_queued(text)
+        if not text or text.startswith(INJECTED_PREFIXES) or self.current is None:
+            return
+        if text.startswith("{") and isinstance(_json_object(text), dict):
+            return  # a background task's registration ({"task_id": ..., "tool_use_id": ...}), not typed text
+        self.current.add_queued(text)
 
     def _envelope(self, record: dict) -> None:
         if self.cwd is None:
@@ -427,6 +431,13 @@ class ClaudeTranscript:
                 tool_id = block.get("id")
                 current.add_tool(str(block.get("name") or "unknown"), compact_json(block.get("input")),
                                  tool_id if isinstance(tool_id, str) else None)
+
+
+def _json_object(text: str) -> object:
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return None
 
 
 def _between(text: str, start: str, end: str) -> str:

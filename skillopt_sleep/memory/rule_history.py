@@ -24,7 +24,7 @@ from typing import Any
 from skillopt_sleep.engine.gate import EVIDENCE_CLAUSES
 from skillopt_sleep.memory.archive import TaskArchive
 from skillopt_sleep.models import EditRecord, TaskRecord
-from skillopt_sleep.rulebook import StatedRule, line_keys, rule_line, stating_line
+from skillopt_sleep.rulebook import StatedRule, line_keys, rule_line, stating_line, text_key
 from skillopt_sleep.validation import check_key
 
 #: Most phrasings and session ids kept per rule.
@@ -125,7 +125,9 @@ def record_night(archive: TaskArchive, rules: list[StatedRule], *, night_id: str
 
 
 def _retire(archived: list[dict[str, Any]], line: str, *, replaced_by: str, night_id: str) -> None:
-    demanded = {key for key in line_keys(line) if key[0] != "text"}
+    """The rules the replaced ``line`` stated (what it demands, or its words) retire."""
+    demanded = line_keys(line)
     for entry in archived:
-        if entry["id"] != replaced_by and _keys(entry) & demanded:
+        known = _keys(entry) | {text_key(phrasing) for phrasing in entry["phrasings"]} | {text_key(entry["text"])}
+        if entry["id"] != replaced_by and known & demanded:
             entry["status"], entry["status_night"], entry["replaced_by"] = "retired", night_id, replaced_by

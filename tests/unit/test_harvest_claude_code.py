@@ -101,6 +101,8 @@ def test_slash_command_and_its_meta_expansion_make_one_command_request(tmp_path)
     assert session.session_id == "1af7fc5e-8455-4414-9ccd-011d40f70b2a"
     [turn] = session.turns
     assert (turn.request, turn.kind) == ("/init", "command")  # the isMeta body "Please analyze..." is not a request
+    # ... it is the command's expansion: what a replay sends as the prompt (never mined for the user's rules)
+    assert turn.command_body.startswith("Please analyze this codebase and create a CLAUDE.md file")
     assert turn.final_answer.startswith("I've created a basic CLAUDE.md file for this empty repository.")
     [write] = [tool for tool in turn.tools if tool.name == "Write"]
     assert "requested permissions to write" in write.error
@@ -257,6 +259,10 @@ def test_builtin_control_commands_are_not_tasks_but_custom_commands_and_plans_ar
     "<bash-input>ls</bash-input>",
     "<bash-stdout>a.txt</bash-stdout><bash-stderr></bash-stderr>",
     "[Request interrupted by user]",
+    # a background agent's completion, as the public erk history holds it (queue-operation content, 2.1.5x)
+    "<agent-notification>\n<agent-id>a39af18</agent-id>\n<output-file>/tmp/claude/tasks/a39af18.output</output-file>\n"
+    "<status>completed</status>\n<summary>Agent \"Run launch screen tests\" completed.</summary>\nRead the output "
+    "file to retrieve the full result.\n</agent-notification>",
 ])
 def test_injected_user_content_is_never_a_request(tmp_path, injected):
     write_session(tmp_path, [user("fix the login bug", 0), user(injected, 1)])
@@ -352,6 +358,34 @@ def test_queue_operation_enqueue_becomes_a_queued_message_of_the_current_turn(tm
     ])
     [turn] = run(tmp_path).sessions[0].turns
     assert turn.queued_messages == ["also keep the old API"]
+
+
+def test_a_background_agent_notification_queued_while_busy_is_not_the_users_message(tmp_path):
+    notification = ("<agent-notification>\n<agent-id>a17c83d</agent-id>\n<output-file>/tmp/claude/tasks/a17c83d.output"
+                    "</output-file>\n<status>completed</status>\n<summary>Agent \"Run ruff and ty checks\" completed."
+                    "</summary>\nRead the output file to retrieve the full result.\n</agent-notification>")
+    write_session(tmp_path, [
+        user("run the checks in parallel", 0),
+        {"type": "queue-operation", "operation": "enqueue", "timestamp": "2026-03-01T10:01:00Z",
+         "sessionId": SESSION, "content": notification},
+        {"type": "queue-operation", "operation": "enqueue", "timestamp": "2026-03-01T10:02:00Z",
+         "sessionId": SESSION, "content": "and skip the slow ones"},
+    ])
+    [turn] = run(tmp_path).sessions[0].turns
+    assert turn.queued_messages == ["and skip the slow ones"]
+
+
+def test_a_reminder_block_inside_a_typed_message_is_cut_out(tmp_path):
+    typed = "fix the flaky test\n\n<system-reminder>\nThe user opened tests/test_api.py\n</system-reminder>"
+    write_session(tmp_path, [user(typed, 0)])
+    assert requests_of(run(tmp_path)) == ["fix the flaky test"]
+
+
+def test_a_turn_counts_every_tool_call_it_made(tmp_path):
+    calls = [tool_use(f"t{n}", "Read", {"file_path": f"f{n}.py"}) for n in range(25)]
+    write_session(tmp_path, [user("explain the importer", 0), assistant(calls, 1)])
+    [turn] = run(tmp_path).sessions[0].turns
+    assert turn.tool_calls == 25 and len(turn.tools) == 20  # all counted, at most TOOLS_KEPT kept
 
 
 # --------------------------------------------------------------------------- large tool results read without a parse

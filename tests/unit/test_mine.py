@@ -432,7 +432,7 @@ def test_miner_checks_that_name_alternatives_become_one_regex():
 
     task = only(mine(session("s1", turn(0, "Commit message for the typo fix", "Fixed typo"),
                              turn(1, "no, not like that", "fix: correct the typo in the form")), miner=miner))
-    assert [(c.op, c.value) for c in task.judge.checks] == [("regex", "(?:feat:|fix:|docs:|chore:)")]
+    assert [(c.op, c.value) for c in task.judge.checks] == [("regex", r"(?<!\w)(?:feat:|fix:|docs:|chore:)")]
 
 
 def test_a_failing_miner_keeps_the_heuristic_judge_and_records_why():
@@ -507,3 +507,100 @@ def test_a_fatal_backend_error_stops_the_miner_but_not_mining():
     assert [task.judge for task in result.tasks] == [task.judge for task in plain.tasks]
     assert len(result.miner_errors) == 3
     assert any("401" in reason for reason in result.miner_errors.values())
+
+
+# --------------------------------------------------------------------------- what reacts to a task is never a task
+
+
+@pytest.mark.parametrize("reaction", [
+    "we use pnpm here, not npm",
+    "rewrite it with pnpm",
+    "Yes, we use pnpm.",
+    "we're a pnpm shop",
+    "pnpm.",
+    "pnpm please",
+    "Could you please use pnpm instead? That's what the whole team uses.",
+    "that's the wrong package manager for this repo",
+    "add lodash to the web app",  # a re-ask
+    "great, that fixed it",
+])
+def test_a_message_that_reacts_to_the_answer_labels_the_task_and_is_never_replayed(reaction):
+    result = mine(session("s1", turn(0, "add lodash to the web app", "Run `npm install lodash`."),
+                          turn(1, reaction, "Run `pnpm add lodash`.")))
+    task = only(result)
+    assert task.request == "add lodash to the web app"  # the reaction never reaches the replayed prompt
+    assert reaction in task.evidence.reaction_text or task.evidence.reaction == "reask"
+    assert result.dropped["folded_reaction"] == 1
+
+
+def test_a_correction_split_over_two_messages_labels_one_task_with_both_answers_it_objected_to():
+    task = only(mine(session(
+        "s1",
+        turn(0, "report how many rows the loader skipped", "```python\nprint(f'skipped {n}')\n```"),
+        turn(1, "no, not like that.", "Sorry. What should I change?"),
+        turn(2, "use the logging module, never print",
+             "```python\nimport logging\nlogging.getLogger(__name__).info('skipped %s', n)\n```"),
+    )))
+    assert task.evidence.corrected_answers == ["```python\nprint(f'skipped {n}')\n```", "Sorry. What should I change?"]
+    assert task.rules == ["use the logging module, never print"]
+    keys = {(check.op, check.value) for check in task.judge.checks}
+    assert ("not_contains", "print") in keys and task.hard_evidence
+
+
+def test_a_correction_after_the_user_refused_a_tool_labels_the_task_with_the_refused_command():
+    task = only(mine(session(
+        "s1",
+        turn(0, "install pyarrow for the parquet writer", "", rejected_tool=True, interrupted=True,
+             tools=[ToolUse(name="Bash", input_head='{"command":"pip install pyarrow"}', error="rejected")]),
+        turn(1, "we don't use pip in this project, add it with uv", "Added pyarrow with `uv add pyarrow`.",
+             tools=[ToolUse(name="Bash", input_head='{"command":"uv add pyarrow"}')]),
+    )))
+    assert task.evidence.reaction == "correction" and "pip install pyarrow" in task.evidence.corrected_answers[0]
+    assert {(check.op, check.value) for check in task.judge.checks} >= {
+        ("contains", "uv"), ("regex", negative_word_regex("pip"))}
+
+
+def test_a_pasted_screen_is_not_a_request_and_ends_the_thread():
+    screen = "▐▛███▜▌   Claude Code v2.1.53\n▝▜█████▛▘  Opus 4.6\n❯ erk objective plan 8036\n● Skill(/erk:objective-plan)"
+    result = mine(session("s1", turn(0, "add lodash to the web app", "Run `npm install lodash`."),
+                          turn(1, screen, "I see the plan output."), turn(2, "thanks")))
+    task = only(result)
+    assert result.dropped["pasted_terminal"] == 1 and task.evidence.reaction == "none"
+
+
+def test_a_custom_command_replays_its_expansion_and_arguments():
+    task = only(mine(session("s1", turn(0, "/changelog 2.4.0", "## 2.4.0", kind="command",
+                                        command_body="# /changelog\n\nWrite the changelog entry for the release."))))
+    assert task.replayable
+    assert task.request == "# /changelog\n\nWrite the changelog entry for the release.\n\nARGUMENTS: 2.4.0"
+    assert task.id == task_id_for("/changelog 2.4.0")
+
+
+def test_commands_that_need_the_repository_are_evidence_only_and_one_family_with_a_recurrence():
+    sessions = [session(f"s{n}", turn(0, f"/erk:plan-implement {number}", "Done.", kind="command",
+                                      command_body="# /erk:plan-implement\n\nImplement a plan."))
+                for n, number in enumerate((8454, 8463, 8470))]
+    sessions.append(session("s9", turn(0, "/team:plan-implement", "", kind="command")))
+    result = mine(*sessions)
+    family = next(task for task in result.tasks if "erk" in task.request)
+    assert (family.replayable, family.not_replayable, family.recurrence) == (False, "needs_repo_state", 3)
+    assert family.split == "train" and family.id == task_id_for("/erk:plan-implement <id>")
+    bare = next(task for task in result.tasks if "team" in task.request)
+    assert (bare.replayable, bare.not_replayable) == (False, "command_body_missing")
+    assert result.not_replayable == {"command_body_missing": 1, "needs_repo_state": 1}
+
+
+def test_rules_stated_in_a_task_that_cannot_be_replayed_still_count():
+    task = only(mine(session("s1", turn(0, "/erk:plan-implement 8215", "Ran `npm install`.", kind="command",
+                                        command_body="Implement the plan."),
+                             turn(1, "no, we use pnpm in this repo, never npm", "Ran `pnpm install`."))))
+    assert not task.replayable and task.rules == ["we use pnpm in this repo, never npm"]
+    assert {check.value for check in task.judge.checks} == {"pnpm", negative_word_regex("npm")}
+
+
+def test_rules_stated_before_any_request_go_to_the_next_request():
+    result = mine(session("s1", turn(0, "we're a uv shop, and we log with the logging module, never print", ""),
+                          turn(1, "add pandas to the project", "Run `uv add pandas`.")))
+    task = only(result)
+    assert task.request == "add pandas to the project" and "we're a uv shop" in task.rules[0]
+    assert result.dropped["rules_only"] == 1

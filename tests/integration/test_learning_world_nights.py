@@ -1,0 +1,113 @@
+"""Four nights of the second learning world (benchmarks/world2.py) through ``run_night``, with the mock simulator.
+
+The world's sessions are real-format Claude Code transcripts in which a data team teaches five rules tersely,
+politely, indirectly, over two messages and as the reply to a refused tool call, plus noise; the formatter rule
+changes on night 3. The simulator is not a model (its target follows a rule that shares a word with the request), so
+this test checks what a night must do whatever the model: what is replayed, what judges it, what is written.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks import world2
+from skillopt_sleep.config import SleepConfig
+from skillopt_sleep.engine.edits import managed_block
+from skillopt_sleep.engine.judges import check_passes
+from skillopt_sleep.night import run_night
+from skillopt_sleep.rulebook import document_rules
+
+
+def run_world(tmp_path: Path, **overrides) -> list:
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "CLAUDE.md").write_text(world2.INITIAL_MEMORY, encoding="utf-8")
+    claude_home = tmp_path / "claude"
+    config = SleepConfig(backend="mock", source="claude", scope="project", claude_home=claude_home, lookback_hours=0,
+                         workers=1, **overrides)
+    results = []
+    for night in range(1, len(world2.NIGHTS) + 1):
+        world2.write_night_sessions(claude_home, project, night)
+        result = run_night(config, project=project, apply=True, state_root=tmp_path / "state",
+                           now=world2.night_run_time(night))
+        assert result.diagnostics.status in ("accepted", "rejected"), result.diagnostics.summary
+        tasks = [json.loads(line) for line in (result.night_dir / "tasks.jsonl").read_text().splitlines()]
+        results.append((result.diagnostics, tasks, (project / "CLAUDE.md").read_text(encoding="utf-8")))
+    return results
+
+
+@pytest.fixture(scope="module")
+def nights(tmp_path_factory):
+    return run_world(tmp_path_factory.mktemp("world2"))
+
+
+def test_corrections_label_tasks_and_never_reach_the_replayed_prompt(nights):
+    for diagnostics, tasks, _memory in nights:
+        requests = [task["request"] for task in tasks]
+        assert len(tasks) == 8 and diagnostics.mining["dropped"]["folded_reaction"] >= 6
+        for text in ("uv.", "we're a uv shop", "logger, not print", "no, not like that.", "thanks"):
+            assert not any(text in request for request in requests), text
+
+
+def test_every_check_that_scores_a_corrected_task_fails_its_corrected_answer_and_passes_its_accepted_one(nights):
+    checked = 0
+    for _diagnostics, tasks, _memory in nights:
+        for task in tasks:
+            evidence = task["evidence"]
+            if evidence["reaction"] != "correction":
+                continue
+            assert task["judge"]["checks"], task["request"]  # every corrected task of the world is judged by checks
+            for raw in task["judge"]["checks"]:
+                from skillopt_sleep.models import Check
+
+                check = Check.model_validate(raw)
+                assert any(check_passes(check, answer, None) is False for answer in evidence["corrected_answers"])
+                if evidence["accepted_answer"] is not None:
+                    assert check_passes(check, evidence["accepted_answer"], None) is True
+                checked += 1
+    assert checked >= 40
+
+
+def test_only_replayable_train_tasks_are_replayed_and_only_hard_evidence_is_gated(nights):
+    for diagnostics, tasks, _memory in nights:
+        by_id = {task["id"]: task for task in tasks}
+        replayed = {result.task_id for result in diagnostics.train_results}
+        assert replayed <= {task["id"] for task in tasks if task["replayable"] and task["split"] == "train"}
+        for comparison in diagnostics.gate.per_task:
+            if comparison.origin == "tonight":
+                assert by_id[comparison.task_id]["hard_evidence"]
+        assert diagnostics.mining["val_pool"]["tonight"] + diagnostics.mining["val_pool"]["archive"] == len(
+            diagnostics.gate.per_task)
+
+
+def test_archived_val_tasks_join_the_gate_on_later_nights(nights):
+    origins = [comparison.origin for diagnostics, _tasks, _memory in nights[1:] for comparison in
+               diagnostics.gate.per_task]
+    assert any(origin.startswith("archive ") for origin in origins)
+
+
+def test_a_rule_is_written_once_however_often_and_however_it_was_phrased(nights):
+    for _diagnostics, _tasks, memory in nights:
+        demands = [key for _line, keys in document_rules(managed_block(memory)) for key in keys if key[0] != "text"]
+        assert len(demands) == len(set(demands)), managed_block(memory)
+        assert "(night" not in memory and "t-" not in managed_block(memory)
+
+
+def test_the_rules_stated_in_train_sessions_are_proposed_in_the_users_words(nights):
+    proposed = {edit.content for diagnostics, _tasks, _memory in nights for edit in diagnostics.edits
+                if edit.rationale.startswith("stated by the user")}
+    assert "- use httpx instead of requests." in proposed
+    assert "- we format with black, not autopep8." in proposed
+
+
+def test_greedy_nights_do_not_write_a_rule_twice(tmp_path):
+    nights = run_world(tmp_path, gate_mode="off")
+    memory = nights[-1][2]
+    demands = [key for _line, keys in document_rules(managed_block(memory)) for key in keys if key[0] != "text"]
+    assert demands and len(demands) == len(set(demands)), managed_block(memory)
+    # the formatter rule changed on night 3: the newer rule replaced the black line
+    assert "black, not autopep8" not in memory
+    assert "ruff" in managed_block(memory)

@@ -1,0 +1,99 @@
+"""Rules and val tasks across nights in the task archive: the ``rules`` table (memory/rule_history.py), the archived
+val tasks and the gate's val pool (engine/val_pool.py)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from skillopt_sleep.engine.val_pool import select_val, touches
+from skillopt_sleep.memory.archive import TaskArchive
+from skillopt_sleep.memory.rule_history import record_night, with_history
+from skillopt_sleep.models import Check, EditRecord, Judge, TaskComparison, TaskRecord
+from skillopt_sleep.rulebook import rule_line, stated_rules
+
+T0 = datetime(2026, 11, 18, tzinfo=timezone.utc)
+
+
+def task(task_id: str, rule: str, value: str, *, split: str = "train", day: int = 0) -> TaskRecord:
+    return TaskRecord(id=task_id, source="claude", request=f"request {task_id}", rules=[rule], split=split,
+                      judge=Judge(checks=[Check(op="contains", value=value, rule=rule)]), hard_evidence=True,
+                      last_seen=T0 + timedelta(days=day), session_ids=[f"s-{task_id}"])
+
+
+def applied(rule_text: str, op: str = "append", anchor: str | None = None) -> EditRecord:
+    return EditRecord(target="memory", op=op, anchor=anchor, content=rule_line(rule_text), status="applied")
+
+
+def night(archive, rules, night_id, *, edits, verdict="reject", clause=None, pending=False, adopted=False,
+          per_task=(), val=(), documents_after=None):
+    record_night(archive, rules, night_id=night_id, edits=edits, verdict=verdict, clause=clause, pending=pending,
+                 adopted=adopted, per_task=list(per_task), val=list(val), replayed=list(val),
+                 documents_after=documents_after or {"memory": ""})
+
+
+def test_a_rule_keeps_its_statements_nights_and_status_across_nights(tmp_path):
+    archive = TaskArchive(tmp_path / "archive.sqlite3")
+    first = stated_rules([task("t-1", "use pnpm", "pnpm"), task("t-2", "use pnpm", "pnpm")])
+    night(archive, first, "n1", edits=[applied("use pnpm")], clause="margin", pending=True)
+    [entry] = archive.rules()
+    assert (entry["text"], entry["stated"], entry["status"], entry["nights"]) == ("use pnpm", 2, "pending", ["n1"])
+    assert entry["sessions"] == ["s-t-1", "s-t-2"]
+    # night 2: stated again in other words; history orders it by all nights' statements
+    second = stated_rules([task("t-3", "we're a pnpm shop", "pnpm")])
+    [known] = with_history(second, archive)
+    assert known.id == entry["id"] and known.stated_total == 3
+    val = [task("t-v", "use pnpm", "pnpm", split="val")]
+    night(archive, [known], "n2", edits=[applied("we're a pnpm shop")], verdict="accept_new_best",
+          clause="accepted", adopted=True, val=val,
+          per_task=[TaskComparison(task_id="t-v", outcome="win")])
+    [entry] = archive.rules()
+    assert (entry["stated"], entry["status"], entry["status_night"]) == (3, "adopted", "n2")
+    assert entry["phrasings"] == ["use pnpm", "we're a pnpm shop"] and entry["nights"] == ["n1", "n2"]
+    assert (entry["wins"], entry["losses"], entry["last_exercised"]) == (1, 0, "n2")
+    # the same night recorded twice counts its statements once
+    night(archive, [known], "n2", edits=[], verdict="reject")
+    assert archive.rules()[0]["stated"] == 3
+
+
+def test_a_rule_the_gate_rejected_on_its_scores_is_rejected_and_counted(tmp_path):
+    archive = TaskArchive(tmp_path / "archive.sqlite3")
+    rules = stated_rules([task("t-1", "use pnpm", "pnpm")])
+    night(archive, rules, "n1", edits=[applied("use pnpm")], clause="regression")
+    night(archive, rules, "n2", edits=[applied("use pnpm")], clause="failed_calls")  # not evidence against it
+    [entry] = archive.rules()
+    assert (entry["status"], entry["rejections"]) == ("rejected", 1)
+
+
+def test_a_rule_a_document_already_states_is_adopted_and_a_replaced_rule_retires(tmp_path):
+    archive = TaskArchive(tmp_path / "archive.sqlite3")
+    black = stated_rules([task("t-1", "format with black", "black")])
+    night(archive, black, "n1", edits=[], documents_after={"memory": "- Format with black.\n"})
+    assert archive.rules()[0]["status"] == "adopted"
+    ruff = stated_rules([TaskRecord(id="t-2", source="claude", request="r", rules=["ruff, not black"], judge=Judge(
+        checks=[Check(op="contains", value="ruff", rule="ruff, not black"),
+                Check(op="not_contains", value="black", rule="ruff, not black")]))])
+    night(archive, ruff, "n3", edits=[applied("ruff, not black", op="replace", anchor="- format with black.")],
+          verdict="accept", clause="accepted", adopted=True)
+    statuses = {entry["text"]: (entry["status"], entry["replaced_by"]) for entry in archive.rules()}
+    ruff_id = next(entry["id"] for entry in archive.rules() if entry["text"] == "ruff, not black")
+    assert statuses == {"format with black": ("retired", ruff_id), "ruff, not black": ("adopted", None)}
+
+
+def test_archived_val_tasks_are_listed_newest_first(tmp_path):
+    archive = TaskArchive(tmp_path / "archive.sqlite3")
+    archive.record_tasks([task("t-a", "use pnpm", "pnpm", split="val"), task("t-b", "use uv", "uv")], night_id="n1")
+    archive.record_tasks([task("t-c", "use ruff", "ruff", split="val")], night_id="n2")
+    assert [item.task.id for item in archive.val_tasks()] == ["t-c", "t-a"]
+    assert [item.task.id for item in archive.val_tasks(exclude_ids={"t-c"})] == ["t-a"]
+
+
+def test_the_val_pool_takes_tonight_then_archived_tasks_the_edits_touch_then_the_rest_newest_first():
+    tonight = [task("t-1", "use uv", "uv", split="val", day=3)]
+    archived = [task("t-old", "use ruff", "ruff", split="val", day=0),
+                task("t-new", "use httpx", "httpx", split="val", day=2),
+                task("t-pnpm", "use pnpm", "pnpm", split="val", day=1),
+                task("t-1", "use uv", "uv", split="val", day=1)]  # tonight's copy wins
+    edits = [applied("use pnpm")]
+    assert touches(archived[2], edits) and not touches(archived[1], edits)
+    assert [t.id for t in select_val(tonight, archived, edits, limit=12)] == ["t-1", "t-pnpm", "t-new", "t-old"]
+    assert [t.id for t in select_val(tonight, archived, edits, limit=2)] == ["t-1", "t-pnpm"]
