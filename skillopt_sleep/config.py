@@ -140,6 +140,11 @@ class SleepConfig(BaseModel):
     gate_max_val: int = Field(12, ge=1, le=100)
     """Most val tasks the gate replays a night: tonight's, then those of earlier nights from the task archive (the
     ones that test what tonight's edits state first), newest first. Only tasks with validated checks count."""
+    gate_stated_rules: Literal["own_tasks", "held_out"] = "own_tasks"
+    """How a candidate made only of rules you stated is gated. ``own_tasks``: a val tie is no evidence against your
+    own rule; when the candidate lost no val task and regressed none, it is replayed on the train tasks the rules came
+    from and accepted if it passes one the baseline failed and fails none it passed. ``held_out``: it must win val
+    tasks like any other edit."""
     gate_repair: bool = True
     """When the gate rejects a candidate that won some val tasks and lost one to three, find the edits to blame
     (the candidate without each edit, replayed on the lost tasks) and gate the candidate without them once more

@@ -16,7 +16,8 @@ from skillopt_sleep.state import ProjectPaths
 def preview_harvest(config: SleepConfig, *, project: Path, output: Path | None = None) -> dict[str, Any]:
     """Harvest and mine with the night's sources, scope, checkpoint and lookback; change nothing.
 
-    Returns ``{"sources", "harvest" (HarvestStats as dict), "sessions": [...], "tasks": [...]}``.
+    Returns ``{"sources", "harvest" (HarvestStats as dict), "sessions": [...], "tasks": [...]}``; each task says
+    whether it can be replayed (and why not), whether it is hard evidence, its checks and the checks dropped.
     output: when set, the mined TaskRecords are written there as JSONL (mode 0600).
     """
     project = Path(project).expanduser().resolve()
@@ -37,7 +38,8 @@ def preview_harvest(config: SleepConfig, *, project: Path, output: Path | None =
         "tasks": [
             {"id": t.id, "split": t.split, "recurrence": t.recurrence, "reaction": t.evidence.reaction,
              "request_head": t.request[:100].replace("\n", " "), "rules": t.rules,
-             "checks": [c.model_dump(mode="json") for c in t.judge.checks]}
+             "replayable": t.replayable, "not_replayable": t.not_replayable, "hard_evidence": t.hard_evidence,
+             "checks": [c.model_dump(mode="json") for c in t.judge.checks], "rejected_checks": t.rejected_checks}
             for t in mined.tasks
         ],
     }

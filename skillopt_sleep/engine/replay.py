@@ -3,8 +3,9 @@
 Every call goes through the night's ``CallLedger`` (``ChatRequest(role="target")``), with at most ``workers``
 calls in flight. Nothing is replayed twice: successful results are cached by ``ReplayCache`` under the key
 ``(target model, skill hash, memory hash, task id, sample index, settings hash)``, where the settings hash covers
-what else changes the answer or its score (temperature, seed, max_tokens, the system prompt template and the task's
-request and judge). A failed call is never cached, so it is tried again next time.
+what else changes the answer or its score (temperature, seed, max_tokens, the system prompt template, the task's
+request and judge, and ``JUDGE_VERSION``). The key holds no night: a baseline replayed on an earlier night with the
+same documents is not paid for again. A failed call is never cached, so it is tried again next time.
 
 A caller may replace the target chat call by its own rollout function (``replay_tasks(rollout=...)``: e.g. the
 trainer runs an environment's ``rollout_one``, a multi-turn or tool-using episode); everything else (threads,
@@ -39,6 +40,9 @@ from skillopt_sleep.models import ReplayResult, TaskRecord, Usage
 CacheKey = tuple[str, str, str, str, int, str]
 
 EMPTY_DOCUMENT = "(none)"
+#: Bumped when the judges' semantics change: part of every cache key, so that a cached score of an older judge is not
+#: reused (a cached baseline stays valid across nights only while the judge it was scored by does).
+JUDGE_VERSION = "2"
 
 #: A rollout that replaces the target chat call: called as ``rollout(task, sample, *, skill, memory, ledger,
 #: temperature, seed, max_tokens, rubric_judge)`` and returning the scored ``ReplayResult`` of that task and
@@ -203,7 +207,7 @@ def replay_tasks(tasks: list[TaskRecord], *, skill: str, memory: str, ledger: Ca
     system = system_prompt(skill, memory)
     model = ledger.backend.model_for("target")
     frame = doc_hash(prompts.load_prompt("target_system"))
-    settings = f"t={temperature}|seed={seed}|max_tokens={max_tokens}|system={frame}"
+    settings = f"t={temperature}|seed={seed}|max_tokens={max_tokens}|system={frame}|judge={JUDGE_VERSION}"
     if rollout is not None:
         settings += f"|rollout={rollout_key}"
     jobs = [(task, sample) for task in tasks for sample in range(samples)]

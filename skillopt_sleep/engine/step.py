@@ -85,6 +85,8 @@ class StepSettings(BaseModel):
     merge_batch_size: patch lists per merge call (>= 2); failure_only: reflect on failing tasks only;
     propose_user_rules: propose the rules users stated (``rulebook.stated_rules``), in their words, whether or not
     tonight's replays failed; gate_max_val: most val tasks the gate replays (tonight's, then archived ones);
+    gate_stated_rules: ``own_tasks`` accepts a candidate of the users' own rules that ties on val without a loss when it
+    wins the train tasks the rules came from (``_stated_rules_stage``), ``held_out`` gates them like any edit;
     gate_repair: drop the edits to blame for lost val tasks and gate the rest once more (``engine/repair.py``);
     gate_mode, gate_metric, gate_mixed_weight, gate_rule, gate_margin, gate_alpha: see ``gate.decide``;
     gate_samples: samples per side for a val task ``gate.tasks_to_resample`` names; gate_temperature: their
@@ -110,6 +112,7 @@ class StepSettings(BaseModel):
     gate_samples: int = Field(DEFAULT_SAMPLES, ge=1)
     gate_temperature: float = Field(0.0, ge=0)
     gate_max_val: int = Field(DEFAULT_GATE_MAX_VAL, ge=1)
+    gate_stated_rules: Literal["own_tasks", "held_out"] = "own_tasks"
     evolve_skill: bool = True
     evolve_memory: bool = True
     workers: int = Field(4, ge=1)
@@ -125,7 +128,7 @@ class StepSettings(BaseModel):
                    gate_mode=config.gate_mode, gate_metric=config.gate_metric,
                    gate_mixed_weight=config.gate_mixed_weight, gate_rule=config.gate_rule,
                    gate_margin=config.gate_margin, gate_alpha=config.gate_alpha, gate_samples=config.gate_samples,
-                   gate_max_val=config.gate_max_val,
+                   gate_max_val=config.gate_max_val, gate_stated_rules=config.gate_stated_rules,
                    evolve_skill=config.evolve_skill, evolve_memory=config.evolve_memory, workers=config.workers,
                    seed=config.seed)
 
@@ -422,6 +425,47 @@ def _repair_stage(result: StepResult, tester: _Tester, *, ledger: CallLedger) ->
     result.blamed = [applied[index] for index in found.blamed]
 
 
+def _stated_rules_stage(result: StepResult, tester: _Tester, *, proposed: list[EditRecord], train: list[TaskRecord],
+                        ledger: CallLedger) -> None:
+    """A tie is no evidence against the user's own rules (``gate_stated_rules = "own_tasks"``): when the gate left
+    pending a candidate made only of rules the users stated, and it lost no val task and regressed none (at least one
+    val task replayed), the candidate is replayed on the train tasks those rules came from; it is accepted when it
+    passes one the baseline failed and fails none the baseline passed. Recorded in ``gate.details["stated_rules"]``."""
+    gate = result.gate
+    applied = [edit for edit in result.edits if edit.status == "applied"]
+    contents = {edit.content for edit in proposed}
+    if (not gate.details.get("pending") or not gate.per_task or not applied
+            or any(edit.content not in contents for edit in applied)
+            or gate.details.get("losses") or gate.details.get("regressions")):
+        return
+    sources = {task_id for edit in applied for task_id in edit.evidence}
+    own = [task for task in train if task.id in sources]
+    report: dict[str, Any] = {"own_tasks": [task.id for task in own], "calls": 0}
+    if not own:
+        report["outcome"] = "pending: none of the rules' own tasks can be replayed"
+        gate.details["stated_rules"] = report
+        return
+    calls_before = ledger.calls
+    baseline = {r.task_id: r for r in result.train_results if r.error is None}
+    edits = [edit.model_copy(update={"status": "proposed", "reason": ""}) for edit in applied]
+    candidate = {r.task_id: r for r in tester.replay(own, edits, 1) if r.error is None}
+    won = [task.id for task in own if task.id in baseline and task.id in candidate
+           and not baseline[task.id].hard and candidate[task.id].hard]
+    lost = [task.id for task in own if task.id in baseline and task.id in candidate
+            and baseline[task.id].hard and not candidate[task.id].hard]
+    report.update(won=won, lost=lost, calls=ledger.calls - calls_before)
+    if won and not lost:
+        report["outcome"] = "accepted"
+        result.gate = gate.model_copy(update={
+            "verdict": "accept",
+            "reason": (f"the user's own rules: they won {len(won)} of their {len(own)} own task(s) and lost no val "
+                       f"task ({gate.details.get('ties', 0)} tie(s), no regression); {gate.reason}"),
+            "details": {**gate.details, "clause": "stated_rules", "pending": False}})
+    else:
+        report["outcome"] = "pending: " + ("lost an own task" if lost else "won none of its own tasks")
+    result.gate.details["stated_rules"] = report
+
+
 def _support_stage(result: StepResult, tester: _Tester, *, stated: set[str], ledger: CallLedger) -> None:
     """Every adopted line earns its place (``repair.support``): when an accepted candidate carries optimizer edits
     beside other edits, an optimizer edit whose candidate wins just as much without it is dropped, and the
@@ -597,6 +641,8 @@ def run_step(*, train: list[TaskRecord], val: list[TaskRecord], documents: dict[
                 _take(result, candidate, evaluation, decision, texts)
                 if settings.gate_repair:
                     _repair_stage(result, tester, ledger=ledger)
+                if settings.gate_stated_rules == "own_tasks":
+                    _stated_rules_stage(result, tester, proposed=proposed_rules, train=train, ledger=ledger)
                 _support_stage(result, tester, stated={edit.content for edit in proposed_rules}, ledger=ledger)
             else:
                 result.gate = gate(baseline=[], candidate=[])

@@ -67,14 +67,15 @@ def test_run_now_on_the_bundled_transcripts_writes_diagnostics_that_match_them(t
     requests = " | ".join(t["request"] for t in tasks)
     assert "/erk:plan-implement" in requests and "lmstudio" in requests  # a command replays its expansion
     assert "This session is being continued" not in requests  # a compaction summary is not a request
-    # real histories are mostly not replayable as text: plan implementations, /init and a long tool-driven run are
-    # kept as evidence with their reason, never replayed; the user's "implement it here" is a reaction, not a task
+    # real histories are mostly not replayable as text: plan implementations, /init and the lmstudio work (answers
+    # that read the repository first) are kept as evidence with their reason, never replayed; the user's "implement
+    # it here" is a reaction, not a task
     mining = diagnostics["mining"]
-    assert mining["not_replayable"] == {"needs_repo_state": 4, "long_tool_run": 1}
+    assert mining["not_replayable"] == {"needs_repo_state": 5}
     assert diagnostics["tasks"]["not_replayable"] == 5 and mining["replayable"] == 1
     assert mining["dropped"]["folded_reaction"] == 2
     assert "implement it here" not in [t["request"] for t in tasks]
-    assert {t["not_replayable"] for t in tasks if not t["replayable"]} == {"needs_repo_state", "long_tool_run"}
+    assert {t["not_replayable"] for t in tasks if not t["replayable"]} == {"needs_repo_state"}
 
     # the backend and what it cost, consistent with the replays recorded: only replayable tasks were replayed
     assert diagnostics["backend"]["name"] == "mock"

@@ -18,6 +18,7 @@ from skillopt_sleep.rules import (
     llm_miner_schema,
     make_llm_miner,
     validate_check,
+    typed_text,
 )
 
 
@@ -341,3 +342,39 @@ def test_a_short_label_before_a_rule_is_framing():
 def test_a_short_reply_that_only_states_a_rule_is_a_correction():
     assert classify_reaction("dates are ISO here, YYYY-MM-DD please", "write the changelog heading") == "correction"
     assert classify_reaction("add a test for the parser", "write the changelog heading") == "none"
+
+
+@pytest.mark.parametrize("message, rule, keys", [
+    ("we're a uv shop", "we're a uv shop", {("contains", "uv")}),
+    ("this is an httpx codebase, requests is not installed", "this is an httpx codebase, requests is not installed",
+     {("contains", "httpx")}),
+    ("Could you please use httpx instead of requests? Thanks!", "use httpx instead of requests",
+     {("contains", "httpx"), ("not_contains", "requests")}),
+    ("we format with black, not autopep8", "we format with black, not autopep8",
+     {("contains", "black"), ("not_contains", "autopep8")}),
+    ("we moved from black to ruff", "we moved from black to ruff", {("contains", "ruff"), ("not_contains", "black")}),
+    ("no black anymore, we switched to ruff format", "no black anymore, we switched to ruff format",
+     {("not_contains", "black"), ("contains", "ruff format")}),
+    ("pnpm only", "pnpm only", {("contains", "pnpm")}),
+])
+def test_indirect_polite_and_changed_rules_are_rules_with_their_checks(message, rule, keys):
+    assert extract_rules(message) == [rule]
+    assert {(check.op, check.value) for check in checks_for_rule(rule)} == keys
+
+
+@pytest.mark.parametrize("message", [
+    "Can you use pnpm?",  # asks; "Could you use X instead of Y?" corrects
+    "I meant the staging server, not prod",  # a bare "not X" is a rule only beside another rule
+    "Note: the build takes five minutes",
+])
+def test_questions_facts_and_labels_are_not_rules(message):
+    assert extract_rules(message) == []
+
+
+def test_rules_come_only_from_the_typed_part_of_a_long_message():
+    page = "\n".join(["No reviewers", "Labels", "erk-plan", "No assignees · Assign yourself"] * 6)
+    message = f"{page}\n\nimplement this plan here, and use pnpm, not npm"
+    assert typed_text(message) == "implement this plan here, and use pnpm, not npm"
+    assert extract_rules(message) == ["implement this plan here, and use pnpm, not npm"]
+    assert extract_rules(page + "\n\nimplement this plan here") == []  # "No reviewers" is the page, not a rule
+    assert typed_text("use pnpm, not npm") == "use pnpm, not npm"

@@ -326,3 +326,39 @@ def test_the_users_stated_rules_are_proposed_verbatim_first_and_most_stated_firs
     assert result.selected[0].evidence == ["t-train-0", "t-train-2"]  # stated twice: first in line
     not_selected = [e for e in result.edits if e.content == "- A rule the optimizer wrote itself"]
     assert not_selected and not_selected[0].status == "rejected"
+
+
+# --------------------------------------------------------------------------- the users' own rules at the gate
+
+
+def stated_task(number: int) -> TaskRecord:
+    """A train task whose user stated "Use newtool<n>, not oldtool<n>" and whose validated check tests it."""
+    rule = f"Use newtool{number}, not oldtool{number}"
+    return rule_task(number).model_copy(update={"judge": Judge(checks=[Check(op="contains", value=f"newtool{number}",
+                                                                             rule=rule)])})
+
+
+def test_a_tie_on_val_is_no_evidence_against_the_users_own_rule_when_it_wins_its_own_tasks():
+    val = [passing_task(9).model_copy(update={"split": "val", "id": "t-val-pass"})]
+    result, _ = step([stated_task(0)], val, propose_user_rules=True, gate_samples=1,
+                     backend=MockBackend(scripted={"reflect": [edits_reply()]}))
+    assert result.gate.verdict == "accept" and result.gate.details["clause"] == "stated_rules"
+    report = result.gate.details["stated_rules"]
+    assert report == {"own_tasks": ["t-train-0"], "won": ["t-train-0"], "lost": [], "calls": 1,
+                      "outcome": "accepted"}
+    assert "the user's own rules" in result.gate.reason
+
+
+def test_the_users_own_rules_can_be_gated_like_any_edit():
+    val = [passing_task(9).model_copy(update={"split": "val", "id": "t-val-pass"})]
+    result, _ = step([stated_task(0)], val, propose_user_rules=True, gate_samples=1, gate_stated_rules="held_out",
+                     backend=MockBackend(scripted={"reflect": [edits_reply()]}))
+    assert result.gate.verdict == "reject" and result.gate.details["pending"] is True
+    assert "stated_rules" not in result.gate.details
+
+
+def test_an_optimizer_edit_beside_the_users_rules_needs_a_val_win():
+    val = [passing_task(9).model_copy(update={"split": "val", "id": "t-val-pass"})]
+    result, _ = step([stated_task(0)], val, propose_user_rules=True, gate_samples=1,
+                     backend=MockBackend(scripted={"reflect": [edits_reply("Answer in full sentences")]}))
+    assert result.gate.verdict == "reject" and "stated_rules" not in result.gate.details
