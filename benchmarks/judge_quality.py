@@ -118,7 +118,8 @@ def history_table(path: Path) -> dict:
 
 def render(worlds: list[dict], histories: list[dict]) -> str:
     out = ["| world | corrected tasks | with a validated check | hard evidence | checks | fail the corrected answer "
-           "| pass the accepted answer | candidate checks dropped (top reasons) |", "|---|---:|---:|---:|---:|---:|---:|---|"]
+           "| pass the accepted answer | candidate checks dropped (top reasons) |",
+           "|---|---:|---:|---:|---:|---:|---:|---|"]
     for item in worlds:
         counts = item["counts"]
         dropped = "; ".join(f"{reason} ({count})" for reason, count in list(item["rejected"].items())[:3]) or "none"

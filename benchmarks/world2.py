@@ -33,8 +33,13 @@ import json
 import re
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from pathlib import Path
+
+try:  # the calendar and the project folder convention both worlds share
+    from benchmarks.world import night_day, night_run_time, sanitized_cwd  # noqa: F401
+except ImportError:  # loaded by path beside world.py (benchmarks/peer/run_peer.py, in the peer's interpreter)
+    from world import night_day, night_run_time, sanitized_cwd  # type: ignore[no-redef]  # noqa: F401
 
 NAME = "data-team"
 CLAUDE_CODE_VERSION = "2.1.97"
@@ -329,23 +334,6 @@ PROBES: list[Probe] = [
 ]
 
 INITIAL_MEMORY = "# Data platform\n\nPython services and ETL jobs for the analytics team.\n"
-
-#: Night 1's sessions happen on this day; night k's on the day k-1 later.
-FIRST_NIGHT_DAY = datetime(2026, 11, 18, tzinfo=timezone.utc)
-
-
-def night_day(night: int) -> datetime:
-    return FIRST_NIGHT_DAY + timedelta(days=night - 1)
-
-
-def night_run_time(night: int) -> datetime:
-    """When night ``night`` runs: 23:30 UTC of its working day."""
-    return night_day(night) + timedelta(hours=23, minutes=30)
-
-
-def sanitized_cwd(project: Path) -> str:
-    return re.sub(r"[^A-Za-z0-9]", "-", str(project))
-
 
 def sessions_for(night: int) -> list[Session]:
     if not 1 <= night <= len(NIGHTS):

@@ -4,9 +4,9 @@ Run with the peer's interpreter (its virtualenv), from the repository root:
     STANDIN_BASE_URL=http://127.0.0.1:PORT/v1 /tmp/peer-venv/bin/python benchmarks/peer/run_peer.py \\
         --nights 3 --scratch /tmp/learn/peer --json /tmp/learn/peer-docs.json
 
-Each night writes that night's sessions (``benchmarks/world.py``, or ``world2.py`` with ``--world 2``), runs ``run_sleep_cycle`` with the peer's
-defaults except: backend ``claude`` (the stand-in, ``benchmarks/peer/claude``), the project and ``claude_home`` of
-the world, ``lookback_hours`` 0 (the first night reads every session), ``max_tasks_per_night`` (default 8, as
+Each night writes that night's sessions (``benchmarks/world.py``, or ``world2.py`` with ``--world 2``), runs
+``run_sleep_cycle`` with the peer's defaults except: backend ``claude`` (the stand-in, ``benchmarks/peer/claude``),
+the project and ``claude_home`` of the world, ``lookback_hours`` 0 (the first night reads every session), ``max_tasks_per_night`` (default 8, as
 ours), ``auto_adopt`` on (accepted documents are applied), and the night's clock (``world.night_run_time``). It
 records the live documents after each night (skill: the peer's managed SKILL.md; memory: the project's CLAUDE.md)
 and the stand-in's call log per night. ``benchmarks/learning.py --score-peer FILE`` scores them with the probes.
@@ -29,6 +29,8 @@ def _load_world(number: int):
     import importlib.util
 
     name = "world.py" if number == 1 else f"world{number}.py"
+    if str(REPO_ROOT / "benchmarks") not in sys.path:  # world2 imports world (never skillopt_sleep)
+        sys.path.append(str(REPO_ROOT / "benchmarks"))
     spec = importlib.util.spec_from_file_location("learning_world", REPO_ROOT / "benchmarks" / name)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up by name

@@ -70,7 +70,7 @@ from skillopt_sleep.engine.reflect import (
 )
 from skillopt_sleep.engine.replay import ReplayCache, Rollout, replay_tasks
 from skillopt_sleep.models import EditRecord, GateDecision, ReplayResult, TaskRecord
-from skillopt_sleep.rulebook import StatedRule, restated_rule_reason, rule_line, stated_rules, user_rule_edits
+from skillopt_sleep.rulebook import StatedRule, restated_rule_reason, stated_rules, user_rule_edits
 
 DOCUMENT_KINDS = ("skill", "memory")
 STAGES = ("rollout", "reflect", "aggregate", "select", "update", "gate")

@@ -259,26 +259,17 @@ class TaskArchive:
     def train_tasks(self, *, exclude_ids: Iterable[str] = (), limit: int = 100) -> list[ArchivedTask]:
         """Archived tasks that were never val or test, not in ``exclude_ids``: most recurrent first, then
         most recently seen."""
-        excluded = set(exclude_ids)
-        out: list[ArchivedTask] = []
-        for row in self.connection.execute(
-                f"SELECT {self._COLUMNS} FROM tasks WHERE held_out = 0 AND split = 'train' "
-                "ORDER BY recurrence DESC, last_night DESC, id"):
-            if row[0] in excluded:
-                continue
-            archived = self._archived(row)
-            if archived is not None:
-                out.append(archived)
-            if len(out) >= limit:
-                break
-        return out
+        return self._select("held_out = 0 AND split = 'train' ORDER BY recurrence DESC, last_night DESC, id",
+                            exclude_ids, limit)
 
     def val_tasks(self, *, exclude_ids: Iterable[str] = (), limit: int = 200) -> list[ArchivedTask]:
         """Archived tasks whose latest split is val, not in ``exclude_ids``, most recently seen first."""
+        return self._select("split = 'val' ORDER BY last_night DESC, id", exclude_ids, limit)
+
+    def _select(self, where: str, exclude_ids: Iterable[str], limit: int) -> list[ArchivedTask]:
         excluded = set(exclude_ids)
         out: list[ArchivedTask] = []
-        for row in self.connection.execute(
-                f"SELECT {self._COLUMNS} FROM tasks WHERE split = 'val' ORDER BY last_night DESC, id"):
+        for row in self.connection.execute(f"SELECT {self._COLUMNS} FROM tasks WHERE {where}"):
             if row[0] in excluded:
                 continue
             archived = self._archived(row)
