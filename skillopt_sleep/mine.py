@@ -315,16 +315,30 @@ def _contradicts(text: str, answer: str) -> bool:
     return False
 
 
+_LEAD = re.compile(r"^(?:(?:now|then|next|and|ok|okay|so|also|great|thanks|thank you)[,.!:\s]+)+", re.IGNORECASE)
+
+
 def _terse(text: str) -> bool:
     """The message opens with a bare name or two ("uv.", "httpx pls", "black. not autopep8"): no verb, no question,
     nothing to do on its own; after an answer it says what the answer should have used."""
     clauses = split_clauses(text)
     if not clauses:
         return False
-    first = strip_frame(clauses[0])
+    first = _LEAD.sub("", strip_frame(clauses[0]))
     words = first.split()
     return (1 <= len(words) <= TERSE_MAX_WORDS and not clauses[0].rstrip().endswith("?")
             and words[0].casefold().strip(",.") not in _REQUEST_VERBS and not _is_acknowledgement(first))
+
+
+def _asks_for_more(text: str) -> bool:
+    """A clause of the message that is not a rule starts with a request verb ("now add axios"): it asks for new work."""
+    for clause in split_clauses(text):
+        if extract_rules(clause):
+            continue
+        words = _LEAD.sub("", strip_frame(clause)).split()
+        if words and words[0].casefold().strip(",.") in _REQUEST_VERBS - {"use", "try", "do", "go", "continue"}:
+            return True
+    return False
 
 
 def reaction_to(text: str, *, request: str, answer: str, stopped: bool) -> Reaction | None:
@@ -335,8 +349,9 @@ def reaction_to(text: str, *, request: str, answer: str, stopped: bool) -> React
     ``correction``: ``rules.classify_reaction`` says so (no / wrong / I said / a contrastive rule / a pasted error /
     a short rule-only reply ...); or the message came right after the user stopped the agent and is short (it says
     what went wrong); or it asks to redo the answer ("rewrite it with httpx", "make that shorter"); or it states a
-    rule that the answer breaks. ``reask`` / ``approval``: ``classify_reaction`` (a short approval only; "thanks,
-    now add a test" is a new request). A message that only states rules is a reaction too (``none``: a label).
+    rule that the answer breaks (unless another of its clauses asks for new work: "now add axios; we use pnpm here"
+    is a new request). ``reask`` / ``approval``: ``classify_reaction`` (a short approval only; "thanks, now add a
+    test" is a new request). A message that only states rules is a reaction too (``none``: a label).
     """
     if _REFINEMENT.match(text):
         return None
@@ -346,10 +361,12 @@ def reaction_to(text: str, *, request: str, answer: str, stopped: bool) -> React
         return reaction
     if stopped and words <= STEER_MAX_WORDS:
         return "correction"
-    if reaction == "approval" and words <= APPROVAL_MAX_WORDS:
-        return "approval"
     if words <= REDO_MAX_WORDS and _REDO.match(text):
         return "correction"
+    if _asks_for_more(text):
+        return None  # "thanks, now add a test", "now add axios; we use pnpm here": new work
+    if reaction == "approval" and words <= APPROVAL_MAX_WORDS:
+        return "approval"
     if _terse(text):
         return "correction"
     if _contradicts(text, answer):
@@ -547,6 +564,8 @@ def _candidates(sessions: list[Session], dropped: dict[str, int]) -> list[_Candi
                 drop(f"folded_{folded}")
                 current.absorb(turn, session)
                 continue
+            if current is not None and classify_reaction(text, current.request) == "approval":
+                current.react("approval", text)  # "thanks! now add a test": approves the task before it, asks anew
             if current is None and turn.kind == "prompt" and states_only_rules(text):
                 orphan_rules.append(text)  # house rules with nothing to react to: kept for the next request
                 drop("rules_only")

@@ -8,7 +8,7 @@ from datetime import datetime
 
 import pytest
 
-from benchmarks import world
+from benchmarks import world, world2
 from skillopt_sleep.harvest import harvest
 from skillopt_sleep.mine import mine_tasks
 
@@ -112,10 +112,67 @@ def test_the_product_harvests_the_night_and_mines_tasks_whose_requests_hide_the_
     mined = mine_tasks(result.sessions, project=str(project), val_fraction=0.3, test_fraction=0.15)
     with_rules = [task for task in mined.tasks if task.rules and task.judge.checks]
     assert len(with_rules) >= 4  # most corrections become a rule with a deterministic check
-    for task in with_rules:
-        assert "pnpm" not in task.request.split("Follow-up:")[0]  # the original request never states the rule
+    for task in mined.tasks:  # the replayed prompt is the request alone: the corrections are labels
+        assert task.request in {c.request for c in world.NIGHTS[0]}
 
 
 def test_a_night_the_world_does_not_have_is_refused(tmp_path):
     with pytest.raises(ValueError):
         world.write_night_sessions(tmp_path, tmp_path, len(world.NIGHTS) + 1)
+
+
+# --------------------------------------------------------------------------- the second world
+
+
+@pytest.mark.parametrize("answer, rule, night, expected", [
+    ("Run `uv add pandas`.", "uv", 1, True),
+    ("Run `uv pip install numpy`.", "uv", 1, True),
+    ("Run `pip install numpy`.", "uv", 1, False),
+    ("```python\nimport httpx\nhttpx.get(url)\n```", "httpx", 1, True),
+    ("```python\nimport requests\nrequests.get(url)\n```", "httpx", 1, False),
+    ("```python\nlogger = logging.getLogger(__name__)\nlogger.info('x')\n```", "logging", 1, True),
+    ("```python\nprint('x')\n```", "logging", 1, False),
+    ("created_at = datetime.now(timezone.utc)", "utc", 1, True),
+    ("created_at = datetime.utcnow()", "utc", 1, False),
+    ("Run `black .`.", "formatter", 2, True),
+    ("Run `black .`.", "formatter", 3, False),  # the rule changed on night 3
+    ("Run `ruff format .`.", "formatter", 3, True),
+])
+def test_world2_checkers_follow_the_rule_in_force_that_night(answer, rule, night, expected):
+    assert world2.checker(rule, night)(answer) is expected
+
+
+def test_world2_probes_are_held_out_and_cover_every_rule():
+    assert len(world2.PROBES) >= 16
+    for rule in world2.RULE_NAMES:
+        assert sum(probe.rule == rule for probe in world2.PROBES) >= 4
+    transcripts = world2.transcript_text().casefold()
+    for probe in world2.PROBES:
+        assert probe.prompt.casefold() not in transcripts
+
+
+def test_world2_teaches_each_rule_in_train_sessions_and_the_ways_the_issue_asks_for():
+    from skillopt_sleep.mine import assign_split, task_id_for
+
+    def trained(night: list) -> set:
+        return {item.rule for item in night if assign_split(task_id_for(item.steps[0].text), 0.3, 0.15) == "train"}
+
+    assert trained(world2.NIGHTS[0]) >= set(world2.RULE_NAMES)  # every rule can be learned on night 1
+    assert "formatter" in trained(world2.NIGHTS[2])  # and the changed one on the night it changes
+    assert all(sum(item.rule is None for item in night) == 2 for night in world2.NIGHTS)  # noise sessions
+    texts = [step.text for night in world2.NIGHTS for item in night for step in item.steps if step.kind == "user"]
+    assert "uv." in texts and "we're a uv shop" in texts and "no, not like that." in texts
+    assert any(text.startswith("Could you please") for text in texts)
+    assert sum(item.rule == "utc" for night in world2.NIGHTS for item in night) == 1  # stated once
+    assert any(step.rejected for night in world2.NIGHTS for item in night for step in item.steps)
+
+
+def test_world2_sessions_refuse_a_tool_as_claude_code_writes_it(tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    files = world2.write_night_sessions(tmp_path / "home", project, 2)
+    records = [json.loads(line) for line in files[0].read_text("utf-8").splitlines()]
+    refused = next(record for record in records if record.get("toolUseResult") == "User rejected tool use")
+    assert refused["message"]["content"][0]["is_error"] is True
+    assert records[records.index(refused) + 1]["message"]["content"][0]["text"] == world2.INTERRUPT_FOR_TOOL
+    assert [r["parentUuid"] for r in records[1:]] == [r["uuid"] for r in records[:-1]]

@@ -604,3 +604,13 @@ def test_rules_stated_before_any_request_go_to_the_next_request():
     task = only(result)
     assert task.request == "add pandas to the project" and "we're a uv shop" in task.rules[0]
     assert result.dropped["rules_only"] == 1
+
+
+def test_a_message_that_asks_for_new_work_is_a_new_task_even_beside_a_rule_or_a_thanks():
+    result = mine(session("s1", turn(0, "install the deps", "Run `npm install`."),
+                          turn(1, "thanks! now add a test for the parser", "Added tests/test_parser.py."),
+                          turn(2, "now add axios; we use pnpm here", "Run `pnpm add axios`.")))
+    first, second, third = sorted(result.tasks, key=lambda task: task.first_seen)
+    assert first.evidence.reaction == "approval"
+    assert second.request == "thanks! now add a test for the parser"
+    assert third.rules == ["we use pnpm here"] and third.request == "now add axios; we use pnpm here"
