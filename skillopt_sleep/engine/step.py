@@ -617,7 +617,9 @@ def run_step(*, train: list[TaskRecord], val: list[TaskRecord], documents: dict[
     # 6. gated evaluate
     with clock.stage("gate"):
         applied_edits = [edit for edit in result.edits if edit.status == "applied"]
-        pool = select_val(val, archived_val or [], applied_edits, limit=settings.gate_max_val)
+        stated_contents = {edit.content for edit in proposed_rules}
+        pool = select_val(val, archived_val or [], applied_edits, limit=settings.gate_max_val,
+                          stated=[edit for edit in applied_edits if edit.content in stated_contents])
         result.val = pool
         origins = val_origins or {}
         if settings.gate_mode == "on" and not result.changed:

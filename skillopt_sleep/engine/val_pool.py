@@ -10,6 +10,11 @@ therefore accumulate in the task archive, and each night the gate replays up to 
    states: ``rulebook.line_keys``), newest first;
 3. the other archived val tasks, newest first.
 
+An archived val task whose checks demand the opposite of a rule the user stated since (the candidate carries the
+newer rule: "we moved from black to ruff" against a task that wants ``black``) is stale evidence and is left out
+(``stale``): it would call the user's own change a regression. Only the users' rules retire old val tasks; an
+optimizer's edit never does. Tonight's val tasks are never stale.
+
 Test tasks are never here (report only). Replaying an archived task with unchanged documents costs nothing: the
 replay cache keys on the documents, the task and its judge, not on the night.
 """
@@ -38,12 +43,21 @@ def touches(task: TaskRecord, edits: list[EditRecord]) -> bool:
     return any(check_key(check) in demanded for check in task.judge.checks)
 
 
+def stale(task: TaskRecord, stated: list[EditRecord]) -> bool:
+    """One of the task's checks demands the opposite of what a newer user-stated rule edit demands."""
+    opposite = {("not" if kind == "has" else "has", value) for edit in stated
+                for kind, value in line_keys(edit.content or "") if kind in ("has", "not")}
+    return any(check_key(check) in opposite for check in task.judge.checks)
+
+
 def select_val(tonight: list[TaskRecord], archived: list[TaskRecord], edits: list[EditRecord], *,
-               limit: int) -> list[TaskRecord]:
+               limit: int, stated: list[EditRecord] | None = None) -> list[TaskRecord]:
     """The val tasks the gate replays (module docstring): at most ``limit``, each task once (tonight's copy wins
-    over an archived one)."""
+    over an archived one). stated: the edits among ``edits`` that state the users' own rules (they retire the
+    archived val tasks they contradict)."""
     chosen: list[TaskRecord] = []
     seen: set[str] = set()
+    archived = [task for task in archived if not stale(task, stated or [])]
 
     def take(tasks: list[TaskRecord]) -> None:
         for task in tasks:

@@ -2,7 +2,8 @@
 stands, and what it won on held-out tasks.
 
 * ``with_history(rules, archive)`` (before the step, read only): tonight's ``rulebook.StatedRule``s, each matched
-  to the archived rule it is (their check keys overlap), with the archived id and ``stated_total`` = all nights'
+  to the archived rule it is (their check keys overlap), with the archived id, all the keys and phrasings known for
+  it (so that a line written in an earlier night's words counts as stating it) and ``stated_total`` = all nights'
   statements, then re-ordered most stated first: recurrence across nights orders the edit budget.
 * ``record_night(archive, rules, step, ...)`` (after a completed night): adds tonight's statements (phrasings,
   sessions, the night; a night counts once) and sets each rule's status from what became of its edit:
@@ -54,7 +55,10 @@ def with_history(rules: list[StatedRule], archive: TaskArchive | None) -> list[S
         if entry is None:
             out.append(rule)
             continue
-        out.append(rule.model_copy(update={"id": entry["id"], "stated_total": entry["stated"] + rule.stated}))
+        keys = sorted(set(rule.key_set) | _keys(entry))
+        phrasings = list(dict.fromkeys([*rule.phrasings, *entry["phrasings"]]))
+        out.append(rule.model_copy(update={"id": entry["id"], "stated_total": entry["stated"] + rule.stated,
+                                           "keys": keys, "phrasings": phrasings}))
     out.sort(key=lambda item: (-item.stated_total, -item.stated, item.text))
     return out
 

@@ -86,17 +86,18 @@ def test_the_night_completes_against_the_real_server_with_train_and_val_tasks(ni
     assert answered and all(r.response.strip() for r in answered)
 
 
-def test_target_calls_are_the_train_and_val_replays_plus_the_candidates_val_replays(night):
+def test_target_calls_are_the_replays_the_diagnostics_show(night):
     diagnostics = night.diagnostics
-    changed = any(edit.status == "applied" for edit in diagnostics.edits)
-    replays_per_val_task = 2 if changed else 1  # baseline, and the candidate when an edit changed a document
-    expected = (diagnostics.tasks["train"] * night.config.rollouts_k
-                + diagnostics.tasks["val"] * replays_per_val_task)
-    assert diagnostics.cost["target"].calls == expected
+    gate = diagnostics.gate
+    # train replays, then the gate's val replays of both sides (hard-evidence val tasks only), then the replays the
+    # gate's follow-ups report: the users' rules on their own tasks, the support test and gate repair
+    shown = [*diagnostics.train_results, *(r for c in gate.per_task for r in [*c.baseline, *c.candidate])]
+    extra = sum((gate.details.get(name) or {}).get("calls", 0) for name in ("stated_rules", "support", "repair"))
+    assert diagnostics.cost["target"].calls == sum(1 for r in shown if not r.cached) + extra
+    assert {c.task_id for c in gate.per_task} <= {c.task_id for c in gate.per_task if c.origin == "tonight"}
+    assert len(gate.per_task) <= diagnostics.tasks["val_gated"]
     assert diagnostics.cost["optimizer"].calls >= 1
     assert "miner" not in diagnostics.cost  # llm_mine is off
-    if changed:
-        assert diagnostics.candidate.n == diagnostics.tasks["val"]
 
 
 def test_every_role_that_made_calls_recorded_token_usage_and_seconds(night):

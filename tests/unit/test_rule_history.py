@@ -97,3 +97,30 @@ def test_the_val_pool_takes_tonight_then_archived_tasks_the_edits_touch_then_the
     assert touches(archived[2], edits) and not touches(archived[1], edits)
     assert [t.id for t in select_val(tonight, archived, edits, limit=12)] == ["t-1", "t-pnpm", "t-new", "t-old"]
     assert [t.id for t in select_val(tonight, archived, edits, limit=2)] == ["t-1", "t-pnpm"]
+
+
+def test_an_archived_val_task_a_newer_user_rule_contradicts_is_stale_and_left_out():
+    black = task("t-black", "we format with black", "black", split="val", day=0)
+    ruff = applied("we moved from black to ruff: use ruff format, never black")
+    tonight = [task("t-1", "use uv", "uv", split="val", day=3)]
+    assert [t.id for t in select_val(tonight, [black], [ruff], limit=12, stated=[ruff])] == ["t-1"]
+    # an optimizer's edit never retires held-out evidence
+    assert [t.id for t in select_val(tonight, [black], [ruff], limit=12)] == ["t-1", "t-black"]
+    # tonight's tasks are never stale
+    assert [t.id for t in select_val([black], [], [ruff], limit=12, stated=[ruff])] == ["t-black"]
+
+
+def test_a_rule_written_in_an_earlier_nights_words_counts_as_written(tmp_path):
+    from skillopt_sleep.rulebook import user_rule_edits
+
+    archive = TaskArchive(tmp_path / "archive.sqlite3")
+    pip = TaskRecord(id="t-1", source="claude", request="r", rules=["we don't use pip, add it with uv"], judge=Judge(
+        checks=[Check(op="not_contains", value="pip", rule="we don't use pip, add it with uv"),
+                Check(op="contains", value="uv", rule="we don't use pip, add it with uv")]))
+    first = stated_rules([pip])
+    night(archive, first, "n1", edits=[applied("we don't use pip, add it with uv")], verdict="accept",
+          clause="accepted", adopted=True)
+    memory = "- we don't use pip, add it with uv.\n"
+    [again] = with_history(stated_rules([task("t-2", "we're a uv shop", "uv")]), archive)
+    assert "we don't use pip, add it with uv" in again.phrasings
+    assert user_rule_edits([again], {"memory": memory}, target="memory") == []
