@@ -129,8 +129,11 @@ def harvest_cmd(
                      highlight=False)
     for task in preview["tasks"]:
         rules = f"  rules: {'; '.join(task['rules'])}" if task["rules"] else ""
-        stdout.print(f"[{task['split']:>5}] {task['id']} x{task['recurrence']} {task['reaction']:<11} "
-                     f"{task['request_head']}{rules}", highlight=False, markup=False)
+        split = task["split"] if task["replayable"] else "kept"  # evidence only: its rules count, never replayed
+        why = f"  (not replayable: {task['not_replayable']})" if not task["replayable"] else ""
+        judged = "checks" if task["hard_evidence"] else ("rubric" if task["replayable"] else "-")
+        stdout.print(f"[{split:>5}] {task['id']} x{task['recurrence']} {task['reaction']:<11} {judged:<6} "
+                     f"{task['request_head']}{rules}{why}", highlight=False, markup=False)
     if output:
         stderr.print(f"tasks written to {output}", highlight=False)
 

@@ -15,21 +15,28 @@ shown to the target as empty and is not editable) and returns a ``StepResult``:
    (``aggregate.dedupe_edits``) and, when at least two lists proposed edits and more than one distinct edit
    remains, merged hierarchically: groups of ``merge_batch_size`` lists, one ``merge.md`` call per group, level
    after level until one list is left. Merged edits are screened again like reflected ones
-   (``reflect.screen_edits``: restatements, code, targets that may not evolve).
-4. select: when more than L = ``edit_budget`` edits remain, one ``rank.md`` call orders them and the top L are
-   kept (an invalid reply keeps the merged order, recorded in ``rank_fallback`` and ``errors``); the others are
-   ``rejected`` with the reason. With at most L edits there is no call.
+   (``reflect.screen_edits``: restatements, code, the optimizer's own instructions, targets that may not evolve).
+   Then the users' own rules (``propose_user_rules``; ``rules``, default ``rulebook.stated_rules(train)``) are put
+   first, one edit per rule no document states yet, in their words (``rulebook.user_rule_edits``); an optimizer
+   edit that restates one of them, or a line a document already holds, yields (``rulebook.restated_rule_reason``).
+4. select: when more than L = ``edit_budget`` edits remain, the users' rules come first (most stated first) and
+   one ``rank.md`` call orders the others for the room left (an invalid reply keeps the merged order, recorded in
+   ``rank_fallback`` and ``errors``); the rest are ``rejected`` with the reason.
 5. update: ``edits.apply_edits`` applies the selected edits, in order, to each document's managed block.
-6. gated evaluate: gate on: every val task is replayed once with the baseline and once with the candidate
-   documents (same step, same tasks); the tasks ``gate.tasks_to_resample`` names (a win, a loss or a regression
-   resting on one sample, or disagreeing samples) are replayed with ``gate_samples`` samples on both sides and
-   swapped in (``gate.replace_task_results``), at ``gate_temperature`` (default 0, like the first pass, whose
-   results are then sample 0 from the cache); then ``gate.decide`` rules. Gate off: accepted greedily without
-   val replays. No document changed: rejected with nothing to test (the baseline val replay still runs with the
-   gate on, so the step reports a held-out baseline score). Train is never replayed a second time.
-   Gate repair (``gate_repair``, ``engine/repair.py``): when the gate rejects a candidate that won some val tasks
-   and lost one to three, leave-one-out replays of the lost tasks find the edits to blame; the candidate without
-   them is gated once more on every val task, and that decision is final (``gate.details["repair"]``).
+6. gated evaluate: the gate's val tasks are ``val`` then ``archived_val`` (``val_pool.select_val``: at most
+   ``gate_max_val``; archived tasks a newer user rule contradicts are stale and left out). Gate on: the candidate
+   and the baseline are replayed on them with the paired protocol (``evaluate.replay_pair``: once per side, then up
+   to ``gate_samples`` per side for a task whose outcome could be noise, stopping at two when both sides repeat
+   their answers), and ``gate.decide`` rules. Gate repair (``gate_repair``, ``engine/repair.py``): when the gate
+   rejects a candidate that won some val tasks and lost one to three, leave-one-out replays of the lost tasks find
+   the edits to blame; the candidate without them is gated once more (``gate.details["repair"]``). The users' own
+   rules (``gate_stated_rules = "own_tasks"``): a candidate made only of them that the gate left pending with no loss
+   and no regression is accepted when it wins the train tasks the rules came from (``gate.details["stated_rules"]``).
+   The support test (``repair.support``): in an accepted candidate, an optimizer edit the candidate wins just as
+   much without is dropped, if the candidate without it passes the gate too (``gate.details["support"]``).
+   Gate off: accepted greedily without val replays. No document changed: rejected with nothing to test (the
+   baseline val replay still runs with the gate on, so the step reports a held-out baseline score). Train is never
+   replayed a second time.
 
 Callers: ``night.run_night`` (one step a night) and ``trainer.SkillOptTrainer`` (one step per batch of an
 environment's train items; it passes ``rollout=`` so every replay runs the environment's episode instead of the
