@@ -147,6 +147,10 @@ def _summary(diagnostics: Diagnostics) -> str:
     applied = sum(1 for e in diagnostics.edits if e.status == "applied")
     head = (f"{status.upper()}: {applied} edit(s) applied of {len(diagnostics.edits)} proposed; "
             f"tasks train {tasks.get('train', 0)} / val {tasks.get('val', 0)} / test {tasks.get('test', 0)}")
+    if tasks.get("not_replayable"):
+        reasons = diagnostics.mining.get("not_replayable") or {}
+        head += (f", {tasks['not_replayable']} kept as evidence only ("
+                 + ", ".join(f"{count} {reason}" for reason, count in reasons.items()) + ")")
     if gate is not None:
         head += f"; gate {gate.verdict}: {gate.reason}"
         repaired = gate.details.get("repair") or {}
