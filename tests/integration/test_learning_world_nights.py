@@ -111,3 +111,16 @@ def test_greedy_nights_do_not_write_a_rule_twice(tmp_path):
     # the formatter rule changed on night 3: the newer rule replaced the black line
     assert "black, not autopep8" not in memory
     assert "ruff" in managed_block(memory)
+
+
+def test_a_val_task_replayed_last_night_costs_no_baseline_call_tonight(nights):
+    # the replay cache keys on the documents, the task and its judge, never on the night: tonight's baseline is
+    # last night's candidate (accepted) or last night's baseline (rejected), already replayed on that task
+    checked = 0
+    for (previous, _t, _m), (diagnostics, _tasks, _memory) in zip(nights, nights[1:]):
+        before = {comparison.task_id for comparison in previous.gate.per_task}
+        for comparison in diagnostics.gate.per_task:
+            if comparison.task_id in before:
+                assert comparison.baseline[0].cached, comparison.task_id
+                checked += 1
+    assert checked >= 2
