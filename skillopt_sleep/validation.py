@@ -153,15 +153,15 @@ def check_verdict(check: Check, evidence: Evidence) -> str | None:
 
 def merge_alternatives(checks: list[Check], evidence: Evidence) -> list[Check]:
     """Replace a list of alternatives by one regex of the allowed forms: when at least two ``contains`` checks of
-    one origin are absent from the accepted answer, all the ``contains`` checks of that origin name forms of which
-    the answer uses one (six checks for six commit types are one rule), and become one regex of whole words (in the
-    first one's place). Unchanged without an accepted answer."""
+    one source (origin and rule) are absent from the accepted answer, all the ``contains`` checks of that source name
+    forms of which the answer uses one (six checks for six commit types are one rule), and become one regex of whole
+    words (in the first one's place). Unchanged without an accepted answer."""
     if evidence.accepted is None:
         return list(checks)
     accepted = evidence.accepted.casefold()
     out = list(checks)
-    for origin in dict.fromkeys(check.origin for check in checks):
-        forms = [check for check in out if check.origin == origin and check.op == "contains"
+    for source in dict.fromkeys((check.origin, check.rule) for check in checks):
+        forms = [check for check in out if (check.origin, check.rule) == source and check.op == "contains"
                  and isinstance(check.value, str) and check.value.strip()]
         absent = [check for check in forms if check.value.casefold() not in accepted]  # type: ignore[union-attr]
         if len(absent) < 2 or len(forms) < 3:
