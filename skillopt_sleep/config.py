@@ -209,7 +209,7 @@ def _errors_to_config_error(exc: ValidationError, source: str) -> ConfigError:
     first = exc.errors()[0]
     key = ".".join(str(part) for part in first["loc"]) or "?"
     if first["type"] == "extra_forbidden":
-        return ConfigError(f"unknown key (see 'skillopt-sleep config show' for the valid keys)", source=source,
+        return ConfigError("unknown key (see 'skillopt-sleep config show' for the valid keys)", source=source,
                            key=key)
     return ConfigError(f"{first['msg']} (got {first.get('input')!r})", source=source, key=key)
 

@@ -103,7 +103,6 @@ def stated_rules(tasks: list[TaskRecord]) -> list[StatedRule]:
     for task in tasks:
         if not teaches(task):
             continue
-        touched: set[int] = set()
         for phrasing in task.rules:
             keys = _phrasing_keys(task, phrasing)
             checks = [check for check in task.judge.checks if check.rule == phrasing]
@@ -129,7 +128,6 @@ def stated_rules(tasks: list[TaskRecord]) -> list[StatedRule]:
                 target["stated"] += task.recurrence
             target["tasks"].add(task.id)
             target["sessions"] |= set(task.session_ids)
-            touched.add(id(target))
     out: list[StatedRule] = []
     for group in groups:
         counts: dict[str, int] = {}

@@ -14,7 +14,7 @@ import zstandard
 
 from skillopt_sleep.backends.base import SESSION_MARKER
 from skillopt_sleep.errors import HarvestError
-from skillopt_sleep.harvest import base, claude_code, codex, harvest, resolve_claude_home, resolve_codex_home
+from skillopt_sleep.harvest import base, claude_code, harvest, resolve_claude_home, resolve_codex_home
 from skillopt_sleep.harvest.checkpoint import load_checkpoints, save_checkpoints
 from skillopt_sleep.models import FileCheckpoint, HarvestStats
 
