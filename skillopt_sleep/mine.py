@@ -74,6 +74,7 @@ from skillopt_sleep.engine.judges import check_passes
 from skillopt_sleep.errors import BackendError, BudgetExhausted
 from skillopt_sleep.harvest.claude_code import CONTROL_COMMANDS
 from skillopt_sleep.models import Check, Judge, Reaction, Session, Split, TaskEvidence, TaskRecord, Turn
+from skillopt_sleep.provenance import authored_text
 from skillopt_sleep.replayable import inspects, needs_repo_state, not_replayable_reason, pasted_reason
 from skillopt_sleep.rules import (
     CHECK_OPS,
@@ -411,15 +412,23 @@ class _Candidate:
     tool_calls: int = 0
     inspections: int = 0  # tool calls that read the repository (``replayable.inspects``)
     reactions: list[tuple[Reaction, str]] = field(default_factory=list)  # (reaction, text)
+    authored: list[str] = field(default_factory=list)  # what the user typed (``provenance.authored_text``)
     last_seen: datetime | None = None
     stopped: bool = False  # the latest turn of this task was interrupted / rejected / aborted
 
     # -- building
+    def typed(self, text: str) -> None:
+        """Keep a message the user typed for this task as provenance (``TaskRecord.authored``)."""
+        kept = authored_text(text)
+        if kept and kept not in self.authored:
+            self.authored.append(kept)
+
     def add_rules(self, text: str, origin: str) -> None:
         for rule in extract_rules(text):
             self.rules.append((rule, origin))
 
     def react(self, reaction: Reaction, text: str) -> None:
+        self.typed(text)
         if reaction != "none":
             self.reactions.append((reaction, text))
 
@@ -480,10 +489,12 @@ class _Candidate:
             self.add_rules(text, "house_rule")
             return "reaction"
         if reaction == "none":  # states rules, asks for nothing
+            self.typed(text)
             self.add_rules(text, "house_rule")
             return "reaction"
         if _REFINEMENT.match(text):
             self.refinements.append(text)
+            self.typed(text)
             self.add_rules(text, "house_rule")
             return "refinement"
         return None
@@ -573,9 +584,12 @@ def _candidates(sessions: list[Session], dropped: dict[str, int]) -> list[_Candi
             current = _Candidate(source=session.source, session_id=session.session_id, request=text, kind=turn.kind,
                                  seen_at=_aware(turn.timestamp) or _aware(session.started_at),
                                  command_body=turn.command_body)
-            if turn.kind == "prompt":  # a plan is the agent's text; a command's body is its file's, not the user's
+            if turn.kind != "plan":  # a plan is the agent's text; a command's body is its file's, not the user's
+                current.typed(text)
+            if turn.kind == "prompt":
                 current.add_rules(text, "house_rule")
             for statement in orphan_rules:
+                current.typed(statement)
                 current.add_rules(statement, "house_rule")
             orphan_rules = []
             current.absorb(turn, session)
@@ -711,6 +725,7 @@ def _build_task(group: list[_Candidate], project: str | None) -> TaskRecord:
         recurrence=len(group),
         evidence=evidence,
         rules=[rule for rule, _ in rules],
+        authored=list(dict.fromkeys(text for candidate in group for text in candidate.authored)),
         judge=Judge(checks=checks, rubric=rubric),
         first_seen=min(seen) if seen else None,
         last_seen=max(seen) if seen else None,

@@ -230,6 +230,10 @@ class TaskRecord(_Model):
     evidence: TaskEvidence = Field(default_factory=TaskEvidence)
     rules: list[str] = Field(default_factory=list)
     """Rules the user stated, in their own words (the strongest signal a session holds)."""
+    authored: list[str] = Field(default_factory=list)
+    """What the user typed for this task, redacted: the request as typed (a slash command: ``/name args``, never its
+    expansion), its refinements and the user's reactions, pasted blocks left out (``provenance.authored_text``). The
+    only transcript text an edit's commands, URLs and paths may come from (``provenance.UserText``)."""
     judge: Judge = Field(default_factory=Judge)
     split: Split = "train"
     first_seen: datetime | None = None

@@ -35,7 +35,8 @@ from skillopt_sleep.harvest import harvest_for_config
 from skillopt_sleep.harvest.checkpoint import load_checkpoints, save_checkpoints
 from skillopt_sleep.mine import MineResult, mine_tasks, wants_miner
 from skillopt_sleep.models import Diagnostics, ReplayResult, Scores, TaskRecord
-from skillopt_sleep.memory.night import NightMemory
+from skillopt_sleep.memory.night import NightMemory, Outcome
+from skillopt_sleep.provenance import UserText, unsupported_lines
 from skillopt_sleep.redact import redact_text
 from skillopt_sleep.retention import prune_nights
 from skillopt_sleep.rulebook import stated_rules
@@ -299,12 +300,17 @@ def _run_locked(config: SleepConfig, *, project: Path, paths: ProjectPaths, dry_
                                                 settings=settings, ledger=ledger, replay_kwargs=replay_kwargs,
                                                 rules=stated_rules(tasks), tonight_ids={task.id for task in tasks})
 
+        # what users typed, tonight and on earlier nights, and the documents the agent obeys: the only source an
+        # edit's commands, URLs and paths may come from (provenance.py)
+        user_text = UserText.of_tasks(tasks, rules=[text for rule in prepared.rules for text in rule.phrasings],
+                                      documents=[*step_documents.values(), *night_memory.authored_texts()])
+
         # -------------------------------------------------------------- the step (engine/step.py)
         step = run_step(train=prepared.train, val=val, documents=prepared.documents, settings=settings,
                         ledger=prepared.ledger, cache=cache, rubric_judge=rubric_judge,
                         best_gate_score=state.best_gate_score, context=prepared.context,
                         edit_filter=prepared.edit_filter, rules=prepared.rules, archived_val=prepared.archived_val,
-                        val_origins=prepared.val_origins)
+                        val_origins=prepared.val_origins, user_text=user_text)
         diagnostics.mining["val_pool"] = {"tonight": sum(1 for task in step.val if task.id not in
                                                          prepared.val_origins),
                                           "archive": sum(1 for task in step.val if task.id in prepared.val_origins),
@@ -321,6 +327,13 @@ def _run_locked(config: SleepConfig, *, project: Path, paths: ProjectPaths, dry_
         diagnostics.candidate = _scores(step.candidate_val, config) if step.candidate_val else Scores()
         diagnostics.gate = step.gate
         outcome = night_memory.decide(step)  # the step's candidate, or a promoted pending one
+        if outcome.accepted:
+            # the last check, whatever built the candidate: no new line may name what no user typed
+            unsupported = unsupported_lines(step_documents, outcome.candidate, user_text)
+            if unsupported:
+                outcome = Outcome(False)
+                diagnostics.errors.extend({"stage": "provenance", "message": f"{kind}: {line.strip()[:120]!r}: {why}"}
+                                          for kind, line, why in unsupported)
         gate = outcome.gate if outcome.accepted and outcome.gate is not None else step.gate
         candidate = outcome.candidate
         accepted = outcome.accepted

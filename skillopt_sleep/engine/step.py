@@ -77,6 +77,8 @@ from skillopt_sleep.engine.reflect import (
 )
 from skillopt_sleep.engine.replay import ReplayCache, Rollout, replay_tasks
 from skillopt_sleep.models import EditRecord, GateDecision, ReplayResult, TaskRecord
+from skillopt_sleep.provenance import UserText
+from skillopt_sleep.provenance import screen_edits as screen_provenance
 from skillopt_sleep.rulebook import StatedRule, restated_rule_reason, stated_rules, user_rule_edits
 
 DOCUMENT_KINDS = ("skill", "memory")
@@ -519,7 +521,7 @@ def run_step(*, train: list[TaskRecord], val: list[TaskRecord], documents: dict[
              rollout_key: str = "", on_stage: Callable[[str, str], None] | None = None,
              edit_filter: Callable[[list[EditRecord]], list[EditRecord]] | None = None,
              rules: list[StatedRule] | None = None, archived_val: list[TaskRecord] | None = None,
-             val_origins: dict[str, str] | None = None) -> StepResult:
+             val_origins: dict[str, str] | None = None, user_text: UserText | None = None) -> StepResult:
     """Run one SkillOpt step (see the module docstring) and return what it did.
 
     train / val: TaskRecords (only train tasks are replayed and reflected on; val is held out for the gate);
@@ -533,7 +535,10 @@ def run_step(*, train: list[TaskRecord], val: list[TaskRecord], documents: dict[
     rejected-edit ledger (the optimizer's edits are screened where its replies are read); rules: the users' stated
     rules to propose (``rulebook.stated_rules``; None: those of ``train``); archived_val: val tasks of earlier
     nights the gate may add to ``val`` (``val_pool.select_val``, at most ``gate_max_val`` in all); val_origins:
-    task id -> where it came from, for the report (default ``tonight``).
+    task id -> where it came from, for the report (default ``tonight``); user_text: what users typed, the only
+    source an edit's commands, URLs and paths may come from (``provenance``; None: the ``authored`` text of train,
+    val and archived val, the stated rules and ``documents``). Every edit, the users' rules included, is screened
+    against it before the gate, with the gate on or off.
     Raises ``BackendError`` / ``BudgetExhausted`` from the ledger; ValueError for unknown gate settings (from
     ``gate.decide``).
     """
@@ -546,6 +551,10 @@ def run_step(*, train: list[TaskRecord], val: list[TaskRecord], documents: dict[
                                          rubric_judge=rubric_judge, seed=settings.seed, rollout=rollout,
                                          rollout_key=rollout_key)
     stated = rules if rules is not None else stated_rules(train)
+    if user_text is None:
+        user_text = UserText.of_tasks([*train, *val, *(archived_val or [])],
+                                      rules=[text for rule in stated for text in (rule.phrasings or [rule.text])],
+                                      documents=texts.values())
 
     def views(docs: dict[str, str]) -> dict[str, str]:
         return {"skill": prompt_view(docs.get("skill", "")), "memory": prompt_view(docs.get("memory", ""))}
@@ -580,6 +589,9 @@ def run_step(*, train: list[TaskRecord], val: list[TaskRecord], documents: dict[
                 result.errors.append({"stage": "reflect", "message": f"{why}: nothing to reflect on"})
             patches, rejected = _reflect_stage(batches, documents=texts, settings=settings, editable=editable,
                                                ledger=ledger, context=context, result=result)
+            for patch in patches:  # before the merge, so that a blocked edit is not merged into a genuine one
+                patch.edits, blocked = screen_provenance(patch.edits, user_text)
+                rejected.extend(blocked)
     result.raw_patches = [patch.edits for patch in patches]
 
     # 3. aggregate: the optimizer's edits, then the users' own rules first (one edit per rule, never restated)
@@ -604,8 +616,9 @@ def run_step(*, train: list[TaskRecord], val: list[TaskRecord], documents: dict[
             rejected.append(edit.model_copy(update={"status": "rejected", "reason": reason}))
         else:
             kept_merged.append(edit)
-    merged = [*proposed_rules, *kept_merged]
-    result.user_rules = len(proposed_rules)
+    merged, blocked = screen_provenance([*proposed_rules, *kept_merged], user_text)  # the merge may add tokens
+    rejected.extend(blocked)
+    result.user_rules = sum(1 for edit in merged if edit in proposed_rules)
     result.merged = merged
 
     # 4. select

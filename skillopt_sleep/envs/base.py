@@ -104,7 +104,8 @@ def default_task_for(item: dict[str, Any]) -> TaskRecord:
         request = orjson.dumps(item, option=orjson.OPT_SORT_KEYS).decode()
     rules = item.get("rules")
     rules = [rule for rule in rules if isinstance(rule, str)] if isinstance(rules, list) else []
-    return TaskRecord(id=str(item["id"]), source="claude", request=request, rules=rules)
+    # the environment's author is the "user" of a training run: its items are the provenance of the run's edits
+    return TaskRecord(id=str(item["id"]), source="claude", request=request, rules=rules, authored=[request, *rules])
 
 
 class RolloutClient:

@@ -131,7 +131,8 @@ class QAEnv:
     def task_for(self, item: dict[str, Any]) -> TaskRecord:
         """The question as the request; the item's ``rules`` (if any) as the user's rules."""
         rules = [rule for rule in item.get("rules", []) if isinstance(rule, str)]
-        return TaskRecord(id=str(item["id"]), source="claude", request=item["question"], rules=rules)
+        return TaskRecord(id=str(item["id"]), source="claude", request=item["question"], rules=rules,
+                          authored=[item["question"], *rules])
 
     def fingerprint(self) -> str:
         data = orjson.dumps(self.items, option=orjson.OPT_SORT_KEYS).decode()

@@ -305,6 +305,25 @@ class TaskArchive:
             self.connection.execute(f"INSERT OR REPLACE INTO rules ({', '.join(self._RULE_COLUMNS)}) VALUES "
                                     f"({', '.join('?' for _ in self._RULE_COLUMNS)})", values)
 
+    # -- provenance
+    def authored_texts(self) -> list[str]:
+        """What users typed, over every archived task (``TaskRecord.authored`` of each task's latest record) and the
+        phrasings of every archived rule: the archive's share of ``provenance.UserText``. A record that does not parse
+        gives nothing."""
+        texts: list[str] = []
+        for (record,) in self.connection.execute("SELECT record FROM tasks ORDER BY rowid"):
+            try:
+                authored = json.loads(record).get("authored") or []
+            except (ValueError, AttributeError):
+                continue
+            texts.extend(text for text in authored if isinstance(text, str))
+        for (phrasings,) in self.connection.execute("SELECT phrasings FROM rules"):
+            try:
+                texts.extend(text for text in json.loads(phrasings) if isinstance(text, str))
+            except (ValueError, TypeError):
+                continue
+        return texts
+
     # -- scores
     def record_scores(self, results: Iterable[ReplayResult], *, night_id: str, split_of: dict[str, str],
                       documents: dict[str, str]) -> int:

@@ -178,6 +178,16 @@ class NightMemory:
                         edit_filter=self.stated_screen.filter if self.stated_screen else None,
                         rules=self.rules, archived_val=archived_val, val_origins=origins)
 
+    def authored_texts(self) -> list[str]:
+        """What users typed on earlier nights (``TaskArchive.authored_texts``); [] without an archive."""
+        if self.archive is None:
+            return []
+        try:
+            return self.archive.authored_texts()
+        except sqlite3.Error as exc:
+            self.errors.append(f"could not read the archive's user text ({exc}); provenance uses tonight's only")
+            return []
+
     # ------------------------------------------------------------------ the outcome
     def decide(self, step: StepResult) -> Outcome:
         if step.accepted:
