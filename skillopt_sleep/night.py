@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import platform
+import re
 import sqlite3
 import time
 from contextlib import contextmanager
@@ -107,7 +108,8 @@ def _new_night_id(nights_dir: Path, now: datetime) -> str:
 
 def _failure_fix(exc: BackendError) -> str:
     message = str(exc).lower()
-    if "401" in message or "403" in message or "auth" in message or "key" in message or "log in" in message:
+    # status codes as whole numbers: "127.0.0.1:40123" in a connection error is a port, not a 401
+    if re.search(r"(?<![\d.:])40[13](?!\d)", message) or "auth" in message or "key" in message or "log in" in message:
         return "check the API key / log in to the agent CLI, then run 'skillopt-sleep run-now' again"
     if "not json" in message or "no json" in message:
         return ("the model did not return valid JSON: configure a larger optimizer_model (a model under ~1B "
