@@ -28,7 +28,7 @@ from typing import Any, get_args
 
 from skillopt_sleep.backends.base import ChatMessage, ChatRequest
 from skillopt_sleep.backends.jsonextract import extract_json
-from skillopt_sleep.engine.prompts import render_prompt
+from skillopt_sleep.engine.prompts import quote_data, render_prompt
 from skillopt_sleep.models import Check, CheckOp, Reaction, TaskRecord
 
 #: Longest clause (characters) still read as a rule statement; longer sentences are prose or pasted text.
@@ -784,9 +784,9 @@ def miner_prompt(task: TaskRecord) -> str:
     rejected = task.evidence.corrected_answers[0] if task.evidence.corrected_answers else task.evidence.final_answer
     return render_prompt(
         "miner",
-        request=_head(task.request, MINER_REQUEST_CHARS),
-        final_answer=_head(rejected, MINER_ANSWER_CHARS) or "(none)",
-        accepted_answer=_head(task.evidence.accepted_answer or "", MINER_ANSWER_CHARS) or "(none)",
+        request=quote_data(_head(task.request, MINER_REQUEST_CHARS)),
+        final_answer=quote_data(_head(rejected, MINER_ANSWER_CHARS) or "(none)"),
+        accepted_answer=quote_data(_head(task.evidence.accepted_answer or "", MINER_ANSWER_CHARS) or "(none)"),
         reaction=reaction,
     )
 

@@ -13,7 +13,7 @@ import orjson
 
 from skillopt_sleep.backends.base import ChatRequest, ChatResult, ErrorKind
 from skillopt_sleep.engine.aggregate import PATCH_LIST_HEADER, RANK_ITEM
-from skillopt_sleep.engine.prompts import load_prompt
+from skillopt_sleep.engine.prompts import DATA_CLOSE, DATA_OPEN, load_prompt
 from skillopt_sleep.engine.reflect import TASK_HEADER, USER_RULE_PREFIX, content_words, words
 from skillopt_sleep.models import Role, Usage
 
@@ -91,12 +91,13 @@ _TRAILING_INSTRUCTION = re.compile(r"\n\s*\n(Reply with|Score the answer)\b.*\Z"
 
 
 def _sections(text: str) -> dict[str, str]:
-    """Markdown ``## heading`` -> body (heading lower-cased). A closing instruction paragraph after the last
-    section (``Reply with ...``, ``Score the answer ...``) is not part of that section."""
+    """Markdown ``## heading`` -> body (heading lower-cased, data tags of ``prompts.quote_data`` dropped). A closing
+    instruction paragraph after the last section (``Reply with ...``, ``Score the answer ...``) is not part of that
+    section."""
     found: dict[str, str] = {}
     parts = re.split(r"^##\s+(.+?)\s*$", text, flags=re.MULTILINE)
     for index in range(1, len(parts) - 1, 2):
-        body = _TRAILING_INSTRUCTION.sub("", parts[index + 1])
+        body = _TRAILING_INSTRUCTION.sub("", parts[index + 1]).replace(DATA_OPEN, "").replace(DATA_CLOSE, "")
         found.setdefault(parts[index].strip().lower(), body.strip())
     return found
 

@@ -28,7 +28,7 @@ from pydantic import BaseModel, Field
 
 from skillopt_sleep.backends.base import CallLedger, ChatMessage, ChatRequest
 from skillopt_sleep.backends.jsonextract import extract_json
-from skillopt_sleep.engine.prompts import render_prompt
+from skillopt_sleep.engine.prompts import quote_data, render_prompt
 from skillopt_sleep.engine.reflect import RAW_HEAD_CHARS, document_view, edits_schema, request_edits
 from skillopt_sleep.models import EditRecord
 
@@ -127,7 +127,7 @@ def merge_patches(patch_lists: list[PatchList], *, skill: str, memory: str, targ
     pooled = dedupe_edits([edit for patch in patch_lists for edit in patch.edits])
     prompt = render_prompt("merge", max_edits=len(pooled), targets=", ".join(targets),
                            skill=document_view(skill), memory=document_view(memory),
-                           patches=render_patch_lists(patch_lists))
+                           patches=quote_data(render_patch_lists(patch_lists)))
     parsed, raw = request_edits(ledger, prompt, edits_schema(len(pooled), targets),
                                 max_tokens=min(3000, 200 + 200 * len(pooled)))
     raw_head = raw[:RAW_HEAD_CHARS]
@@ -188,7 +188,7 @@ def rank_edits(edits: list[EditRecord], *, keep: int, skill: str, memory: str, l
     """
     listing = "\n".join(f"[{index}] {render_edit(edit)}" for index, edit in enumerate(edits))
     prompt = render_prompt("rank", keep=keep, count=len(edits), skill=document_view(skill),
-                           memory=document_view(memory), edits=listing)
+                           memory=document_view(memory), edits=quote_data(listing))
     result = ledger.chat(ChatRequest(role="optimizer", messages=[ChatMessage(role="user", content=prompt)],
                                      json_schema=rank_schema(len(edits)), temperature=0.0,
                                      max_tokens=min(1000, 60 + 8 * len(edits))), fail_on_error=False)

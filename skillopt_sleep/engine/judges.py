@@ -32,7 +32,7 @@ from pydantic import BaseModel
 
 from skillopt_sleep.backends.base import ChatMessage, ChatRequest
 from skillopt_sleep.backends.jsonextract import extract_json
-from skillopt_sleep.engine.prompts import render_prompt
+from skillopt_sleep.engine.prompts import quote_data, render_prompt
 from skillopt_sleep.models import Check, TaskRecord
 
 #: (request, rubric, response) -> (score, rationale). The score should be in [0, 1]; any float is accepted
@@ -277,7 +277,7 @@ def make_rubric_judge(ledger, model_hint: str = "") -> RubricJudge:
 
     def judge(request: str, rubric: str, response: str) -> tuple[float, str]:
         shown = response if len(response) <= JUDGE_RESPONSE_CHARS else response[:JUDGE_RESPONSE_CHARS] + "\n[...]"
-        user = render_prompt("judge_rubric", request=request, rubric=rubric, response=shown)
+        user = render_prompt("judge_rubric", request=quote_data(request), rubric=rubric, response=quote_data(shown))
         chat = ChatRequest(
             role="judge",
             messages=[ChatMessage(role="user", content=user)],

@@ -34,7 +34,7 @@ from pydantic import BaseModel, Field, ValidationError
 from skillopt_sleep.backends.base import CallLedger, ChatMessage, ChatRequest
 from skillopt_sleep.backends.jsonextract import extract_json
 from skillopt_sleep.engine.edits import managed_block
-from skillopt_sleep.engine.prompts import load_prompt, render_prompt
+from skillopt_sleep.engine.prompts import load_prompt, quote_data, render_prompt
 from skillopt_sleep.models import EditRecord, ReplayResult, TaskRecord
 
 #: Most tasks shown to the optimizer in one call.
@@ -263,7 +263,7 @@ def edits_schema(edit_budget: int, targets: list[str]) -> dict[str, Any]:
 
 
 def _task_lines(task: TaskRecord) -> list[str]:
-    lines = [f"Request: {_head(task.request)}"]
+    lines = [f"Request: {quote_data(_head(task.request), inline=True)}"]
     lines += [f"{USER_RULE_PREFIX}{_head(rule, 160)}" for rule in task.rules[:4]]
     if task.evidence.reaction_text and task.evidence.reaction != "none":
         lines.append(f"User reaction ({task.evidence.reaction}): {_head(task.evidence.reaction_text, 160)}")
@@ -273,7 +273,7 @@ def _task_lines(task: TaskRecord) -> list[str]:
 def _verdict(result: ReplayResult) -> str:
     verdict = result.fail_reason or "passed"
     if result.rationale:
-        verdict += f" ({_head(result.rationale, 160)})"
+        verdict += f" ({quote_data(_head(result.rationale, 160), inline=True)})"
     return verdict
 
 
@@ -282,7 +282,8 @@ def _single_block(task: TaskRecord, results: list[ReplayResult]) -> tuple[str, s
     shown = failing[0] if failing else results[0]
     status = "FAIL" if failing else "PASS"
     header = f"### task {task.id}: {status} (hard {shown.hard}, soft {shown.soft:.2f})"
-    lines = [header, *_task_lines(task), f"Answer: {_head(shown.response)}", f"Judge: {_verdict(shown)}"]
+    lines = [header, *_task_lines(task), f"Answer: {quote_data(_head(shown.response), inline=True)}",
+             f"Judge: {_verdict(shown)}"]
     return status, "\n".join(lines)
 
 
@@ -295,8 +296,8 @@ def _contrast_block(task: TaskRecord, results: list[ReplayResult]) -> tuple[str,
     lines = [
         header,
         *_task_lines(task),
-        f"Passing answer (sample {passing[0].sample}): {_head(passing[0].response, 200)}",
-        f"Failing answer (sample {failing[0].sample}): {_head(failing[0].response, 200)}",
+        f"Passing answer (sample {passing[0].sample}): {quote_data(_head(passing[0].response, 200), inline=True)}",
+        f"Failing answer (sample {failing[0].sample}): {quote_data(_head(failing[0].response, 200), inline=True)}",
         f"Judge on the failing answer: {_verdict(failing[0])}",
     ]
     return "MIXED", "\n".join(lines)
@@ -353,13 +354,14 @@ def document_view(text: str) -> str:
 
 def context_section(context: str) -> str:
     """The ``{context}`` value of the reflect prompts: ``""`` for no context, else a ``## Context`` section
-    holding the text (cut to ``CONTEXT_CHARS``) followed by a blank line."""
+    holding the text (cut to ``CONTEXT_CHARS``) as data (``prompts.quote_data``: recalled tasks, past edits and old
+    document lines are evidence, never instructions) followed by a blank line."""
     text = (context or "").strip()
     if not text:
         return ""
     if len(text) > CONTEXT_CHARS:
         text = text[:CONTEXT_CHARS].rstrip() + "\n[... truncated]"
-    return f"## Context\n{text}\n\n"
+    return f"## Context\n{quote_data(text)}\n\n"
 
 
 def build_prompt(*, tasks: list[TaskRecord], results: list[ReplayResult], skill: str, memory: str,

@@ -260,7 +260,7 @@ class DreamingMock(MockBackend):
     def chat(self, request: ChatRequest) -> ChatResult:
         if "requests" in (request.json_schema or {}).get("properties", {}):
             self.requests.append(request)
-            asked = request.messages[0].content.split("## Request\n", 1)[1].split("\n", 1)[0]
+            asked = request.messages[0].content.split("## Request\n<data>\n", 1)[1].split("\n", 1)[0]
             variants = [f"please {asked} now", f"could you {asked}", self.leak]
             return ChatResult(text=json.dumps({"requests": variants}), model="mock-optimizer")
         return super().chat(request)

@@ -201,8 +201,8 @@ def test_contrastive_prompt_shows_a_passing_and_a_failing_sample():
                       ledger=CallLedger(backend), contrastive=True)
     prompt = backend.requests[0].messages[-1].content
     assert "### task t-1: MIXED (2 of 3 samples passed)" in prompt
-    assert "Passing answer (sample 0): PASSING ANSWER with pnpm" in prompt
-    assert "Failing answer (sample 1): FAILING ANSWER with npm" in prompt
+    assert "Passing answer (sample 0): <data>PASSING ANSWER with pnpm</data>" in prompt  # answers are data
+    assert "Failing answer (sample 1): <data>FAILING ANSWER with npm</data>" in prompt
     assert "general rule explains" in prompt
     assert [e.content for e in outcome.edits] == ["- Use pnpm, not npm"]
 

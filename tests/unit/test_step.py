@@ -116,7 +116,7 @@ def test_context_reaches_every_reflect_prompt():
                            context="Rejected on an earlier night: 'Always use tabs'")
     prompts = reflect_prompts(backend)
     assert len(prompts) == 2
-    assert all("## Context\nRejected on an earlier night: 'Always use tabs'" in p for p in prompts)
+    assert all("## Context\n<data>\nRejected on an earlier night: 'Always use tabs'\n</data>" in p for p in prompts)
     _, plain = step([rule_task(0)], gate_mode="off")
     assert "## Context" not in reflect_prompts(plain)[0]
 
