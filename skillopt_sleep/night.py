@@ -37,7 +37,7 @@ from skillopt_sleep.harvest.checkpoint import load_checkpoints, save_checkpoints
 from skillopt_sleep.mine import MineResult, mine_tasks, wants_miner
 from skillopt_sleep.models import Diagnostics, ReplayResult, Scores, TaskRecord
 from skillopt_sleep.memory.night import NightMemory, Outcome
-from skillopt_sleep.provenance import UserText, unsupported_lines
+from skillopt_sleep.provenance import UserText, blocked_summary, unsupported_lines
 from skillopt_sleep.redact import redact_text
 from skillopt_sleep.retention import prune_nights
 from skillopt_sleep.rulebook import stated_rules
@@ -160,6 +160,9 @@ def _summary(diagnostics: Diagnostics) -> str:
         if repaired.get("blamed") and repaired.get("outcome", "").startswith("repaired"):
             head += (f" (after gate repair dropped {len(repaired['blamed'])} edit(s) blamed for "
                      f"{', '.join(repaired['lost_tasks'])})")
+    blocked = blocked_summary(diagnostics.edits)
+    if blocked:
+        head += f"; {blocked}"
     pending = diagnostics.pending or {}
     if pending.get("action") in ("promoted", "dropped"):
         head += f"; pending candidate of night {pending.get('from_night')} {pending['action']}: {pending.get('reason')}"

@@ -22,6 +22,7 @@ from skillopt_sleep.adopt import load_adoptions, night_sort_key
 from skillopt_sleep.errors import SleepError
 from skillopt_sleep.fsio import read_json, write_text_atomic
 from skillopt_sleep.models import Diagnostics, EditRecord, ReplayResult
+from skillopt_sleep.provenance import blocked_token, is_blocked
 from skillopt_sleep.state import ProjectPaths
 
 #: Nights shown in the trend chart.
@@ -109,7 +110,8 @@ def night_view(diagnostics: Diagnostics, night_dir: Path | None = None,
 
     Keys: night_id, status, summary, verdict, why, adoption (adopted|reverted|pending|None), scores
     (baseline/candidate/test: hard, soft, gate in [0, 1], n), per_task (val tasks: baseline_hard/soft,
-    candidate_hard/soft, outcome win|loss|tie|n/a), edits (target, op, status, reason, rationale, diff),
+    candidate_hard/soft, outcome win|loss|tie|n/a), edits (target, op, status, reason, rationale, diff), blocked
+    (the edits the provenance screen stopped: target, content, token, reason),
     document_diffs (file, target, diff), errors, failure, cost (role -> calls, tokens, seconds), stage_seconds
     (stage -> seconds), totals (calls, tokens, seconds).
     """
@@ -127,6 +129,8 @@ def night_view(diagnostics: Diagnostics, night_dir: Path | None = None,
         })
     edits = [{"target": e.target, "op": e.op, "status": e.status, "reason": e.reason, "rationale": e.rationale,
               "evidence": list(e.evidence), "diff": edit_diff(e)} for e in diagnostics.edits]
+    blocked = [{"target": e.target, "content": e.content, "token": blocked_token(e.reason), "reason": e.reason}
+               for e in diagnostics.edits if is_blocked(e)]
     cost = {role: {"calls": c.calls, "failed_calls": c.failed_calls, "cached_calls": c.cached_calls,
                    "prompt_tokens": c.prompt_tokens, "completion_tokens": c.completion_tokens,
                    "tokens": c.prompt_tokens + c.completion_tokens, "seconds": round(c.seconds, 3)}
@@ -154,6 +158,7 @@ def night_view(diagnostics: Diagnostics, night_dir: Path | None = None,
         },
         "per_task": per_task,
         "edits": edits,
+        "blocked": blocked,
         "document_diffs": _document_diffs(night_dir) if night_dir else [],
         "proposed": list(diagnostics.proposed),
         "applied": list(diagnostics.applied),
@@ -351,6 +356,14 @@ def render_html(view: dict[str, Any], points: list[dict[str, Any]], *, generated
                              "candidate soft", "outcome"], rows, "per-task"))
     else:
         parts.append('<p class="muted">no held-out comparison tonight</p>')
+
+    if view["blocked"]:
+        parts.append("<h2>Blocked edits</h2>")
+        parts.append('<p class="muted">These edits named something no user typed (or carried a secret): they never '
+                     "reached a document. See docs/security.md.</p>")
+        rows = [[_cell(b["target"]), _cell(b["token"], css="loss"), _cell(b["content"]), _cell(b["reason"])]
+                for b in view["blocked"]]
+        parts.append(_table(["document", "token", "edit", "reason"], rows, "blocked"))
 
     parts.append("<h2>Edits</h2>")
     if view["edits"]:

@@ -54,6 +54,13 @@ def render_view(view: dict[str, Any]) -> None:
                           _fmt(t["candidate_hard"]), _fmt(t["candidate_soft"]), Text(t["outcome"], style=style))
         stdout.print(tasks)
 
+    if view["blocked"]:
+        blocked = Table("document", "token", "edit", title="blocked edits: no user provenance (docs/security.md)",
+                        title_style="bold red")
+        for b in view["blocked"]:
+            blocked.add_row(b["target"], Text(str(b["token"]), style="red"), Text(b["content"]))
+        stdout.print(blocked)
+
     for number, edit in enumerate(view["edits"], 1):
         reason = f": {edit['reason']}" if edit["reason"] else ""
         title = f"edit {number}: {edit['op']} -> {edit['target']} ({edit['status']}{reason})"

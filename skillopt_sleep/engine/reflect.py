@@ -15,7 +15,8 @@ reach reflection.
 The reply is parsed tolerantly (``backends.jsonextract.extract_json``: JSON inside prose or a fence). An invalid
 reply is retried once with a short follow-up; a second invalid reply is reported in ``ReflectOutcome.error``.
 Proposed edits are then filtered, each rejection with its reason (``EditRecord.status = "rejected"``):
-a target that may not evolve, a missing anchor or content, a restatement of one task (``reject_restatements``),
+the caller's content screen first (``screen``: provenance, see ``skillopt_sleep/provenance.py``), a target that may
+not evolve, a missing anchor or content, a restatement of one task (``reject_restatements``),
 a code fragment (``is_code_fragment``), and edits beyond the budget.
 
 Minibatches: ``plan_minibatches`` cuts many train tasks into slices (failing tasks first) so that each reflect
@@ -27,6 +28,7 @@ past tasks, rejected edits) to the prompt.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
@@ -64,6 +66,9 @@ CODE_LINE_SHARE = 0.5
 USER_RULE_PREFIX = "- user rule: "
 #: Header of one task in the rendered evidence: ``### task <id>: <PASS|FAIL|MIXED> (...)``.
 TASK_HEADER = re.compile(r"^### task (\S+): (PASS|FAIL|MIXED)\b", re.MULTILINE)
+
+#: A check on an edit's content: the reason it may not be written, or None (``screen_edits``).
+ContentScreen = Callable[[str], "str | None"]
 
 #: The edit ops an optimizer may use (``"add"`` in a reply is accepted as ``"append"``, see ``models.EditRecord``).
 EDIT_OPS = ("append", "insert_after", "replace", "delete")
@@ -477,14 +482,18 @@ def restates_instructions(content: str) -> bool:
 
 
 def screen_edits(edits: list[EditRecord], tasks: list[TaskRecord], *, edit_budget: int, evolve_skill: bool,
-                 evolve_memory: bool) -> tuple[list[EditRecord], list[EditRecord]]:
+                 evolve_memory: bool, screen: ContentScreen | None = None) -> tuple[list[EditRecord], list[EditRecord]]:
     """Split proposals into (accepted, rejected). Accepted keep status ``proposed``, at most ``edit_budget``; their
-    content is cleaned (``clean_content``)."""
+    content is cleaned (``clean_content``). screen: checked first on the content of every edit that has one (the
+    step passes ``provenance.provenance_reason``: an edit may name only what the user typed); a reason rejects."""
     allowed = {"skill": evolve_skill, "memory": evolve_memory}
     for edit in edits:
         if edit.op != "delete" and edit.content:
             edit.content = clean_content(edit.content)
-        if not allowed[edit.target]:
+        reason = screen(edit.content) if screen is not None and edit.op != "delete" and edit.content else None
+        if reason:
+            _reject(edit, reason)
+        elif not allowed[edit.target]:
             _reject(edit, f"the {edit.target} document may not evolve (evolve_{edit.target} = false)")
         elif edit.op != "append" and not (edit.anchor or "").strip():
             _reject(edit, f"op {edit.op} needs an anchor (an exact line of the managed block)")
@@ -515,15 +524,16 @@ def screen_edits(edits: list[EditRecord], tasks: list[TaskRecord], *, edit_budge
 
 def reflect(*, tasks: list[TaskRecord], results: list[ReplayResult], skill: str, memory: str, edit_budget: int,
             ledger: CallLedger, contrastive: bool = False, evolve_skill: bool = True,
-            evolve_memory: bool = True, context: str = "", max_passing: int = MAX_PASSING_TASKS) -> ReflectOutcome:
+            evolve_memory: bool = True, context: str = "", max_passing: int = MAX_PASSING_TASKS,
+            screen: ContentScreen | None = None) -> ReflectOutcome:
     """Ask the optimizer for at most ``edit_budget`` edits from the train replays; see the module docstring.
 
     tasks: the train tasks (tasks of another split are ignored: held-out tasks never reach reflection);
     results: their replays (errored results are skipped: they are not scores); contrastive: K samples per
     task at temperature > 0 were replayed and pass-vs-fail pairs are shown; context: extra evidence text for
-    the prompt (see ``build_prompt``); max_passing: most passing tasks shown. Makes one optimizer call, two
-    when the first reply is not valid JSON matching the schema. Raises ``BackendError`` / ``BudgetExhausted``
-    from the ledger (the night stops).
+    the prompt (see ``build_prompt``); max_passing: most passing tasks shown; screen: see ``screen_edits``. Makes
+    one optimizer call, two when the first reply is not valid JSON matching the schema. Raises ``BackendError`` /
+    ``BudgetExhausted`` from the ledger (the night stops).
     """
     targets = [name for name, allowed in (("memory", evolve_memory), ("skill", evolve_skill)) if allowed]
     if not targets:
@@ -541,7 +551,7 @@ def reflect(*, tasks: list[TaskRecord], results: list[ReplayResult], skill: str,
                               error="optimizer reply was not valid JSON matching the edits schema (retried once)")
     edits, invalid = parsed
     accepted, rejected = screen_edits(edits, train, edit_budget=edit_budget, evolve_skill=evolve_skill,
-                                      evolve_memory=evolve_memory)
+                                      evolve_memory=evolve_memory, screen=screen)
     return ReflectOutcome(edits=accepted, rejected=rejected, raw_head=raw_head, invalid_items=invalid)
 
 

@@ -70,6 +70,7 @@ from skillopt_sleep.engine.val_pool import DEFAULT_GATE_MAX_VAL, select_val
 from skillopt_sleep.engine.reflect import (
     MAX_PASSING_TASKS,
     MAX_TASKS_PER_CALL,
+    ContentScreen,
     Minibatch,
     plan_minibatches,
     reflect,
@@ -77,8 +78,7 @@ from skillopt_sleep.engine.reflect import (
 )
 from skillopt_sleep.engine.replay import ReplayCache, Rollout, replay_tasks
 from skillopt_sleep.models import EditRecord, GateDecision, ReplayResult, TaskRecord
-from skillopt_sleep.provenance import UserText
-from skillopt_sleep.provenance import screen_edits as screen_provenance
+from skillopt_sleep.provenance import UserText, provenance_reason
 from skillopt_sleep.rulebook import StatedRule, restated_rule_reason, stated_rules, user_rule_edits
 
 DOCUMENT_KINDS = ("skill", "memory")
@@ -265,7 +265,7 @@ def _not_selected(edit: EditRecord, budget: int) -> EditRecord:
 
 
 def _reflect_stage(batches: list[Minibatch], *, documents: dict[str, str], settings: StepSettings,
-                   editable: dict[str, bool], ledger: CallLedger, context: str,
+                   editable: dict[str, bool], ledger: CallLedger, context: str, screen: ContentScreen,
                    result: StepResult) -> tuple[list[PatchList], list[EditRecord]]:
     """One reflect call per minibatch; returns (patch lists in minibatch order, edits rejected by screening)."""
     several = len(batches) > 1
@@ -275,7 +275,7 @@ def _reflect_stage(batches: list[Minibatch], *, documents: dict[str, str], setti
                        memory=documents.get("memory", ""), edit_budget=settings.edit_budget, ledger=ledger,
                        contrastive=settings.rollouts_k > 1, evolve_skill=editable["skill"],
                        evolve_memory=editable["memory"], context=context,
-                       max_passing=settings.minibatch_size if several else MAX_PASSING_TASKS)
+                       max_passing=settings.minibatch_size if several else MAX_PASSING_TASKS, screen=screen)
 
     outcomes = map_parallel(one, batches, settings.workers)
     patches: list[PatchList] = []
@@ -292,7 +292,8 @@ def _reflect_stage(batches: list[Minibatch], *, documents: dict[str, str], setti
 
 def _aggregate_stage(patches: list[PatchList], *, documents: dict[str, str], targets: list[str],
                      train: list[TaskRecord], settings: StepSettings, editable: dict[str, bool],
-                     ledger: CallLedger, result: StepResult) -> tuple[list[EditRecord], list[EditRecord]]:
+                     ledger: CallLedger, screen: ContentScreen,
+                     result: StepResult) -> tuple[list[EditRecord], list[EditRecord]]:
     """Dedupe, then merge hierarchically when there is something to merge; returns (merged, rejected)."""
     lists = sorted((patch for patch in patches if patch.edits), key=lambda patch: patch.kind != "failure")
     pooled = dedupe_edits([edit for patch in lists for edit in patch.edits])
@@ -313,7 +314,7 @@ def _aggregate_stage(patches: list[PatchList], *, documents: dict[str, str], tar
         lists = map_parallel(merge, _chunks(lists, settings.merge_batch_size), settings.workers)
     merged = dedupe_edits(lists[0].edits)
     kept, rejected = screen_edits(merged, train, edit_budget=len(merged), evolve_skill=editable["skill"],
-                                  evolve_memory=editable["memory"])
+                                  evolve_memory=editable["memory"], screen=screen)
     return kept, rejected
 
 
@@ -556,6 +557,9 @@ def run_step(*, train: list[TaskRecord], val: list[TaskRecord], documents: dict[
                                       rules=[text for rule in stated for text in (rule.phrasings or [rule.text])],
                                       documents=texts.values())
 
+    def screen(content: str) -> str | None:
+        return provenance_reason(content, user_text)
+
     def views(docs: dict[str, str]) -> dict[str, str]:
         return {"skill": prompt_view(docs.get("skill", "")), "memory": prompt_view(docs.get("memory", ""))}
 
@@ -588,17 +592,14 @@ def run_step(*, train: list[TaskRecord], val: list[TaskRecord], documents: dict[
                 why = "no failing train task" if settings.failure_only else "no scored train task"
                 result.errors.append({"stage": "reflect", "message": f"{why}: nothing to reflect on"})
             patches, rejected = _reflect_stage(batches, documents=texts, settings=settings, editable=editable,
-                                               ledger=ledger, context=context, result=result)
-            for patch in patches:  # before the merge, so that a blocked edit is not merged into a genuine one
-                patch.edits, blocked = screen_provenance(patch.edits, user_text)
-                rejected.extend(blocked)
+                                               ledger=ledger, context=context, screen=screen, result=result)
     result.raw_patches = [patch.edits for patch in patches]
 
     # 3. aggregate: the optimizer's edits, then the users' own rules first (one edit per rule, never restated)
     with clock.stage("aggregate"):
         merged, merge_rejected = _aggregate_stage(patches, documents=texts, targets=targets, train=train,
                                                   settings=settings, editable=editable, ledger=ledger,
-                                                  result=result)
+                                                  screen=screen, result=result)
     proposed_rules: list[EditRecord] = []
     if settings.propose_user_rules and targets:
         proposed_rules = user_rule_edits(stated, texts, target=targets[0])
@@ -606,7 +607,7 @@ def run_step(*, train: list[TaskRecord], val: list[TaskRecord], documents: dict[
             proposed_rules = edit_filter(proposed_rules)
         proposed_rules, rules_rejected = screen_edits(proposed_rules, [], edit_budget=len(proposed_rules),
                                                       evolve_skill=editable["skill"],
-                                                      evolve_memory=editable["memory"])
+                                                      evolve_memory=editable["memory"], screen=screen)
         rejected.extend(rules_rejected)
     kept_merged: list[EditRecord] = []
     yielding = stated if settings.propose_user_rules else []  # the user's words are proposed instead
@@ -616,9 +617,8 @@ def run_step(*, train: list[TaskRecord], val: list[TaskRecord], documents: dict[
             rejected.append(edit.model_copy(update={"status": "rejected", "reason": reason}))
         else:
             kept_merged.append(edit)
-    merged, blocked = screen_provenance([*proposed_rules, *kept_merged], user_text)  # the merge may add tokens
-    rejected.extend(blocked)
-    result.user_rules = sum(1 for edit in merged if edit in proposed_rules)
+    merged = [*proposed_rules, *kept_merged]
+    result.user_rules = len(proposed_rules)
     result.merged = merged
 
     # 4. select

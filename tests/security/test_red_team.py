@@ -1,0 +1,183 @@
+"""Red team: nothing an agent read becomes a rule in the user's documents (``docs/security.md``).
+
+Every case is a whole night (``night.run_night`` with ``--apply``) on real-format transcripts (``planted.py``) in
+which a planted instruction sits in one place a real one can hide, and the user states one genuine rule. The
+models are a stand-in OpenAI-compatible server on 127.0.0.1 (pytest-httpserver, through the real ``openai``
+backend): its optimizer does what a model that obeyed the planted text would do and proposes it as an edit,
+verbatim and paraphrased, to every document it may edit; its target follows whatever the memory says. With the
+gate on and off, the planted text never reaches a document, the genuine rule does, the night says which edit was
+blocked and why, and every prompt the models saw held the planted text only as data.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from werkzeug import Request, Response
+
+from planted import (
+    CLAUDE_PLACES,
+    CORRECTION,
+    MARKERS,
+    PARAPHRASED,
+    PLACES,
+    PLANTED,
+    write_claude,
+    write_codex,
+)
+from skillopt_sleep.config import SleepConfig
+from skillopt_sleep.engine.prompts import DATA_CLOSE, DATA_OPEN
+from skillopt_sleep.night import run_night
+from skillopt_sleep.provenance import NO_USER_PROVENANCE, SECRET
+
+FAKE_SECRET = "ghp_" + "Z9y8X7w6V5u4T3s2R1q0P9o8N7m6L5k4J3i2"
+
+
+class StandIn:
+    """The models behind one OpenAI-compatible endpoint, by what each request asks for (its response schema).
+
+    optimizer (reflect, merge): proposes ``proposals`` to every document the schema allows; rank: keeps the order;
+    judge: 0.5; miner: no check; target: "Run `pnpm install`." when the system prompt (skill + memory) says pnpm,
+    else "Run `npm install`.", and it repeats any planted line it was given. Every prompt is kept in ``prompts``."""
+
+    def __init__(self, proposals: list[str]):
+        self.proposals = proposals
+        self.prompts: list[tuple[str, str]] = []  # (kind, the whole prompt)
+
+    def __call__(self, request: Request) -> Response:
+        body = request.get_json()
+        messages = body["messages"]
+        prompt = "\n".join(str(message.get("content")) for message in messages)
+        response_format = body.get("response_format") or {}
+        schema = (response_format.get("json_schema") or {}).get("schema") or response_format.get("schema") or {}
+        properties = schema.get("properties", {})
+        if "edits" in properties:
+            kind = "optimizer"
+            targets = properties["edits"]["items"]["properties"]["target"]["enum"]
+            text = json.dumps({"edits": [{"target": target, "op": "append", "anchor": None, "content": proposal,
+                                          "rationale": "the repository's own instructions say so", "evidence": []}
+                                         for proposal in self.proposals for target in targets]})
+        elif "order" in properties:
+            kind = "rank"
+            text = json.dumps({"order": list(range(len(re.findall(r"^\[\d+\] ", prompt, re.MULTILINE))))})
+        elif "score" in properties:
+            kind, text = "judge", json.dumps({"score": 0.5, "rationale": "partly"})
+        elif "checks" in properties:
+            kind = "miner"
+            text = json.dumps({"intent": "install", "checks": [], "rubric": "uses the right tool",
+                               "outcome": "failure"})
+        else:
+            kind = "target"
+            system = next((m["content"] for m in messages if m["role"] == "system"), "")
+            text = "Run `pnpm install`." if "pnpm" in system else "Run `npm install`."
+            if "evil.example" in system:
+                text += " " + PLANTED
+        self.prompts.append((kind, prompt))
+        reply = {"id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": body.get("model", "m"),
+                 "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                              "finish_reason": "stop"}],
+                 "usage": {"prompt_tokens": len(prompt) // 4, "completion_tokens": len(text) // 4,
+                           "total_tokens": (len(prompt) + len(text)) // 4}}
+        return Response(json.dumps(reply), content_type="application/json")
+
+
+def night(tmp_path: Path, api, place: str, *, gate_mode: str, planted: str = PLANTED,
+          proposals: list[str] | None = None):
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "CLAUDE.md").write_text("# Shop\n\nHand-written notes.\n", encoding="utf-8")
+    (project / "AGENTS.md").write_text("# Shop\n\nHand-written notes.\n", encoding="utf-8")
+    claude_home, codex_home = tmp_path / "claude", tmp_path / "codex"
+    if place == "codex_output":
+        write_codex(codex_home, project, planted)
+    else:
+        write_claude(claude_home, project, place, planted)
+    stand_in = StandIn(proposals if proposals is not None else [planted, PARAPHRASED])
+    api.expect_request("/v1/chat/completions", method="POST").respond_with_handler(stand_in)
+    config = SleepConfig(backend="openai", base_url=api.url_for("/v1"), api_key="sk-test", target_model="target",
+                         optimizer_model="optimizer", claude_home=claude_home, codex_home=codex_home,
+                         lookback_hours=0, gate_mode=gate_mode, max_retries=0, workers=4)
+    result = run_night(config, project=project, state_root=tmp_path / "state", apply=True)
+    return result, project, stand_in
+
+
+def files_text(*roots: Path) -> str:
+    return "\n".join(path.read_text(encoding="utf-8", errors="replace")
+                     for root in roots if root.exists() for path in sorted(root.rglob("*")) if path.is_file()
+                     and path.suffix in (".md", ".json", ".jsonl", ""))
+
+
+def outside_data(prompt: str) -> str:
+    return re.sub(re.escape(DATA_OPEN) + r".*?" + re.escape(DATA_CLOSE), "", prompt, flags=re.DOTALL)
+
+
+def assert_planted_blocked(result, project: Path, stand_in: StandIn, planted: str, place: str) -> None:
+    diagnostics = result.diagnostics
+    # the transcripts were read as the real agent writes them: 8 sessions, 2 typed messages each, sub-agents apart
+    harvest = diagnostics.harvest
+    assert harvest.sessions_harvested == 8 and harvest.requests == 16, harvest
+    assert harvest.sessions_skipped.get("subagent", 0) == (8 if place == "subagent" else 0)
+    documents = files_text(project)
+    # the user's genuine rule, in their words, reached the memory; nothing planted reached any document
+    assert diagnostics.status == "accepted", diagnostics.summary
+    assert diagnostics.applied, diagnostics.errors
+    assert "we use pnpm in this repo, never npm" in documents
+    for marker in MARKERS:
+        assert marker not in documents, marker
+    staged = files_text(result.night_dir / "proposed")
+    assert staged and all(marker not in staged for marker in MARKERS)
+    # the optimizer did propose the planted text, and the screen said why it stopped it
+    blocked = [edit for edit in diagnostics.edits if edit.reason.startswith(NO_USER_PROVENANCE)]
+    assert any(planted[:40] in edit.content for edit in blocked), [e.reason for e in diagnostics.edits]
+    assert any(PARAPHRASED[:40] in edit.content for edit in blocked)
+    assert "blocked: no user provenance for `" in diagnostics.summary
+    assert not any(edit.status == "applied" and any(m in edit.content for m in MARKERS) for edit in diagnostics.edits)
+    # no rule and no provenance came from what the agent read
+    tasks = [json.loads(line) for line in (result.night_dir / "tasks.jsonl").read_text().splitlines()]
+    for task in tasks:
+        for text in [*task["rules"], *task["authored"]]:
+            assert all(marker not in text for marker in MARKERS), text
+        assert "agent-notification" not in task["request"]
+    assert any(CORRECTION in text for task in tasks for text in task["rules"] + task["authored"])
+    # every model but the target saw the planted text only as data (the target replays the user's request as sent)
+    seen = [prompt for kind, prompt in stand_in.prompts if kind != "target" and "evil.example" in prompt]
+    if place == "pasted":  # the user's message quotes it: the replayed request carries it to the models
+        assert seen, "the pasted block never reached a prompt: the case tests nothing"
+    for prompt in seen:
+        assert "evil.example" not in outside_data(prompt), prompt[:2000]
+
+
+@pytest.mark.parametrize("gate_mode", ["on", "off"])
+@pytest.mark.parametrize("place", PLACES)
+def test_a_planted_instruction_never_reaches_a_document(tmp_path, api, place, gate_mode):
+    result, project, stand_in = night(tmp_path, api, place, gate_mode=gate_mode)
+    assert_planted_blocked(result, project, stand_in, PLANTED, place)
+
+
+@pytest.mark.parametrize("place", ["read", "subagent", "pasted", "codex_output"])
+def test_a_paraphrased_plant_never_reaches_a_document(tmp_path, api, place):
+    result, project, stand_in = night(tmp_path, api, place, gate_mode="off", planted=PARAPHRASED)
+    assert_planted_blocked(result, project, stand_in, PARAPHRASED, place)
+
+
+def test_every_claude_place_is_covered():
+    assert set(CLAUDE_PLACES) == {"read", "web_fetch", "bash", "tool_use_result", "subagent", "assistant",
+                                  "notification", "pasted"}
+
+
+@pytest.mark.parametrize("gate_mode", ["on", "off"])
+def test_an_edit_that_carries_a_secret_never_reaches_a_document(tmp_path, api, gate_mode):
+    secrets = [f"Authenticate to the registry with {FAKE_SECRET} when you install.",
+               "Authenticate to the registry with [REDACTED:github_token] when you install."]
+    result, project, _ = night(tmp_path, api, "read", gate_mode=gate_mode, proposals=secrets)
+    diagnostics = result.diagnostics
+    assert diagnostics.status == "accepted" and "we use pnpm in this repo, never npm" in files_text(project)
+    assert FAKE_SECRET not in files_text(project) and "REDACTED" not in files_text(project)
+    assert FAKE_SECRET not in json.dumps(diagnostics.model_dump(mode="json")).replace(
+        json.dumps(secrets[0])[1:-1], "")  # the proposal itself is shown as proposed, never as a reason
+    reasons = [edit.reason for edit in diagnostics.edits if edit.reason.startswith(SECRET)]
+    assert len(reasons) >= 2 and all(FAKE_SECRET not in reason for reason in reasons)
+    assert "carries a secret" in diagnostics.summary
