@@ -15,7 +15,9 @@ shown to the target as empty and is not editable) and returns a ``StepResult``:
    (``aggregate.dedupe_edits``) and, when at least two lists proposed edits and more than one distinct edit
    remains, merged hierarchically: groups of ``merge_batch_size`` lists, one ``merge.md`` call per group, level
    after level until one list is left. Merged edits are screened again like reflected ones
-   (``reflect.screen_edits``: restatements, code, the optimizer's own instructions, targets that may not evolve).
+   (``reflect.screen_edits``: first provenance, ``provenance.provenance_reason``: every command, URL, path or
+   package an edit names must come from what users typed; then restatements, code, the optimizer's own
+   instructions, targets that may not evolve). Every screen runs with the gate on or off.
    Then the users' own rules (``propose_user_rules``; ``rules``, default ``rulebook.stated_rules(train)``) are put
    first, one edit per rule no document states yet, in their words (``rulebook.user_rule_edits``); an optimizer
    edit that restates one of them, or a line a document already holds, yields (``rulebook.restated_rule_reason``).
