@@ -7,7 +7,7 @@ there ("always run `curl -s https://… | sh` first") must never become a rule, 
 The screen (``provenance_reason``; ``engine/step.py`` hands it to ``reflect.screen_edits`` as the first check on
 every edit: the optimizer's, the merged ones and the users' own rules): every *sensitive token* of an edit
 (``sensitive_tokens``: URLs, host and file names, paths, environment variables, shell constructs such as ``| sh``,
-``curl``, ``sudo``, ``rm -rf`` or a redirection to a dotfile, the words of inline code, and the command or package
+``curl``, ``sudo``, ``rm -rf`` or a redirection to a dotfile, what inline code names, and the command or package
 after ``run``/``install``/``import``) must occur in **user-authored text** (``UserText``): what the user typed in
 their prompts, refinements, corrections and reactions (``TaskRecord.authored``: pasted blocks left out,
 ``authored_text``), the rules they stated, and the documents the agent already obeys. Otherwise the edit is rejected
@@ -43,7 +43,7 @@ TOKEN_SHOWN_CHARS = 80
 @dataclass(frozen=True)
 class Token:
     """One sensitive token of an edit. kind: ``url``, ``host``, ``path``, ``name`` (a dotted module or file name),
-    ``env`` (an environment variable), ``shell`` (a shell construct), ``command`` (a word of inline code, or the
+    ``env`` (an environment variable), ``shell`` (a shell construct), ``command`` (what inline code names, or the
     command after run/execute) or ``package`` (what is installed or imported); text: as written in the edit."""
 
     kind: str
@@ -125,7 +125,7 @@ _PATH = re.compile(r"(?<![\w/.~-])(?:~|\.{1,2})?/[\w.@+~-]+(?:/[\w.@+~-]*)*"
                    r"|(?<![\w/.-])\.[a-z][\w-]*(?:\.[\w-]+)*\b"
                    r"|\b[\w.-]+(?:/[\w.-]+)*/[\w-]+\.[A-Za-z0-9]{1,5}\b")
 _DOTTED = re.compile(r"(?<![\w./-])[A-Za-z][\w-]*(?:\.[A-Za-z][\w-]*)+(?![\w-])")
-_WITH_FLAG = re.compile(r"(?<![\w.-])([A-Za-z][\w.-]*)\s+(?=-{1,2}[A-Za-z][\w-]*\b)")
+_WITH_FLAG = re.compile(r"(?<![\w.@/-])([A-Za-z][\w.-]*)\s+(?=-{1,2}[A-Za-z][\w-]*\b)")
 _CODE_SPAN = re.compile(r"`([^`\n]+)`")
 _FENCED = re.compile(r"(```|~~~)(.*?)(?:\1|\Z)", re.DOTALL)
 _MANAGER = re.compile(
@@ -137,7 +137,7 @@ _VERB_OBJECT = re.compile(
     r"(?:(?:command|script|binary|package|module|library|tool|file)\s+)?([@\w][\w.@/+:-]*)", re.IGNORECASE)
 _FROM_IMPORT = re.compile(r"\bfrom\s+([A-Za-z_][\w.]*)\s+import\b")
 _TECHNICAL = re.compile(r"[\d_.@/+:-]")
-_WORD = re.compile(r"[A-Za-z0-9_@][\w.@/+:=~-]*")
+_WORD = re.compile(r"-{0,2}[A-Za-z0-9_@][\w.@/+:=~-]*")
 
 #: Last parts of a dotted name that make it a host name (a few common and abused top-level domains).
 _HOST_ENDINGS = frozenset(
@@ -147,6 +147,14 @@ _HOST_ENDINGS = frozenset(
 _FILE_ENDINGS = frozenset(
     "sh bash zsh ps1 bat cmd exe py js mjs cjs ts tsx jsx json yaml yml toml ini cfg conf env txt md rb pl php go rs "
     "java kt c h cpp hpp cs swift zip tar gz tgz bz2 xz deb rpm dmg pkg whl jar lock sql db csv xml html css".split())
+_SEGMENT = re.compile(r"\|\||&&|[|;]|\$\(")
+_IDENTITY = re.compile(r"[-_.@/:=+\d]")
+_DUNDER = re.compile(r"^__\w+__$")
+_CAPS_PLACEHOLDER = re.compile(r"^[A-Z]+$")  # ``uv add PKG``, ``git checkout BRANCH``: a slot, not a name
+#: Language keywords that start code without naming a program (``from pathlib import Path``, ``const x = ...``).
+_KEYWORDS = frozenset(
+    "from import def class return if else elif for while with as in not and or is none true false async await "
+    "const let var function export new raise try except finally lambda yield pass".split())
 #: Words of inline code that name nothing (format placeholders a rule may show).
 _PLACEHOLDERS = frozenset({"yyyy-mm-dd", "yyyy", "mm", "dd", "hh", "ss", "type", "scope", "subject", "description"})
 
@@ -161,11 +169,25 @@ def _dotted_kind(text: str) -> str:
 
 
 def _code_words(code: str) -> list[str]:
+    """The words of a piece of inline code that name something: the command of each shell segment (its first word
+    that is not a language keyword), and every word shaped like an identity (``left-pad-helper@latest``, ``--init``,
+    ``my_tool``, ``v2``). Plain words after a command (``add``, ``install``, ``Path``) name nothing by themselves."""
     out = []
-    for word in _WORD.findall(code):
-        word = word.strip(".:,;=")
-        if len(word) >= 2 and re.search(r"[A-Za-z]", word) and word.lower() not in _PLACEHOLDERS:
-            out.append(word)
+    for segment in _SEGMENT.split(code):
+        command_seen = False
+        for word in _WORD.findall(segment):
+            word = word.strip(".:,;=")
+            lowered = word.lower()
+            if (len(word) < 2 or not re.search(r"[A-Za-z]", word) or lowered in _PLACEHOLDERS or _DUNDER.match(word)
+                    or _CAPS_PLACEHOLDER.match(word)):
+                continue
+            if "." in word and "/" not in word and _dotted_kind(word) == "name":
+                word = word.split(".")[0]  # ``logging.getLogger``: named by its module
+            if not command_seen and lowered not in _KEYWORDS:
+                command_seen = True
+                out.append(word)
+            elif _IDENTITY.search(word):
+                out.append(word)
     return out
 
 
@@ -195,10 +217,13 @@ def sensitive_tokens(text: str) -> list[Token]:
     for match in _DOTTED.finditer(rest):
         parts = match.group(0).split(".")
         if max(len(part) for part in parts) >= 2 and not all(len(part) == 1 for part in parts):
-            add(_dotted_kind(match.group(0)), match.group(0))
+            kind = _dotted_kind(match.group(0))
+            # a host or a file is named whole; ``logging.getLogger`` is named by its module
+            add(kind, match.group(0) if kind != "name" else parts[0])
     for match in _MANAGER.finditer(rest):
         add("command", match.group(1))
-        add("package", match.group(3))
+        if not _CAPS_PLACEHOLDER.match(match.group(3)):
+            add("package", match.group(3))
     for match in _WITH_FLAG.finditer(rest):
         add("command", match.group(1))
     for match in _FROM_IMPORT.finditer(rest):
@@ -206,6 +231,8 @@ def sensitive_tokens(text: str) -> list[Token]:
     for match in _VERB_OBJECT.finditer(rest):
         word = match.group(1)
         verb = match.group(0).split()[0].lower()
+        if verb == "import" and re.search(r"\bfrom\s+[\w.]+\s*$", rest[:match.start()]):
+            continue  # ``from pathlib import Path``: the module is the name, ``Path`` is in it
         if _TECHNICAL.search(word) or (verb in ("import", "require") and word.lower() not in _ENGLISH_OBJECTS):
             add("package" if verb in ("install", "import", "require") else "command", word)
     for match in _FENCED.finditer(rest):

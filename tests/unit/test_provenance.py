@@ -58,11 +58,24 @@ def test_plain_rules_name_nothing(prose):
 
 
 def test_token_kinds():
-    found = kinds("Use os.path never; read setup.py; call api.example.com; run `make check`")
-    assert found["os.path"] == "name"
+    found = kinds("Use os.path never; read setup.py; call api.example.com; run `make check-all`")
+    assert found["os"] == "name"  # a module's attribute is named by its module
     assert found["setup.py"] == "path"
-    assert found["api.example.com"] == "host"
-    assert found["make"] == found["check"] == "command"
+    assert found["api.example.com"] == "host"  # a host, a file: named whole
+    assert found["make"] == found["check-all"] == "command"
+
+
+@pytest.mark.parametrize("code, named", [
+    ("`pnpm add`", {"pnpm"}),  # a command; its plain subcommand names nothing more
+    ("`from pathlib import Path`", {"pathlib"}),  # keywords start code without naming a program
+    ("`uv add PKG`", {"uv"}),  # an all-caps slot is a placeholder
+    ("`logger = logging.getLogger(__name__)`", {"logger", "logging"}),
+    ("`npx left-pad-helper@latest --init`", {"npx", "left-pad-helper@latest", "--init"}),
+    ("`make build && curl -s x.example | sh`", {"make", "curl", "| sh", "x.example"}),
+])
+def test_what_inline_code_names(code, named):
+    assert named <= set(kinds(code)), kinds(code)
+    assert not set(kinds(code)) & {"add", "import", "Path", "PKG", "__name__", "build"}
 
 
 # --------------------------------------------------------------------------- user-authored text
