@@ -181,3 +181,23 @@ def test_an_edit_that_carries_a_secret_never_reaches_a_document(tmp_path, api, g
     reasons = [edit.reason for edit in diagnostics.edits if edit.reason.startswith(SECRET)]
     assert len(reasons) >= 2 and all(FAKE_SECRET not in reason for reason in reasons)
     assert "carries a secret" in diagnostics.summary
+
+
+def test_a_candidate_built_elsewhere_is_checked_again_before_it_is_staged(tmp_path, api, monkeypatch):
+    """Whatever built the candidate (tonight's step, or a pending candidate kept by an older version), a line no
+    user typed stops it before anything is staged or adopted."""
+    from skillopt_sleep.memory.night import NightMemory, Outcome
+
+    def planted_outcome(self, step):
+        candidate = dict(step.candidate) or dict(self.baseline)
+        candidate["memory"] = candidate["memory"].replace(
+            "<!-- skillopt-sleep:end -->", f"- {PLANTED}\n<!-- skillopt-sleep:end -->")
+        return Outcome(True, candidate, step.gate)
+
+    monkeypatch.setattr(NightMemory, "decide", planted_outcome)
+    result, project, _ = night(tmp_path, api, "read", gate_mode="off", proposals=[])
+    diagnostics = result.diagnostics
+    assert diagnostics.status == "rejected" and diagnostics.applied == [] and diagnostics.proposed == []
+    assert not (result.night_dir / "proposed").exists()
+    assert any(error["stage"] == "provenance" and "evil.example" in error["message"] for error in diagnostics.errors)
+    assert all(marker not in files_text(project) for marker in MARKERS)
