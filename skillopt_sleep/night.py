@@ -308,7 +308,7 @@ def _run_locked(config: SleepConfig, *, project: Path, paths: ProjectPaths, dry_
         # what users typed, tonight and on earlier nights, and the documents the agent obeys: the only source an
         # edit's commands, URLs and paths may come from (provenance.py)
         user_text = UserText.of_tasks(tasks, rules=[text for rule in prepared.rules for text in rule.phrasings],
-                                      documents=[*step_documents.values(), *night_memory.authored_texts()])
+                                      documents=step_documents.values(), earlier=night_memory.authored_texts())
 
         # -------------------------------------------------------------- the step (engine/step.py)
         step = run_step(train=prepared.train, val=val, documents=prepared.documents, settings=settings,

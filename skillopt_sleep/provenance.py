@@ -83,12 +83,13 @@ class UserText:
         return cls(texts)
 
     @classmethod
-    def of_tasks(cls, tasks: Iterable[TaskRecord], *, rules: Iterable[str] = (),
-                 documents: Iterable[str] = ()) -> UserText:
-        """From tasks (``TaskRecord.authored``), the rules users stated (their phrasings) and the documents the agent
-        already obeys (skill document, memory: an edit that repeats them adds no new source of instructions)."""
+    def of_tasks(cls, tasks: Iterable[TaskRecord], *, rules: Iterable[str] = (), documents: Iterable[str] = (),
+                 earlier: Iterable[str] = ()) -> UserText:
+        """From tasks (``TaskRecord.authored``), the rules users stated (their phrasings), the documents the agent
+        already obeys (skill document, memory: an edit that repeats them adds no new source of instructions) and what
+        users typed on earlier nights (``TaskArchive.authored_texts``)."""
         texts = [text for task in tasks for text in task.authored]
-        return cls([*texts, *rules, *documents])
+        return cls([*texts, *rules, *documents, *earlier])
 
     def __len__(self) -> int:
         return len(self._text)

@@ -201,3 +201,31 @@ def test_a_candidate_built_elsewhere_is_checked_again_before_it_is_staged(tmp_pa
     assert not (result.night_dir / "proposed").exists()
     assert any(error["stage"] == "provenance" and "evil.example" in error["message"] for error in diagnostics.errors)
     assert all(marker not in files_text(project) for marker in MARKERS)
+
+
+def test_what_the_user_typed_on_an_earlier_night_is_provenance(tmp_path, api):
+    """The archive keeps what users typed: a command typed on night 1 may be named by an edit on night 2, and is
+    blocked on a first night that never saw it."""
+    from transcripts import PNPM_CONVERSATIONS, write_claude_sessions
+
+    proposal = "- Run `make check` before you answer."
+    stand_in = StandIn([proposal])
+    api.expect_request("/v1/chat/completions", method="POST").respond_with_handler(stand_in)
+    project = tmp_path / "project"
+    project.mkdir()
+
+    def run(home: Path, conversations, state: Path):
+        write_claude_sessions(home, project, conversations)
+        config = SleepConfig(backend="openai", base_url=api.url_for("/v1"), api_key="sk-test", target_model="t",
+                             optimizer_model="o", claude_home=home, lookback_hours=0, gate_mode="off",
+                             max_retries=0)
+        return run_night(config, project=project, state_root=state).diagnostics
+
+    typed = [("please run `make check` and then install the deps for this repo", "Run `npm install`.", CORRECTION)]
+    later = PNPM_CONVERSATIONS[1:5]
+    first = run(tmp_path / "claude-1", typed, tmp_path / "state")
+    second = run(tmp_path / "claude-2", later, tmp_path / "state")
+    fresh = run(tmp_path / "claude-3", later, tmp_path / "state-fresh")
+    applied = [edit.content for edit in second.edits if edit.status == "applied"]
+    assert first.status == "accepted" and proposal in applied, [(e.content, e.reason) for e in second.edits]
+    assert any(edit.content == proposal and edit.reason.startswith(NO_USER_PROVENANCE) for edit in fresh.edits)

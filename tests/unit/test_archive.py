@@ -122,3 +122,17 @@ def test_the_rejected_edit_ledger_keeps_the_first_night(archive):
     assert not archive.add_rejected_edit(key="k", night_id="n2", target="memory", op="append", anchor=None,
                                          content="Use pnpm", reason="lost")
     assert [(e["key"], e["night_id"]) for e in archive.rejected_edits()] == [("k", "n1")]
+
+
+def test_authored_texts_are_what_users_typed_over_every_night(archive):
+    typed = task("t-1", "BODY OF /deploy: ./ship.sh").model_copy(update={"authored": ["/deploy staging"]})
+    archive.record_tasks([typed, task("t-2", "add a README")], night_id="n1")
+    archive.put_rule({"id": "r-1", "keys": [["contains", "pnpm"]], "text": "we use pnpm", "phrasings":
+                      ["we use pnpm", "pnpm, not npm"], "sessions": [], "nights": ["n1"], "stated": 2,
+                      "status": "stated", "rejections": 0, "wins": 0, "losses": 0, "first_night": "n1",
+                      "last_night": "n1", "last_exercised": None, "status_night": None, "replaced_by": None})
+    # a record from before ``authored`` existed, and a damaged one, give nothing
+    archive.connection.execute("INSERT INTO tasks VALUES ('t-3', 'old', '{\"id\": \"t-3\"}', 'train', 0, 1, 1, 'n0', "
+                               "'n0')")
+    archive.connection.execute("INSERT INTO tasks VALUES ('t-4', 'bad', 'not json', 'train', 0, 1, 1, 'n0', 'n0')")
+    assert archive.authored_texts() == ["/deploy staging", "we use pnpm", "pnpm, not npm"]
