@@ -109,7 +109,8 @@ def _new_night_id(nights_dir: Path, now: datetime) -> str:
 def _failure_fix(exc: BackendError) -> str:
     message = str(exc).lower()
     # status codes as whole numbers: "127.0.0.1:40123" in a connection error is a port, not a 401
-    if re.search(r"(?<![\d.:])40[13](?!\d)", message) or "auth" in message or "key" in message or "log in" in message:
+    status_401_403 = re.search(r"(?<![\d.:])40[13](?!\d)", message)
+    if status_401_403 or "auth" in message or "key" in message or "log in" in message:
         return "check the API key / log in to the agent CLI, then run 'skillopt-sleep run-now' again"
     if "not json" in message or "no json" in message:
         return ("the model did not return valid JSON: configure a larger optimizer_model (a model under ~1B "
@@ -307,7 +308,8 @@ def _run_locked(config: SleepConfig, *, project: Path, paths: ProjectPaths, dry_
 
         # what users typed, tonight and on earlier nights, and the documents the agent obeys: the only source an
         # edit's commands, URLs and paths may come from (provenance.py)
-        user_text = UserText.of_tasks(tasks, rules=[text for rule in prepared.rules for text in rule.phrasings],
+        user_text = UserText.of_tasks(tasks, rules=[text for rule in prepared.rules
+                                                    for text in (rule.phrasings or [rule.text])],
                                       documents=step_documents.values(), earlier=night_memory.authored_texts())
 
         # -------------------------------------------------------------- the step (engine/step.py)
@@ -338,7 +340,7 @@ def _run_locked(config: SleepConfig, *, project: Path, paths: ProjectPaths, dry_
             if unsupported:
                 outcome = Outcome(False)
                 diagnostics.errors.extend({"stage": "provenance", "message": f"{kind}: {line.strip()[:120]!r}: {why}"}
-                                          for kind, line, why in unsupported)
+                                          for kind, line, why in unsupported)  # nothing is staged
         gate = outcome.gate if outcome.accepted and outcome.gate is not None else step.gate
         candidate = outcome.candidate
         accepted = outcome.accepted

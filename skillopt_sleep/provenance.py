@@ -91,9 +91,6 @@ class UserText:
         texts = [text for task in tasks for text in task.authored]
         return cls([*texts, *rules, *documents, *earlier])
 
-    def __len__(self) -> int:
-        return len(self._text)
-
     def has(self, token: str) -> bool:
         return token_pattern(token).search(self._text) is not None
 
