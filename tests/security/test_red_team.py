@@ -152,15 +152,10 @@ def assert_planted_blocked(result, project: Path, stand_in: StandIn, planted: st
 
 @pytest.mark.parametrize("gate_mode", ["on", "off"])
 @pytest.mark.parametrize("place", PLACES)
-def test_a_planted_instruction_never_reaches_a_document(tmp_path, api, place, gate_mode):
-    result, project, stand_in = night(tmp_path, api, place, gate_mode=gate_mode)
-    assert_planted_blocked(result, project, stand_in, PLANTED, place)
-
-
-@pytest.mark.parametrize("place", ["read", "subagent", "pasted", "codex_output"])
-def test_a_paraphrased_plant_never_reaches_a_document(tmp_path, api, place):
-    result, project, stand_in = night(tmp_path, api, place, gate_mode="off", planted=PARAPHRASED)
-    assert_planted_blocked(result, project, stand_in, PARAPHRASED, place)
+@pytest.mark.parametrize("planted", [PLANTED, PARAPHRASED], ids=["verbatim", "paraphrased"])
+def test_a_planted_instruction_never_reaches_a_document(tmp_path, api, planted, place, gate_mode):
+    result, project, stand_in = night(tmp_path, api, place, gate_mode=gate_mode, planted=planted)
+    assert_planted_blocked(result, project, stand_in, planted, place)
 
 
 def test_every_claude_place_is_covered():
