@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-SourceName = Literal["claude", "codex"]
+SourceName = Literal["claude", "codex", "gemini", "copilot", "opencode", "cursor", "aider", "cline"]
 Role = Literal["miner", "target", "judge", "optimizer"]
 Split = Literal["train", "val", "test"]
 Reaction = Literal["approval", "correction", "reask", "interrupted", "rejected", "aborted", "none"]
