@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import tomlkit
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from skillopt_sleep import paths
 from skillopt_sleep.errors import ConfigError
 from skillopt_sleep.fsio import write_text_atomic
+from skillopt_sleep.models import SourceName
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -36,14 +37,29 @@ class SleepConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True, use_attribute_docstrings=True)
 
     # -- harvest
-    source: Literal["auto", "claude", "codex"] = "auto"
-    """Which transcripts to read: ``auto`` = every source that has sessions (never a silent fallback)."""
+    source: str = "auto"
+    """Which transcripts to read: ``auto`` = every source that has sessions (never a silent fallback), ``all``, one
+    source (``claude``, ``codex``, ``gemini``, ``copilot``, ``opencode``, ``cursor``, ``aider``, ``cline``) or several
+    separated by commas (``gemini,aider``)."""
     scope: Literal["project", "all"] = "project"
     """``project``: only sessions whose cwd is the project or below it; ``all``: every session."""
     claude_home: Path | None = None
     """Claude Code root (default ``$CLAUDE_CONFIG_DIR`` or ``~/.claude``)."""
     codex_home: Path | None = None
     """Codex CLI root (default ``$CODEX_HOME`` or ``~/.codex``)."""
+    gemini_home: Path | None = None
+    """Gemini CLI root (default ``~/.gemini``)."""
+    copilot_home: Path | None = None
+    """GitHub Copilot CLI root (default ``~/.copilot``)."""
+    opencode_home: Path | None = None
+    """OpenCode data folder (default ``$XDG_DATA_HOME/opencode`` or ``~/.local/share/opencode``)."""
+    cursor_home: Path | None = None
+    """Cursor root (default ``~/.cursor``)."""
+    aider_home: Path | None = None
+    """Aider chat history file, or the folder holding ``.aider.chat.history.md`` (default
+    ``$AIDER_CHAT_HISTORY_FILE``, else the project)."""
+    cline_home: Path | None = None
+    """VS Code ``User/globalStorage`` folder holding Cline, Roo Code and Kilo tasks (default: VS Code's)."""
     include_sdk_sessions: bool = False
     """Also mine headless Claude Code runs (``entrypoint: sdk-cli``, i.e. ``claude -p``)."""
     lookback_hours: float = Field(72.0, ge=0)
@@ -190,12 +206,30 @@ class SleepConfig(BaseModel):
     keep_nights: int = Field(60, ge=1)
     """Night directories kept per project."""
 
-    @field_validator("claude_home", "codex_home", "model_path", mode="before")
+    @field_validator("claude_home", "codex_home", "gemini_home", "copilot_home", "opencode_home", "cursor_home",
+                     "aider_home", "cline_home", "model_path", mode="before")
     @classmethod
     def _expand(cls, value: Any) -> Any:
         if isinstance(value, str) and value:
             return Path(value).expanduser()
         return value
+
+    @field_validator("source")
+    @classmethod
+    def _known_sources(cls, value: str) -> str:
+        text = ",".join(part.strip() for part in value.lower().split(",") if part.strip())
+        if text in ("auto", "all"):
+            return text
+        known = get_args(SourceName)
+        unknown = [name for name in text.split(",") if name not in known]
+        if not text or unknown:
+            raise ValueError(f"unknown source {', '.join(unknown) or repr(value)}: use auto, all, or one or more of "
+                             f"{', '.join(known)} separated by commas")
+        return text
+
+    def homes(self) -> dict[str, Path | None]:
+        """Source name -> the root configured for it (``<source>_home``; None: its default)."""
+        return {name: getattr(self, f"{name}_home") for name in get_args(SourceName)}
 
     def public_dump(self) -> dict[str, Any]:
         """Return the config as JSON-able data with secrets masked (for diagnostics and ``config show``)."""

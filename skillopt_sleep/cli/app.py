@@ -11,7 +11,7 @@ import typer
 
 from skillopt_sleep import __version__
 from skillopt_sleep.cli import adopt_cmd, config_cmd, models_cmd, report_cmd, schedule_cmd, train_cmd
-from skillopt_sleep.cli.common import emit_json, resolve_config, stderr, stdout, user_errors
+from skillopt_sleep.cli.common import emit_json, home_flags, resolve_config, stderr, stdout, user_errors
 
 app = typer.Typer(
     name="skillopt-sleep",
@@ -25,10 +25,14 @@ ConfigOpt = Annotated[Optional[Path], typer.Option("--config", help="Config TOML
                                                     envvar="SKILLOPT_SLEEP_CONFIG")]
 ProjectOpt = Annotated[Optional[Path], typer.Option("--project", help="Project directory (default: current directory).")]
 ScopeOpt = Annotated[Optional[str], typer.Option("--scope", help="project | all")]
-SourceOpt = Annotated[Optional[str], typer.Option("--source", help="claude | codex | auto")]
+SourceOpt = Annotated[Optional[str], typer.Option(
+    "--source", help="auto | all | a source (claude, codex, gemini, copilot, opencode, cursor, aider, cline) | "
+                     "several, comma-separated")]
 LookbackOpt = Annotated[Optional[float], typer.Option("--lookback-hours", help="First-night lookback (0 = all).")]
 ClaudeHomeOpt = Annotated[Optional[Path], typer.Option("--claude-home", help="Claude Code root to read.")]
 CodexHomeOpt = Annotated[Optional[Path], typer.Option("--codex-home", help="Codex CLI root to read.")]
+HomeOpt = Annotated[Optional[list[str]], typer.Option(
+    "--home", help="SOURCE=PATH: the root to read for a source (repeatable), e.g. --home gemini=~/.gemini")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON to stdout.")]
 
 
@@ -59,6 +63,7 @@ def run_now(
     lookback_hours: LookbackOpt = None,
     claude_home: ClaudeHomeOpt = None,
     codex_home: CodexHomeOpt = None,
+    home: HomeOpt = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Harvest and mine only: no LLM call, nothing saved.")] = False,
     apply: Annotated[bool, typer.Option("--apply", help="Write accepted documents to the project (atomic, with backup).")] = False,
     json_: JsonOpt = False,
@@ -70,7 +75,7 @@ def run_now(
     with user_errors():
         config = resolve_config(config_file, scope=scope, source=source, backend=backend, model_path=model_path,
                                 gate_mode=gate_mode, lookback_hours=lookback_hours, claude_home=claude_home,
-                                codex_home=codex_home)
+                                codex_home=codex_home, **home_flags(home))
         result = run_night(config, project=project or Path.cwd(), dry_run=dry_run, apply=apply)
     diagnostics = result.diagnostics
     if json_:
@@ -103,6 +108,7 @@ def harvest_cmd(
     lookback_hours: LookbackOpt = None,
     claude_home: ClaudeHomeOpt = None,
     codex_home: CodexHomeOpt = None,
+    home: HomeOpt = None,
     output: Annotated[Optional[Path], typer.Option("--output", help="Write the mined tasks (JSONL, mode 0600).")] = None,
     json_: JsonOpt = False,
     config_file: ConfigOpt = None,
@@ -112,7 +118,7 @@ def harvest_cmd(
 
     with user_errors():
         config = resolve_config(config_file, scope=scope, source=source, lookback_hours=lookback_hours,
-                                claude_home=claude_home, codex_home=codex_home)
+                                claude_home=claude_home, codex_home=codex_home, **home_flags(home))
         preview = preview_harvest(config, project=project or Path.cwd(), output=output)
     if json_:
         emit_json(preview)

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from rich.console import Console
 
 from skillopt_sleep.config import SleepConfig, load_config
-from skillopt_sleep.errors import SleepError
+from skillopt_sleep.errors import ConfigError, SleepError
 
 stdout = Console(soft_wrap=True)
 stderr = Console(stderr=True, soft_wrap=True)
@@ -46,6 +46,18 @@ def user_errors():
         stderr.print(f"[red]internal error:[/red] {type(exc).__name__}: {exc} "
                      "(set SKILLOPT_SLEEP_RAISE_ERRORS=1 for a traceback)", highlight=False)
         raise typer.Exit(code=70) from None
+
+
+def home_flags(values: list[str] | None) -> dict[str, Path]:
+    """``--home SOURCE=PATH`` values as config flags (``{"gemini_home": Path(...)}``). Raises ConfigError for a value
+    without ``=`` (a bad source name is caught by the config, naming the key)."""
+    flags: dict[str, Path] = {}
+    for value in values or []:
+        name, sep, path = value.partition("=")
+        if not sep or not name.strip() or not path.strip():
+            raise ConfigError(f"--home expects SOURCE=PATH, got {value!r}", source="--home", key="home")
+        flags[f"{name.strip().lower()}_home"] = Path(path.strip()).expanduser()
+    return flags
 
 
 def resolve_config(config_file: Path | None, **flags: Any) -> SleepConfig:

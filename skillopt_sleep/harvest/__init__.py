@@ -1,4 +1,4 @@
-"""Transcript harvesters, one module per source (``claude_code``, ``codex``), and ``harvest()`` that runs them.
+"""Transcript harvesters, one module per source (``sources.REGISTRY``), and ``harvest()`` that runs them.
 
 ``harvest`` reads every requested source, applies the scope (project: the session's cwd is the project or below
 it; all: every session), the per-file checkpoints (only what was appended since the last completed night) and, on
@@ -16,11 +16,12 @@ from datetime import datetime
 from pathlib import Path
 
 from skillopt_sleep.errors import HarvestError
-from skillopt_sleep.harvest import claude_code, codex
 from skillopt_sleep.harvest.base import HarvestContext
+from skillopt_sleep.harvest.sources import REGISTRY, parse_sources, resolve_root
 from skillopt_sleep.models import FileCheckpoint, HarvestStats, Session
 
-SOURCES = ("claude", "codex")
+#: The sources this version reads, in order (``sources.REGISTRY``).
+SOURCES = tuple(REGISTRY)
 
 
 @dataclass
@@ -41,34 +42,26 @@ class HarvestResult:
 
 def resolve_claude_home(explicit: Path | None) -> Path:
     """Claude Code root: ``explicit`` > ``$CLAUDE_CONFIG_DIR`` > ``~/.claude`` (absolute, ``~`` expanded)."""
-    if explicit is not None:
-        return Path(explicit).expanduser().absolute()
-    configured = os.environ.get("CLAUDE_CONFIG_DIR")
-    if configured:
-        return Path(configured).expanduser().absolute()
-    return (Path.home() / ".claude").absolute()
+    return resolve_root("claude", explicit)
 
 
 def resolve_codex_home(explicit: Path | None) -> Path:
     """Codex CLI root: ``explicit`` > ``$CODEX_HOME`` > ``~/.codex`` (absolute, ``~`` expanded)."""
-    if explicit is not None:
-        return Path(explicit).expanduser().absolute()
-    configured = os.environ.get("CODEX_HOME")
-    if configured:
-        return Path(configured).expanduser().absolute()
-    return (Path.home() / ".codex").absolute()
+    return resolve_root("codex", explicit)
 
 
 def harvest(*, source: str = "auto", scope: str = "project", project: Path | None = None,
-            claude_home: Path | None = None, codex_home: Path | None = None, include_sdk_sessions: bool = False,
-            lookback_hours: float = 72.0, checkpoints: dict[str, FileCheckpoint] | None = None,
-            now: datetime | None = None) -> HarvestResult:
+            claude_home: Path | None = None, codex_home: Path | None = None, homes: dict[str, Path | None] | None = None,
+            include_sdk_sessions: bool = False, lookback_hours: float = 72.0,
+            checkpoints: dict[str, FileCheckpoint] | None = None, now: datetime | None = None) -> HarvestResult:
     """Read the transcripts of ``source`` and return a ``HarvestResult``.
 
-    source: ``auto`` (every source whose root holds session files), ``claude``, ``codex`` or ``all`` (both). A
-    source asked for explicitly is listed in ``sources`` even when it has no sessions (never a silent fallback).
-    scope: ``project`` (needs ``project``) or ``all``. lookback_hours: first night only (``checkpoints is None``):
-    turns older than ``now - lookback_hours`` are dropped; 0 keeps all. now: aware datetime (default: UTC now).
+    source: ``auto`` (every source whose root holds session files), ``all``, one source name or several separated
+    by commas (``sources.parse_sources``). A source asked for explicitly is listed in ``sources`` even when it has
+    no sessions (never a silent fallback). homes: source name -> root to read (None or missing: its default,
+    ``sources.resolve_root``); claude_home / codex_home: the same for those two. scope: ``project`` (needs
+    ``project``) or ``all``. lookback_hours: first night only (``checkpoints is None``): turns older than
+    ``now - lookback_hours`` are dropped; 0 keeps all. now: aware datetime (default: UTC now).
     Raises HarvestError for an unknown source or scope, ``scope="project"`` without a project, or a source root
     that exists but cannot be listed. Malformed files and lines never raise: they are counted in the stats.
     """
@@ -76,25 +69,19 @@ def harvest(*, source: str = "auto", scope: str = "project", project: Path | Non
         raise HarvestError(f"unknown scope {scope!r}; use 'project' or 'all'")
     if scope == "project" and project is None:
         raise HarvestError("scope 'project' needs a project directory; pass --project or use --scope all")
-    roots = {"claude": resolve_claude_home(claude_home), "codex": resolve_codex_home(codex_home)}
-    detectors = {"claude": claude_code.has_sessions, "codex": codex.has_sessions}
-    if source == "auto":
-        selected = [name for name in SOURCES if detectors[name](roots[name])]
-    elif source == "all":
-        selected = list(SOURCES)
-    elif source in SOURCES:
-        selected = [source]
-    else:
-        raise HarvestError(f"unknown source {source!r}; use 'auto', 'claude', 'codex' or 'all'")
+    explicit = {"claude": claude_home, "codex": codex_home, **{k: v for k, v in (homes or {}).items() if v}}
+    roots = {name: resolve_root(name, explicit.get(name), project) for name in REGISTRY}
+    named = parse_sources(source)
+    selected = named if named is not None else [name for name, spec in REGISTRY.items()
+                                                if spec.has_sessions(roots[name])]
     result = HarvestResult(sources=selected)
     context = HarvestContext.build(scope=scope, project=project, include_sdk_sessions=include_sdk_sessions,
                                    lookback_hours=lookback_hours, checkpoints=checkpoints, now=now,
                                    new_checkpoints=result.checkpoints)
-    readers = {"claude": claude_code.harvest_claude, "codex": codex.harvest_codex}
     with _collector_paused():
         for name in selected:
             stats = HarvestStats()
-            result.sessions.extend(readers[name](roots[name], context, stats))
+            result.sessions.extend(REGISTRY[name].read(roots[name], context, stats))
             result.per_source[name] = stats
             result.stats.merge(stats)
     # Files outside tonight's roots (another source, another root) keep last night's checkpoints, so reading them
@@ -127,8 +114,7 @@ def harvest_for_config(config, *, project: Path, checkpoints: dict[str, FileChec
         source=config.source,
         scope=config.scope,
         project=project if config.scope == "project" else None,
-        claude_home=config.claude_home,
-        codex_home=config.codex_home,
+        homes=config.homes(),
         include_sdk_sessions=config.include_sdk_sessions,
         lookback_hours=config.lookback_hours,
         checkpoints=checkpoints,

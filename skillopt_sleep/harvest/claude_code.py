@@ -206,6 +206,12 @@ def list_files(root: Path) -> tuple[list[Path], list[Path]]:
     return sorted(mains), sorted(agents)
 
 
+def default_root() -> Path:
+    """Claude Code's root: ``$CLAUDE_CONFIG_DIR``, else ``~/.claude`` (absolute, ``~`` expanded)."""
+    configured = os.environ.get("CLAUDE_CONFIG_DIR")
+    return (Path(configured).expanduser() if configured else Path.home() / ".claude").absolute()
+
+
 def has_sessions(root: Path) -> bool:
     """True when ``root`` holds at least one main Claude Code transcript."""
     try:

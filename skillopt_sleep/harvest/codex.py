@@ -181,6 +181,12 @@ def list_files(root: Path) -> list[Path]:
     return sorted(found)
 
 
+def default_root() -> Path:
+    """Codex CLI's root: ``$CODEX_HOME``, else ``~/.codex`` (absolute, ``~`` expanded)."""
+    configured = os.environ.get("CODEX_HOME")
+    return (Path(configured).expanduser() if configured else Path.home() / ".codex").absolute()
+
+
 def has_sessions(root: Path) -> bool:
     """True when ``root`` holds at least one Codex rollout."""
     try:
