@@ -184,7 +184,11 @@ class SleepConfig(BaseModel):
     """Skill document, relative to the project (default ``.claude/skills/skillopt-sleep/SKILL.md`` for Claude
     Code; none for Codex)."""
     memory_path: str | None = None
-    """Memory document, relative to the project (default ``CLAUDE.md`` for Claude Code, ``AGENTS.md`` for Codex)."""
+    """Memory document, relative to the project (default: the first written agent's file, ``CLAUDE.md`` for Claude
+    Code; see ``targets``)."""
+    targets: list[str] | None = None
+    """The agents whose memory files receive what a night learns, e.g. ``["claude", "aider"]`` (``CLAUDE.md``,
+    ``CONVENTIONS.md``, ...: README "Sources"); None = every source read tonight."""
     auto_adopt: bool = False
     """Write accepted documents to the project (atomically, with a backup) instead of only staging them."""
 
@@ -213,6 +217,18 @@ class SleepConfig(BaseModel):
         if isinstance(value, str) and value:
             return Path(value).expanduser()
         return value
+
+    @field_validator("targets")
+    @classmethod
+    def _known_targets(cls, value: list[str] | None) -> list[str] | None:
+        if value is None:
+            return None
+        known = get_args(SourceName)
+        names = [str(name).strip().lower() for name in value if str(name).strip()]
+        unknown = [name for name in names if name not in known]
+        if not names or unknown:
+            raise ValueError(f"unknown target {', '.join(unknown) or '(none)'}: use one or more of {', '.join(known)}")
+        return names
 
     @field_validator("source")
     @classmethod

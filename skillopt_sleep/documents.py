@@ -1,16 +1,26 @@
-"""The skill document and the memory document a night may edit (the managed targets).
+"""The skill document and the memory documents a night may edit (the managed targets).
 
-Defaults (paths relative to the project; configurable with ``skill_path`` / ``memory_path``):
+Each agent reads its own memory file (``MEMORY_FILES``, relative to the project):
 
-=============  ===============================================  ============
-source         skill document                                   memory
-=============  ===============================================  ============
-Claude Code    ``.claude/skills/skillopt-sleep/SKILL.md``        ``CLAUDE.md``
-Codex CLI      (none)                                           ``AGENTS.md``
-=============  ===============================================  ============
+===========  =====================================  ==========================================================
+source       memory file                            notes
+===========  =====================================  ==========================================================
+claude       ``CLAUDE.md``                          also the skill ``.claude/skills/skillopt-sleep/SKILL.md``
+codex        ``AGENTS.md``
+gemini       ``GEMINI.md``
+copilot      ``.github/copilot-instructions.md``
+opencode     ``AGENTS.md``
+cursor       ``.cursor/rules/skillopt-sleep.mdc``   a new file gets MDC frontmatter (``alwaysApply: true``)
+aider        ``CONVENTIONS.md``                     Aider reads it only when started with ``--read CONVENTIONS.md``
+cline        ``.clinerules/skillopt-sleep.md``
+===========  =====================================  ==========================================================
 
-When both sources are harvested, Claude Code's targets are used. A missing document is never created by a
-night: it exists only in the proposal, and only when an accepted edit changes it.
+The agents written (``targets``, default: every source read tonight, in ``SOURCE_NAMES`` order) share what a night
+learns: the first one's file is *the* memory (``memory_path`` overrides it), replayed and edited by the step; every
+other agent's file is a *mirror* (document kind ``memory:<source>``) that receives the memory's managed block when
+a candidate is staged (``mirror_candidates``), its text outside the block left as it is. Adoption and revert cover
+all of them as one change. A missing document is never created by a night: it exists only in the proposal, and
+only when an accepted edit changes it.
 """
 
 from __future__ import annotations
@@ -20,11 +30,27 @@ import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from skillopt_sleep.engine.edits import BLOCK_BEGIN, BLOCK_END, new_skill_document
+from skillopt_sleep.engine.edits import BLOCK_BEGIN, BLOCK_END, ensure_block, new_skill_document
 from skillopt_sleep.errors import SleepError
 from skillopt_sleep.fsio import write_text_atomic
 
 DEFAULT_SKILL_PATH = ".claude/skills/skillopt-sleep/SKILL.md"
+#: The memory file each agent reads, relative to the project.
+MEMORY_FILES: dict[str, str] = {
+    "claude": "CLAUDE.md",
+    "codex": "AGENTS.md",
+    "gemini": "GEMINI.md",
+    "copilot": ".github/copilot-instructions.md",
+    "opencode": "AGENTS.md",
+    "cursor": ".cursor/rules/skillopt-sleep.mdc",
+    "aider": "CONVENTIONS.md",
+    "cline": ".clinerules/skillopt-sleep.md",
+}
+#: What the night's summary says when it stages Aider's file (Aider does not read it unless told to).
+AIDER_NOTE = "Aider reads CONVENTIONS.md only when started with `--read CONVENTIONS.md` (or `read:` in .aider.conf.yml)"
+#: The frontmatter a new Cursor rule file starts with (without it Cursor does not apply the rule to every request).
+MDC_FRONTMATTER = ("---\ndescription: House rules learned from this project's agent sessions by skillopt-sleep\n"
+                   "alwaysApply: true\n---\n\n")
 SKILL_NAME = "skillopt-sleep"
 SKILL_DESCRIPTION = (
     "House rules and procedures learned from this project's own agent sessions by skillopt-sleep. "
@@ -38,7 +64,7 @@ MAX_DOCUMENT_CHARS = 6000
 class Document:
     """One managed target. ``text`` is the live content ("" when the file does not exist yet)."""
 
-    kind: str  # "skill" | "memory"
+    kind: str  # "skill" | "memory" | "memory:<agent>" (a mirror)
     path: Path
     text: str
     exists: bool
@@ -93,16 +119,68 @@ def managed_block_sha256(text: str) -> str | None:
     return sha256_text(segments[1]) if segments else None
 
 
-def target_paths(project: Path, sources: list[str], skill_path: str | None, memory_path: str | None
-                 ) -> tuple[Path | None, Path]:
-    """Return ``(skill path or None, memory path)`` for a project and the harvested sources."""
-    claude = "claude" in sources or not sources
+def written_agents(sources: list[str], targets: list[str] | None = None) -> list[str]:
+    """The agents whose memory files a night writes, in ``MEMORY_FILES`` order: ``targets`` when given, else the
+    harvested ``sources`` (``claude`` when there are none)."""
+    chosen = set(targets or sources or ["claude"])
+    return [name for name in MEMORY_FILES if name in chosen]
+
+
+def target_paths(project: Path, sources: list[str], skill_path: str | None, memory_path: str | None,
+                 targets: list[str] | None = None) -> tuple[Path | None, Path]:
+    """Return ``(skill path or None, memory path)`` for a project, the harvested sources and the ``targets``
+    setting: the skill document when Claude Code is written (or ``skill_path`` is set); the memory: ``memory_path``,
+    else the first written agent's file."""
+    agents = written_agents(sources, targets)
     if skill_path:
         skill = project / skill_path
     else:
-        skill = project / DEFAULT_SKILL_PATH if claude else None
-    memory = project / (memory_path or ("CLAUDE.md" if claude else "AGENTS.md"))
+        skill = project / DEFAULT_SKILL_PATH if "claude" in agents else None
+    memory = project / (memory_path or MEMORY_FILES[agents[0]])
     return skill, memory
+
+
+def mirror_paths(project: Path, sources: list[str], memory_path: str | None,
+                 targets: list[str] | None = None) -> dict[str, Path]:
+    """Agent -> memory file of every written agent but the first (whose file is the memory, or ``memory_path``
+    instead), one per distinct file."""
+    memory = target_paths(project, sources, None, memory_path, targets)[1]
+    out: dict[str, Path] = {}
+    for agent in written_agents(sources, targets)[1:]:
+        path = project / MEMORY_FILES[agent]
+        if path != memory and path not in out.values():
+            out[agent] = path
+    return out
+
+
+def mirror_text(live: str, memory: str, path: Path) -> str | None:
+    """A mirror document carrying ``memory``'s managed block: ``live`` (or a new file: MDC frontmatter for a
+    ``.mdc`` rule) with its managed block replaced, everything else kept byte for byte. None when ``memory`` has no
+    managed block. Raises SleepError for malformed markers in either."""
+    source = managed_block_segments(memory)
+    if source is None:
+        return None
+    base = live if live else (MDC_FRONTMATTER if path.suffix == ".mdc" else "")
+    target = managed_block_segments(base) or managed_block_segments(ensure_block(base))
+    assert target is not None
+    before, _, after = target
+    return before + source[1] + after
+
+
+def mirror_candidates(documents: dict[str, Document], candidate: dict[str, str]) -> dict[str, str]:
+    """``candidate`` plus, for every mirror document (kind ``memory:<agent>``), its text carrying the candidate
+    memory's managed block (``mirror_text``). Mirrors that may not evolve, or a candidate without a memory, add
+    nothing."""
+    out = dict(candidate)
+    memory = candidate.get("memory")
+    if memory is None:
+        return out
+    for kind, document in documents.items():
+        if kind.startswith("memory:") and document.evolve:
+            mirrored = mirror_text(document.text, memory, document.path)
+            if mirrored is not None:
+                out[kind] = mirrored
+    return out
 
 
 def check_target(project: Path, path: Path) -> None:
@@ -116,15 +194,19 @@ def check_target(project: Path, path: Path) -> None:
 
 
 def load_documents(project: Path, sources: list[str], *, skill_path: str | None, memory_path: str | None,
-                   evolve_skill: bool, evolve_memory: bool) -> dict[str, Document]:
-    """Read the managed targets. Returns ``{"skill": Document, "memory": Document}`` (skill absent for Codex).
+                   evolve_skill: bool, evolve_memory: bool, targets: list[str] | None = None) -> dict[str, Document]:
+    """Read the managed targets. Returns ``{"skill": Document, "memory": Document, "memory:<agent>": Document, ...}``
+    (skill absent unless Claude Code is written; one ``memory:<agent>`` mirror per other written agent's file).
 
-    A missing skill document starts as a fresh SKILL.md (valid frontmatter, empty managed block) in memory only.
+    A missing skill document starts as a fresh SKILL.md (valid frontmatter, empty managed block) in memory only; a
+    missing Cursor rule file (``.mdc``) starts with ``MDC_FRONTMATTER``.
     Raises SleepError for a target outside the project or a symlink pointing elsewhere.
     """
-    skill, memory = target_paths(project, sources, skill_path, memory_path)
+    skill, memory = target_paths(project, sources, skill_path, memory_path, targets)
     documents: dict[str, Document] = {}
-    for kind, path, evolve in (("skill", skill, evolve_skill), ("memory", memory, evolve_memory)):
+    mirrors = [(f"memory:{agent}", path, evolve_memory)
+               for agent, path in mirror_paths(project, sources, memory_path, targets).items()]
+    for kind, path, evolve in (("skill", skill, evolve_skill), ("memory", memory, evolve_memory), *mirrors):
         if path is None:
             continue
         check_target(project, path)
@@ -133,6 +215,8 @@ def load_documents(project: Path, sources: list[str], *, skill_path: str | None,
         baseline = text
         if kind == "skill" and not exists:
             baseline = new_skill_document(SKILL_NAME, SKILL_DESCRIPTION)
+        elif not exists and path.suffix == ".mdc":
+            baseline = MDC_FRONTMATTER
         documents[kind] = Document(kind=kind, path=path, text=text, exists=exists,
                                    sha256=sha256_text(text) if exists else None, evolve=evolve,
                                    baseline_text=baseline)
@@ -183,6 +267,8 @@ def stage_proposal(night_dir: Path, documents: dict[str, Document], candidate: d
         if new_text is None or new_text == document.text or new_text == document.baseline_text:
             continue
         name = "SKILL.md" if kind == "skill" else document.path.name
+        if any(entry["file"] == name for entry in entries):  # two agents' files of one name: keep both
+            name = f"{kind.replace(':', '-')}-{name}"
         write_text_atomic(proposed_dir / name, new_text, mode=0o600)
         write_text_atomic(proposed_dir / f"{name}.diff", unified_diff(document.text, new_text, name), mode=0o600)
         entries.append({

@@ -25,7 +25,8 @@ from skillopt_sleep.adopt import adopt_night
 from skillopt_sleep.backends.base import Budget, CallLedger
 from skillopt_sleep.backends.select import choose_backend
 from skillopt_sleep.config import SleepConfig
-from skillopt_sleep.documents import load_documents, prompt_view, stage_proposal
+from skillopt_sleep.documents import (AIDER_NOTE, MEMORY_FILES, load_documents, mirror_candidates, prompt_view,
+                                      stage_proposal)
 from skillopt_sleep.engine.edit_budget import next_edit_budget, update_edit_budget_state
 from skillopt_sleep.engine.judges import gate_score, make_rubric_judge
 from skillopt_sleep.engine.replay import ReplayCache, replay_tasks
@@ -164,6 +165,8 @@ def _summary(diagnostics: Diagnostics) -> str:
     blocked = blocked_summary(diagnostics.edits)
     if blocked:
         head += f"; {blocked}"
+    if any(Path(target).name == Path(MEMORY_FILES["aider"]).name for target in diagnostics.proposed):
+        head += f"; {AIDER_NOTE}"
     pending = diagnostics.pending or {}
     if pending.get("action") in ("promoted", "dropped"):
         head += f"; pending candidate of night {pending.get('from_night')} {pending['action']}: {pending.get('reason')}"
@@ -234,6 +237,7 @@ def _run_locked(config: SleepConfig, *, project: Path, paths: ProjectPaths, dry_
         result = harvest_for_config(config, project=project, checkpoints=load_checkpoints(paths.checkpoints),
                                     now=started)
     diagnostics.harvest = result.stats
+    diagnostics.harvest_per_source = result.per_source
     diagnostics.sources = result.sources
     if not result.sessions:
         return finish("no_sessions", commit_checkpoints=result.checkpoints)
@@ -266,7 +270,7 @@ def _run_locked(config: SleepConfig, *, project: Path, paths: ProjectPaths, dry_
     }
     documents = load_documents(project, result.sources, skill_path=config.skill_path,
                                memory_path=config.memory_path, evolve_skill=config.evolve_skill,
-                               evolve_memory=config.evolve_memory)
+                               evolve_memory=config.evolve_memory, targets=config.targets)
     skill = documents["skill"].baseline_text if "skill" in documents else ""
     memory = documents["memory"].baseline_text
     edit_budget = next_edit_budget(config.edit_budget_schedule, max_budget=config.edit_budget,
@@ -380,7 +384,7 @@ def _run_locked(config: SleepConfig, *, project: Path, paths: ProjectPaths, dry_
     # ------------------------------------------------------------------ stage / adopt
     state.edit_budget = update_edit_budget_state(state.edit_budget, budget_used=edit_budget, accepted=accepted)
     if accepted:
-        entries = stage_proposal(night_dir, documents, candidate)
+        entries = stage_proposal(night_dir, documents, mirror_candidates(documents, candidate))
         diagnostics.proposed = [e["target"] for e in entries]
         if gate.verdict == "accept_new_best" or state.best_gate_score is None:
             state.best_gate_score = gate.candidate.gate if config.gate_mode == "on" else state.best_gate_score

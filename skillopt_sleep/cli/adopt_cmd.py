@@ -24,16 +24,17 @@ def _paths(project: Path):
 
 
 def _configured_targets(project: Path, paths, night_id: str | None, config_file: Path | None) -> list[Path]:
-    """The skill and memory paths the configuration names for the night's sources."""
+    """The skill, memory and mirrored memory paths the configuration names for the night's sources."""
     from skillopt_sleep.adopt import default_night_to_adopt
-    from skillopt_sleep.documents import target_paths
+    from skillopt_sleep.documents import mirror_paths, target_paths
     from skillopt_sleep.fsio import read_json
 
     config = resolve_config(config_file)
     night = night_id or default_night_to_adopt(paths)
     sources = (read_json(paths.nights / night / "diagnostics.json", default=None) or {}).get("sources") or []
-    skill, memory = target_paths(project, sources, config.skill_path, config.memory_path)
-    return [p for p in (skill, memory) if p is not None]
+    skill, memory = target_paths(project, sources, config.skill_path, config.memory_path, config.targets)
+    mirrors = mirror_paths(project, sources, config.memory_path, config.targets)
+    return [p for p in (skill, memory, *mirrors.values()) if p is not None]
 
 
 def adopt(night: NightArg = None, project: ProjectOpt = None, json_: JsonOpt = False,
