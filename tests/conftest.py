@@ -31,8 +31,8 @@ def hermetic_env(tmp_path, monkeypatch):
     for name in list(os.environ):
         if name.startswith("SKILLOPT_SLEEP_") and name != "SKILLOPT_SLEEP_HOME":
             monkeypatch.delenv(name, raising=False)
-    for name in ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "OPENAI_API_KEY", "OPENAI_BASE_URL", "STATE_DIRECTORY",
-                 "ANTHROPIC_API_KEY"):
+    for name in ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "GEMINI_CLI_HOME", "COPILOT_HOME", "AIDER_CHAT_HISTORY_FILE",
+                 "APPDATA", "OPENAI_API_KEY", "OPENAI_BASE_URL", "STATE_DIRECTORY", "ANTHROPIC_API_KEY"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
     return home

@@ -103,6 +103,30 @@ def test_auto_reads_only_the_sources_that_have_sessions(tmp_path):
     assert (nothing.sources, nothing.sessions) == ([], [])
 
 
+def test_every_known_source_has_a_harvester_and_a_memory_file_and_is_read_in_one_order():
+    import sys
+
+    from skillopt_sleep.documents import MEMORY_FILES
+    from skillopt_sleep.harvest.sources import REGISTRY, SOURCE_NAMES, parse_sources
+
+    assert list(REGISTRY) == [name for name in SOURCE_NAMES if name in REGISTRY]
+    for name, spec in REGISTRY.items():
+        assert sys.modules[spec.read.__module__].SOURCE == name  # the reader's module is that source's harvester
+        assert name in MEMORY_FILES
+    assert parse_sources("all") == list(REGISTRY)
+    assert parse_sources(" Cursor , GEMINI ") == ["gemini", "cursor"]  # known order, whatever the typed order
+
+
+def test_auto_finds_each_new_source_at_its_default_root(tmp_path, hermetic_env):
+    # default roots under the (temporary) HOME and XDG_DATA_HOME; one minimal session marker each
+    (hermetic_env / ".gemini" / "tmp" / "abc" / "chats").mkdir(parents=True)
+    (hermetic_env / ".gemini" / "tmp" / "abc" / "chats" / "session-1.jsonl").write_text("{}\n")
+    (hermetic_env / ".copilot" / "session-state" / "s1").mkdir(parents=True)
+    (hermetic_env / ".copilot" / "session-state" / "s1" / "events.jsonl").write_text("{}\n")
+    result = harvest(source="auto", scope="all", lookback_hours=0)
+    assert result.sources == ["gemini", "copilot"]
+
+
 def test_an_explicit_source_without_sessions_is_listed_with_zero_sessions(tmp_path):
     claude_file(tmp_path / "claude", [claude_user("hello", "2026-03-01T10:00:00Z")])
     result = harvest(source="codex", scope="all", claude_home=tmp_path / "claude", codex_home=tmp_path / "missing",
@@ -125,7 +149,7 @@ def test_both_sources_are_merged_with_per_source_stats(tmp_path):
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [
-    ({"source": "cursor", "scope": "all"}, "unknown source"),
+    ({"source": "windsurf", "scope": "all"}, "unknown source"),
     ({"source": "claude", "scope": "everything"}, "unknown scope"),
     ({"source": "claude", "scope": "project", "project": None}, "needs a project"),
 ])
