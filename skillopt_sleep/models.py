@@ -390,6 +390,9 @@ class Diagnostics(_Model):
     backend: dict[str, Any] = Field(default_factory=dict)
     """name, models per role, and why it was chosen."""
     harvest: HarvestStats = Field(default_factory=HarvestStats)
+    """All sources read tonight, merged."""
+    harvest_per_source: dict[str, HarvestStats] = Field(default_factory=dict)
+    """source name -> what was read and skipped in that source's sessions (``harvest`` is their sum)."""
     tasks: dict[str, int] = Field(default_factory=dict)
     """Counts per split (train/val/test) and ``total``."""
     mining: dict[str, Any] = Field(default_factory=dict)

@@ -16,7 +16,8 @@ from skillopt_sleep.state import ProjectPaths
 def preview_harvest(config: SleepConfig, *, project: Path, output: Path | None = None) -> dict[str, Any]:
     """Harvest and mine with the night's sources, scope, checkpoint and lookback; change nothing.
 
-    Returns ``{"sources", "harvest" (HarvestStats as dict), "sessions": [...], "tasks": [...]}``; each task says
+    Returns ``{"sources", "harvest" (HarvestStats as dict, all sources), "per_source" (source -> HarvestStats as
+    dict), "sessions": [...], "tasks": [...]}``; each task says
     whether it can be replayed (and why not), whether it is hard evidence, its checks and the checks dropped.
     output: when set, the mined TaskRecords are written there as JSONL (mode 0600).
     """
@@ -30,6 +31,7 @@ def preview_harvest(config: SleepConfig, *, project: Path, output: Path | None =
     return {
         "sources": result.sources,
         "harvest": result.stats.model_dump(mode="json"),
+        "per_source": {name: stats.model_dump(mode="json") for name, stats in result.per_source.items()},
         "sessions": [
             {"source": s.source, "session_id": s.session_id, "path": s.path, "cwd": s.cwd,
              "requests": len(s.turns), "started_at": s.started_at.isoformat() if s.started_at else None}

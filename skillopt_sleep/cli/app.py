@@ -74,8 +74,8 @@ def run_now(
 
     with user_errors():
         config = resolve_config(config_file, scope=scope, source=source, backend=backend, model_path=model_path,
-                                gate_mode=gate_mode, lookback_hours=lookback_hours, claude_home=claude_home,
-                                codex_home=codex_home, **home_flags(home))
+                                gate_mode=gate_mode, lookback_hours=lookback_hours,
+                                **home_flags(home, claude_home=claude_home, codex_home=codex_home))
         result = run_night(config, project=project or Path.cwd(), dry_run=dry_run, apply=apply)
     diagnostics = result.diagnostics
     if json_:
@@ -118,21 +118,21 @@ def harvest_cmd(
 
     with user_errors():
         config = resolve_config(config_file, scope=scope, source=source, lookback_hours=lookback_hours,
-                                claude_home=claude_home, codex_home=codex_home, **home_flags(home))
+                                **home_flags(home, claude_home=claude_home, codex_home=codex_home))
         preview = preview_harvest(config, project=project or Path.cwd(), output=output)
     if json_:
         emit_json(preview)
         return
-    stats = preview["harvest"]
-    stdout.print(f"sources: {', '.join(preview['sources']) or 'none found'}; files scanned {stats['files_scanned']}, "
-                 f"sessions {stats['sessions_harvested']}, requests {stats['requests']}, "
-                 f"secrets redacted {stats['secrets_redacted']}", highlight=False)
-    if stats["sessions_skipped"]:
-        stdout.print("skipped sessions: " + ", ".join(f"{k} {v}" for k, v in stats["sessions_skipped"].items()),
-                     highlight=False)
-    if stats["malformed_lines"]:
-        stdout.print("malformed lines: " + ", ".join(f"{k} {v}" for k, v in stats["malformed_lines"].items()),
-                     highlight=False)
+    if not preview["sources"]:
+        stdout.print("sources: none found", highlight=False)
+    for name, stats in preview["per_source"].items():
+        line = (f"{name}: files scanned {stats['files_scanned']}, sessions {stats['sessions_harvested']}, "
+                f"requests {stats['requests']}, secrets redacted {stats['secrets_redacted']}")
+        if stats["sessions_skipped"]:
+            line += "; skipped sessions: " + ", ".join(f"{k} {v}" for k, v in stats["sessions_skipped"].items())
+        if stats["malformed_lines"]:
+            line += "; malformed lines: " + ", ".join(f"{k} {v}" for k, v in stats["malformed_lines"].items())
+        stdout.print(line, highlight=False, markup=False)
     for task in preview["tasks"]:
         rules = f"  rules: {'; '.join(task['rules'])}" if task["rules"] else ""
         split = task["split"] if task["replayable"] else "kept"  # evidence only: its rules count, never replayed

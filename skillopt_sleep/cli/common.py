@@ -48,15 +48,19 @@ def user_errors():
         raise typer.Exit(code=70) from None
 
 
-def home_flags(values: list[str] | None) -> dict[str, Path]:
-    """``--home SOURCE=PATH`` values as config flags (``{"gemini_home": Path(...)}``). Raises ConfigError for a value
-    without ``=`` (a bad source name is caught by the config, naming the key)."""
-    flags: dict[str, Path] = {}
+def home_flags(values: list[str] | None, **named: Path | None) -> dict[str, Path | None]:
+    """``--home SOURCE=PATH`` values as config flags (``{"gemini_home": Path(...)}``), merged with the dedicated flags
+    ``named`` (``claude_home=``, ``codex_home=``: a dedicated flag that is set wins over ``--home`` for its source).
+    Raises ConfigError for a value without ``=`` (a bad source name is caught by the config, naming the key)."""
+    flags: dict[str, Path | None] = {}
     for value in values or []:
         name, sep, path = value.partition("=")
         if not sep or not name.strip() or not path.strip():
             raise ConfigError(f"--home expects SOURCE=PATH, got {value!r}", source="--home", key="home")
         flags[f"{name.strip().lower()}_home"] = Path(path.strip()).expanduser()
+    for key, path in named.items():
+        if path is not None or key not in flags:
+            flags[key] = path
     return flags
 
 
