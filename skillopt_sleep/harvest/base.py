@@ -642,6 +642,19 @@ def finish_turns(drafts: list[DraftTurn], context: HarvestContext, fallback_time
     return turns, dropped
 
 
+
+def harvested_turns(drafts: list[DraftTurn], context: HarvestContext, fallback_time: datetime,
+                    stats: HarvestStats) -> list[Turn] | None:
+    """``finish_turns``, counted: the finished turns of one session, added to ``stats`` (a session harvested, its
+    requests), or None when none is left (the session counted as skipped: ``too_old`` or ``no_requests``)."""
+    turns, dropped = finish_turns(drafts, context, fallback_time, stats)
+    if not turns:
+        stats.skip("too_old" if dropped else "no_requests")
+        return None
+    stats.sessions_harvested += 1
+    stats.requests += len(turns)
+    return turns
+
 def read_planned_file(path: Path, plan: ReadPlan, parser: Any, context: HarvestContext, stats: HarvestStats, *,
                       peek: Any, skip_reason: Any, read_head: Any, default_session_id: str,
                       compressed: bool = False, read_errors: tuple[type[BaseException], ...] = (OSError,)
@@ -693,10 +706,7 @@ def read_planned_file(path: Path, plan: ReadPlan, parser: Any, context: HarvestC
     if reason is not None:
         stats.skip(reason)
         return None
-    turns, dropped = finish_turns(parser.turns, context, file_mtime(plan), stats)
-    if not turns:
-        stats.skip("too_old" if dropped else "no_requests")
+    turns = harvested_turns(parser.turns, context, file_mtime(plan), stats)
+    if turns is None:
         return None
-    stats.sessions_harvested += 1
-    stats.requests += len(turns)
     return turns, session_id

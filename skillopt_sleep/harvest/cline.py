@@ -56,7 +56,7 @@ from skillopt_sleep.harvest.base import (
     ReadPlan,
     compact_json,
     file_mtime,
-    finish_turns,
+    harvested_turns,
     parse_timestamp,
     plan_read,
     text_of_blocks,
@@ -570,12 +570,9 @@ def _session(item: _Loaded, spawned: set[str], context: HarvestContext, stats: H
     if not context.scope_all and not context.in_scope(task.cwd):
         stats.skip("out_of_scope")
         return None
-    turns, dropped = finish_turns(_new_turns(drafts, plan.previous, item.count), context, file_mtime(plan), stats)
-    if not turns:
-        stats.skip("too_old" if dropped else "no_requests")
+    turns = harvested_turns(_new_turns(drafts, plan.previous, item.count), context, file_mtime(plan), stats)
+    if turns is None:
         return None
-    stats.sessions_harvested += 1
-    stats.requests += len(turns)
     started = task.first_time
     if started is None and item.folder.name.isdigit():
         started = parse_timestamp(int(item.folder.name))  # Cline task ids are epoch milliseconds

@@ -60,7 +60,7 @@ from skillopt_sleep.harvest.base import (
     RecordReader,
     compact_json,
     file_mtime,
-    finish_turns,
+    harvested_turns,
     open_binary,
     parse_timestamp,
     plan_read,
@@ -522,12 +522,9 @@ def _harvest_legacy(path: Path, context: HarvestContext, stats: HarvestStats) ->
     if any(SESSION_MARKER in draft.request for draft in drafts):
         stats.skip("own_marker")
         return None
-    turns, dropped = finish_turns(drafts, context, file_mtime(plan), stats)
-    if not turns:
-        stats.skip("too_old" if dropped else "no_requests")
+    turns = harvested_turns(drafts, context, file_mtime(plan), stats)
+    if turns is None:
         return None
-    stats.sessions_harvested += 1
-    stats.requests += len(turns)
     return Session(source=SOURCE, session_id=session_id, path=str(path), cwd=None, version=None,
                    started_at=parse_timestamp(document.get("startTime")),  # type: ignore[union-attr]
                    ended_at=parse_timestamp(last_time), entrypoint=None, turns=turns)

@@ -64,7 +64,7 @@ from skillopt_sleep.harvest.base import (
     RecordReader,
     compact_json,
     file_mtime,
-    finish_turns,
+    harvested_turns,
     plan_read,
     read_planned_file,
     text_of_blocks,
@@ -609,10 +609,7 @@ def _harvest_txt(path: Path, cwd: str | None, context: HarvestContext, stats: Ha
     if reason is not None:
         stats.skip(reason)
         return None
-    turns, dropped = finish_turns(conversation.turns, context, file_mtime(plan), stats)
-    if not turns:
-        stats.skip("too_old" if dropped else "no_requests")
+    turns = harvested_turns(conversation.turns, context, file_mtime(plan), stats)
+    if turns is None:
         return None
-    stats.sessions_harvested += 1
-    stats.requests += len(turns)
     return _session(path, path.stem, cwd, turns, plan)

@@ -59,7 +59,7 @@ from skillopt_sleep.harvest.base import (
     RecordReader,
     compact_json,
     file_mtime,
-    finish_turns,
+    harvested_turns,
     open_binary,
     parse_timestamp,
     plan_read,
@@ -514,12 +514,9 @@ def _harvest_file(path: Path, folder_cwd: str | None, hashes: dict[str, str], tw
     if any(SESSION_MARKER in draft.request or SESSION_MARKER in (draft.command_body or "") for _, draft in drafts):
         stats.skip("own_marker")
         return None
-    turns, dropped = finish_turns(new_turns(drafts, previous, recording), context, file_mtime(plan), stats)
-    if not turns:
-        stats.skip("too_old" if dropped else "no_requests")
+    turns = harvested_turns(new_turns(drafts, previous, recording), context, file_mtime(plan), stats)
+    if turns is None:
         return None
-    stats.sessions_harvested += 1
-    stats.requests += len(turns)
     return Session(source=SOURCE, session_id=session_id, path=str(path), cwd=cwd,
                    started_at=parse_timestamp(meta.get("startTime")),
                    ended_at=parse_timestamp(meta.get("lastUpdated")) or parse_timestamp(recording.last_time),

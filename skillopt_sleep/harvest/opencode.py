@@ -53,7 +53,7 @@ from urllib.parse import quote
 import orjson
 
 from skillopt_sleep.backends.base import SESSION_MARKER
-from skillopt_sleep.harvest.base import DraftTurn, HarvestContext, compact_json, finish_turns, parse_timestamp
+from skillopt_sleep.harvest.base import DraftTurn, HarvestContext, compact_json, harvested_turns, parse_timestamp
 from skillopt_sleep.models import FileCheckpoint, HarvestStats, Session
 
 SOURCE = "opencode"
@@ -292,12 +292,9 @@ def _finish(reader: SessionReader, context: HarvestContext, stats: HarvestStats,
     if reader.own_marker:
         stats.skip("own_marker")
         return None
-    turns, dropped = finish_turns(reader.turns, context, fallback_time, stats)
-    if not turns:
-        stats.skip("too_old" if dropped else "no_requests")
+    turns = harvested_turns(reader.turns, context, fallback_time, stats)
+    if turns is None:
         return None
-    stats.sessions_harvested += 1
-    stats.requests += len(turns)
     return turns
 
 
