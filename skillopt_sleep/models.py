@@ -119,6 +119,9 @@ class HarvestStats(_Model):
     sessions_skipped: dict[str, int] = Field(default_factory=dict)
     """reason -> count (``subagent``, ``sdk_cli``, ``own_marker``, ``out_of_scope``, ``too_old``, ``no_requests``,
     ``unreadable``, ...)."""
+    messages_skipped: dict[str, int] = Field(default_factory=dict)
+    """reason -> count of messages the human typed that are not requests (``command``: a control command such as
+    Aider's ``/add`` or ``/undo``)."""
     malformed_lines: dict[str, int] = Field(default_factory=dict)
     """reason -> count (``bad_json``, ``truncated_last_line``, ``not_an_object``, ``binary``, ``too_long``, ...)."""
     records_unknown: int = 0
@@ -139,6 +142,8 @@ class HarvestStats(_Model):
             self.skip(reason, count)
         for reason, count in other.malformed_lines.items():
             self.malformed(reason, count)
+        for reason, count in other.messages_skipped.items():
+            self.messages_skipped[reason] = self.messages_skipped.get(reason, 0) + count
 
 
 class FileCheckpoint(_Model):

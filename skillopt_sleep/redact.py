@@ -195,14 +195,14 @@ def _structural_rules() -> list[_Rule]:
         _Rule("private_key", re.compile(
             r"-----BEGIN ([A-Z0-9 ]*)PRIVATE KEY((?: BLOCK)?)-----"
             r"(?:.*?-----END \1PRIVATE KEY\2-----|[A-Za-z0-9+/=\s:,\-\\]*)", re.DOTALL), 0, ("PRIVATE KEY",)),
-        _Rule("anthropic_api_key", re.compile(r"sk-ant-[A-Za-z0-9_\-]{16,}"), 0, ("sk-ant-",), min_token=23),
-        _Rule("api_key", re.compile(r"sk-(?:proj-|svcacct-|admin-|or-v1-|live-)?[A-Za-z0-9_\-]{20,}"),
+        _Rule("anthropic_api_key", re.compile(r"(?<![A-Za-z0-9])sk-ant-[A-Za-z0-9_\-]{16,}"), 0, ("sk-ant-",), min_token=23),
+        _Rule("api_key", re.compile(r"(?<![A-Za-z0-9])sk-(?:proj-|svcacct-|admin-|or-v1-|live-)?[A-Za-z0-9_\-]{20,}"),
               0, ("sk-",), min_token=23),
         _Rule("github_token", re.compile(r"(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}"),
               0, ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"), min_token=24),
         _Rule("slack_token", re.compile(r"xox[abposr]-[A-Za-z0-9\-]{10,}"), 0, ("xox",), min_token=15),
         _Rule("google_api_key", re.compile(r"AIza[0-9A-Za-z_\-]{35}"), 0, ("AIza",), min_token=39),
-        _Rule("huggingface_token", re.compile(r"hf_[A-Za-z0-9]{30,}"), 0, ("hf_",), min_token=33),
+        _Rule("huggingface_token", re.compile(r"(?<![A-Za-z0-9])hf_[A-Za-z0-9]{30,}"), 0, ("hf_",), min_token=33),
         _Rule("bearer_token", re.compile(r"(?i)(?:bearer|token)\s+([A-Za-z0-9._~+/\-]{16,}=*)"), 1, (),
               ("bearer", "token"), _looks_random, min_token=16),
         _Rule("basic_auth_credentials", re.compile(
@@ -320,7 +320,7 @@ def _build_prefilter(keywords: str) -> _Prefilter | None:
     return _Prefilter(shape_set, tuple(frozenset(kinds) if kinds else None for _shape, kinds in shapes))
 
 
-_PATTERNS_DIGEST = "da7442330190f7905c6cca2c09bc7601bd5b825395f2f7bdf9e52bd9b22126a8"
+_PATTERNS_DIGEST = "cd4c5ae0c5d96c7a68882a72c6ebf50f85c7cec3419f8545f8f98342dc92757f"
 """sha256 of the detector patterns (text and flags) the shapes above were derived from."""
 
 

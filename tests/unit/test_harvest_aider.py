@@ -125,7 +125,7 @@ def test_prompt_sail_two_runs_commands_and_correction(tmp_path):
     ]
     assert second.turns[4].request.startswith("We still want to explain what the project is about, right?")  # 170
     # /exit, /add, /load, /load README.md, /drop, /add (lines 34, 83, 100, 103, 119, 122) are not requests
-    assert stats.sessions_skipped == {"command": 6}
+    assert stats.sessions_skipped == {} and stats.messages_skipped == {"command": 6}
     # the reply after "Add backend/README.md to the chat? y" (line 69) replaces the first one (line 49)
     assert second.turns[0].final_answer.startswith("I see you've added backend/README.md")
     assert [(t.name, t.input_head, t.error) for t in second.turns[3].tools] == [("edit", "backend/README.md", None)]
@@ -160,7 +160,7 @@ def test_rfp_code_echo_mode_switch_and_run_prompts(tmp_path):
     project = real(tmp_path, RFP)
     sessions, stats, _ = run(project)
     (session,) = sessions  # run 1 (line 2) is only the upgrade prompt
-    assert stats.sessions_skipped == {"command": 5, "no_requests": 1}  # /code (110), /run ×3, /commit (448)
+    assert stats.sessions_skipped == {"no_requests": 1} and stats.messages_skipped == {"command": 5}  # /code (110), /run ×3, /commit (448)
     assert session.session_id == session_id(project / HISTORY_NAME, 306)  # header at line 9
     assert session.version == "0.83.1"
     requests = [t.request for t in session.turns]
@@ -203,7 +203,7 @@ def test_only_typed_text_is_a_request(tmp_path):
         user("!ls -la"), user("/undo"), user("/ok"),
     )
     (session,), stats, _ = run(project)
-    assert stats.sessions_skipped == {"command": 2}  # !ls -la, /undo
+    assert stats.sessions_skipped == {} and stats.messages_skipped == {"command": 2}  # !ls -la, /undo
     assert [t.request for t in session.turns] == [
         "Add a retry\nto the HTTP client", "why is the build slow?", "rename foo",
         "Ok, please go ahead and make those changes."]

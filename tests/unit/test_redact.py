@@ -83,6 +83,16 @@ def test_several_secrets_in_one_text_are_each_counted():
     assert all(secret not in redacted for secret in (GITHUB, SLACK, AWS_ACCESS))
 
 
+def test_a_key_prefix_inside_a_word_is_not_a_key_but_one_after_punctuation_is():
+    # A real Roo Code transcript (examples/cline-home) pasted "docs\\technical-notes\\roo-task-reassociation-analysis.md":
+    # the "sk-" of "task-..." is no API key.
+    path = "docs\\technical-notes\\roo-task-reassociation-analysis.md and dask-distributed-scheduler-settings"
+    assert redact(path) == (path, 0)
+    for text in (f"OPENAI_API_KEY={OPENAI_PROJECT}", f"key:{ANTHROPIC}", f"({OPENAI_PROJECT})"):
+        redacted, count = redact(text)
+        assert count == 1 and OPENAI_PROJECT not in redacted and ANTHROPIC not in redacted
+
+
 def test_redaction_is_idempotent():
     once, first_count = redact(IDEMPOTENCE_TEXT)
     twice, second_count = redact(once)
