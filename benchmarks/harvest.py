@@ -21,6 +21,14 @@ warmed before measuring, so both sides measure parsing, not the disk.
 
     python benchmarks/harvest.py --quick                 # ~100 MB smoke run
     python benchmarks/harvest.py --json harvest.json     # 2,000 sessions, ~1 GB
+    python benchmarks/harvest.py --sources all --repeat 3   # every registered source side by side (< 60 s)
+
+``--sources`` (``all`` or names such as ``gemini,cline``) measures instead every registered source
+(``skillopt_sleep.harvest.sources.REGISTRY``) on the same generated conversations (``--source-sessions`` x
+``--source-turns``, tool calls with corpus.py's output sizes) written in each agent's on-disk layout: per source
+the cold harvest (MB/s, sessions/s) and the same call with the checkpoints it returned (nothing new), through
+``harvest(source=..., scope="project", project=..., homes={source: root}, lookback_hours=0)``, with each
+throughput's ratio to Claude Code's in the same run.
 
 Prints a markdown table; ``--json FILE`` writes the raw numbers.
 """
@@ -28,18 +36,25 @@ Prints a markdown table; ``--json FILE`` writes the raw numbers.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import importlib
 import json
 import os
 import platform
+import random
+import re
 import resource
+import shutil
+import sqlite3
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict
-from datetime import datetime, timezone
+import uuid
+from contextlib import closing
+from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -580,6 +595,748 @@ def render(report: dict) -> str:
     return "\n".join(lines)
 
 
+# ---------------------------------------------------------------------------------------------
+# Every registered source, side by side (--sources)
+#
+# One conversation model (N sessions x M turns: a request, 1-6 tool calls with outputs of corpus.py's sizes, 3% of
+# them failing, a final answer) is drawn once from the seed and written in each agent's own on-disk layout (the
+# formats of tests/agent_sessions.py and of the harvesters' docstrings, with tool calls added), so every source
+# holds the same conversations; only each format's overhead differs (Claude Code repeats tool outputs in
+# toolUseResult, Cline in ui_messages.json, aider's history holds no tool output but its edit blocks).
+
+SOURCE_SESSIONS = 150
+SOURCE_TURNS = 8
+SOURCE_OUTPUT_SCALE = 0.35  # corpus._payload_size scale: mean tool output ~12 KB, 3% of 150-300 KB
+SOURCE_CORPUS_FORMAT = 1
+SOURCE_WORKER_FLAG = "--run-source-worker"
+SOURCE_BASELINE = "claude"
+_SOURCE_TOOLS = ("read",) * 5 + ("shell",) * 3 + ("edit",) * 2
+_SHELL_COMMANDS = ("pytest -q", "ruff check .", "git status", "make build", "ls -la src", "rg -n parser")
+
+
+@dataclass
+class _Tool:
+    kind: str  # read | shell | edit
+    target: str  # the path read or edited, the command run
+    output: str
+    failed: bool
+    old: str = ""
+    new: str = ""
+
+
+@dataclass
+class _Turn:
+    request: str
+    tools: list
+    answer: str
+
+
+@dataclass
+class _Conversation:
+    index: int
+    session_id: str
+    start: datetime
+    turns: list
+
+    def moment(self, turn: int, step: int = 0) -> datetime:
+        """Turn ``turn`` starts 3 minutes after the previous one; its steps are 5 s apart."""
+        return self.start + timedelta(minutes=3 * turn, seconds=5 * step)
+
+
+def _draw_conversations(sessions: int, turns: int, seed: int, project: str) -> list[_Conversation]:
+    from benchmarks.corpus import _WORDS, CORPUS_END, _payload_size, _pools, _prompt
+
+    pools = _pools(seed)
+    conversations = []
+    for index in range(sessions):
+        rng = random.Random(seed * 7_000_003 + index)
+        start = CORPUS_END - timedelta(hours=2 * (sessions - index))
+        drawn = []
+        for _ in range(turns):
+            tools = []
+            for _ in range(rng.randrange(1, 7)):
+                kind = rng.choice(_SOURCE_TOOLS)
+                size = _payload_size(rng, SOURCE_OUTPUT_SCALE)
+                failed = rng.random() < 0.03
+                path = f"{project}/src/{rng.choice(_WORDS)}/{rng.choice(_WORDS)}.py"
+                if kind == "read":
+                    tool = _Tool(kind, path, pools.slice(pools.numbered, rng, size), failed)
+                elif kind == "shell":
+                    tool = _Tool(kind, rng.choice(_SHELL_COMMANDS), pools.slice(pools.shell, rng, size), failed)
+                else:
+                    original = pools.slice(pools.raw, rng, size)
+                    old = pools.slice(original, rng, 200)
+                    tool = _Tool(kind, path, original, failed, old=old, new=old.replace("self", "this", 1) + "\n# x")
+                if failed:
+                    tool.output = "Error: Exit code 1\n" + tool.output[:2000]
+                tools.append(tool)
+            answer = (f"Done: I changed the {rng.choice(_WORDS)} handling and the tests pass. "
+                      + pools.slice(pools.raw, rng, int(rng.uniform(100, 1500))))
+            drawn.append(_Turn(_prompt(rng), tools, answer))
+        conversations.append(_Conversation(index, str(uuid.UUID(int=rng.getrandbits(128), version=4)), start, drawn))
+    return conversations
+
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def _ms(moment: datetime) -> int:
+    return int(moment.timestamp() * 1000)
+
+
+def _write_jsonl(path: Path, records: list[dict], touched: datetime) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.writelines(json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n" for record in records)
+    os.utime(path, (touched.timestamp(), touched.timestamp()))
+
+
+def _write_claude(root: Path, project: str, conversations: list[_Conversation]) -> None:
+    folder = root / "projects" / re.sub(r"[^A-Za-z0-9]", "-", project)
+    for conversation in conversations:
+        records: list[dict] = []
+        parent: list[str | None] = [None]
+        counter = [0]
+
+        def envelope(kind: str, moment: datetime, parent: list = parent, counter: list = counter,
+                     conversation: _Conversation = conversation) -> dict:
+            counter[0] += 1
+            record = {"parentUuid": parent[0], "isSidechain": False, "userType": "external", "cwd": project,
+                      "sessionId": conversation.session_id, "version": "2.1.56", "gitBranch": "main",
+                      "type": kind, "uuid": str(uuid.UUID(int=conversation.index * 100_000 + counter[0])),
+                      "timestamp": _iso(moment)}
+            parent[0] = record["uuid"]
+            return record
+
+        def assistant(block: dict, stop: str | None, moment: datetime, envelope=envelope, counter: list = counter,
+                      records: list = records) -> dict:
+            record = envelope("assistant", moment)
+            record["message"] = {"model": "claude-sonnet-4-5-20250929", "id": f"msg_01{counter[0]:024d}",
+                                 "type": "message", "role": "assistant", "content": [block], "stop_reason": stop,
+                                 "stop_sequence": None, "usage": {"input_tokens": 12, "output_tokens": 300}}
+            record["requestId"] = f"req_011{counter[0]:024d}"
+            records.append(record)
+            return record
+
+        for number, turn in enumerate(conversation.turns):
+            record = envelope("user", conversation.moment(number))
+            record["message"] = {"role": "user", "content": turn.request}
+            record["permissionMode"] = "default"
+            records.append(record)
+            for step, tool in enumerate(turn.tools, start=1):
+                tool_id = f"toolu_01{conversation.index:08d}{number:04d}{step:04d}"
+                if tool.kind == "read":
+                    name, arguments = "Read", {"file_path": tool.target}
+                    text, result = tool.output, {"type": "text", "file": {"filePath": tool.target,
+                                                                          "content": tool.output}}
+                elif tool.kind == "shell":
+                    name, arguments = "Bash", {"command": tool.target, "description": f"Run {tool.target}"}
+                    text, result = tool.output, {"stdout": tool.output, "stderr": "", "interrupted": False,
+                                                 "isImage": False}
+                else:
+                    name, arguments = "Edit", {"file_path": tool.target, "old_string": tool.old,
+                                               "new_string": tool.new}
+                    text = f"The file {tool.target} has been updated."
+                    result = {"filePath": tool.target, "oldString": tool.old, "newString": tool.new,
+                              "originalFile": tool.output, "replaceAll": False, "userModified": False}
+                block = {"type": "tool_use", "id": tool_id, "name": name, "input": arguments}
+                used = assistant(block, "tool_use", conversation.moment(number, step))
+                record = envelope("user", conversation.moment(number, step))
+                item: dict = {"tool_use_id": tool_id, "type": "tool_result", "content": tool.output
+                              if tool.failed else text}
+                if tool.failed:
+                    item["is_error"] = True
+                record["message"] = {"role": "user", "content": [item]}
+                record["toolUseResult"] = "Error: Exit code 1" if tool.failed else result
+                record["sourceToolAssistantUUID"] = used["uuid"]
+                records.append(record)
+            assistant({"type": "text", "text": turn.answer}, "end_turn",
+                      conversation.moment(number, len(turn.tools) + 1))
+        _write_jsonl(folder / f"{conversation.session_id}.jsonl", records, conversation.moment(len(conversation.turns)))
+
+
+def _write_codex(root: Path, project: str, conversations: list[_Conversation]) -> None:
+    for conversation in conversations:
+        start = conversation.start
+        records: list[dict] = []
+
+        def emit(kind: str, payload: dict, moment: datetime, records: list = records) -> None:
+            records.append({"timestamp": _iso(moment), "type": kind, "payload": payload})
+
+        emit("session_meta", {"id": conversation.session_id, "timestamp": _iso(start), "cwd": project,
+                              "originator": "codex_cli_rs", "cli_version": "0.77.0", "source": "cli",
+                              "model_provider": "openai"}, start)
+        emit("response_item", {"type": "message", "role": "user", "content": [{"type": "input_text", "text": (
+            f"<environment_context>\n  <cwd>{project}</cwd>\n  <approval_policy>on-request</approval_policy>\n"
+            "  <sandbox_mode>workspace-write</sandbox_mode>\n  <shell>bash</shell>\n</environment_context>")}]}, start)
+        for number, turn in enumerate(conversation.turns):
+            moment = conversation.moment(number)
+            turn_id = f"{conversation.index:04d}{number:04d}"
+            emit("turn_context", {"turn_id": turn_id, "cwd": project, "approval_policy": "on-request",
+                                  "sandbox_policy": {"type": "workspace-write", "network_access": False},
+                                  "model": "gpt-5.1-codex", "effort": "high", "summary": "auto"}, moment)
+            emit("event_msg", {"type": "task_started", "turn_id": turn_id, "model_context_window": 272000}, moment)
+            emit("response_item", {"type": "message", "role": "user",
+                                   "content": [{"type": "input_text", "text": turn.request}]}, moment)
+            emit("event_msg", {"type": "user_message", "message": turn.request, "images": []}, moment)
+            for step, tool in enumerate(turn.tools, start=1):
+                moment = conversation.moment(number, step)
+                call_id = f"call_{conversation.index:08d}{number:04d}{step:04d}"
+                if tool.kind == "edit" and not tool.failed:
+                    patch = (f"*** Begin Patch\n*** Update File: {tool.target}\n@@\n-{tool.old}\n+{tool.new}\n"
+                             "*** End Patch")
+                    emit("response_item", {"type": "custom_tool_call", "status": "completed", "call_id": call_id,
+                                           "name": "apply_patch", "input": patch}, moment)
+                    emit("response_item", {"type": "custom_tool_call_output", "call_id": call_id, "output": (
+                        f"Success. Updated the following files:\nM {tool.target}")}, moment)
+                    continue
+                command = f"sed -n '1,400p' {tool.target}" if tool.kind != "shell" else tool.target
+                emit("response_item", {"type": "function_call", "name": "shell", "call_id": call_id, "arguments":
+                                       json.dumps({"command": ["bash", "-lc", command], "workdir": project})}, moment)
+                emit("response_item", {"type": "function_call_output", "call_id": call_id, "output": json.dumps(
+                    {"output": tool.output, "metadata": {"exit_code": 1 if tool.failed else 0,
+                                                         "duration_seconds": 0.4}})}, moment)
+                emit("event_msg", {"type": "token_count", "info": {"total_token_usage": {"input_tokens": 1000}}},
+                     moment)
+            moment = conversation.moment(number, len(turn.tools) + 1)
+            emit("event_msg", {"type": "agent_message", "message": turn.answer}, moment)
+            emit("response_item", {"type": "message", "role": "assistant",
+                                   "content": [{"type": "output_text", "text": turn.answer}]}, moment)
+            emit("event_msg", {"type": "task_complete", "turn_id": turn_id, "last_agent_message": turn.answer}, moment)
+        name = f"rollout-{start.strftime('%Y-%m-%dT%H-%M-%S')}-{conversation.session_id}.jsonl"
+        _write_jsonl(root / "sessions" / start.strftime("%Y/%m/%d") / name, records,
+                     conversation.moment(len(conversation.turns)))
+
+
+def _write_gemini(root: Path, project: str, conversations: list[_Conversation]) -> None:
+    project_hash = hashlib.sha256(project.encode("utf-8")).hexdigest()
+    chats = root / "tmp" / project_hash / "chats"
+    names = {"read": "read_file", "shell": "run_shell_command", "edit": "replace"}
+    for conversation in conversations:
+        records: list[dict] = [{"sessionId": conversation.session_id, "projectHash": project_hash,
+                                "startTime": _iso(conversation.start), "lastUpdated": _iso(conversation.start),
+                                "kind": "main"}]
+        for number, turn in enumerate(conversation.turns):
+            moment = conversation.moment(number)
+            records.append({"id": f"{conversation.session_id[:8]}-{number}-u", "timestamp": _iso(moment),
+                            "type": "user", "content": [{"text": turn.request}]})
+            records.append({"$set": {"lastUpdated": _iso(moment)}})
+            for step, tool in enumerate(turn.tools, start=1):
+                moment = conversation.moment(number, step)
+                call_id = f"{conversation.index:04d}{number:02d}{step:02d}"
+                if tool.kind == "read":
+                    arguments, output, display = {"absolute_path": tool.target}, tool.output, ""
+                elif tool.kind == "shell":
+                    output = (f"Command: {tool.target}\nDirectory: (root)\nOutput: {tool.output}\nError: (none)\n"
+                              f"Exit Code: {1 if tool.failed else 0}\nSignal: (none)\nBackground PIDs: (none)\n"
+                              "Process Group PGID: 4242")
+                    arguments, display = {"command": tool.target, "description": f"Run {tool.target}"}, tool.output
+                else:
+                    arguments = {"file_path": tool.target, "old_string": tool.old, "new_string": tool.new}
+                    output, display = f"Successfully modified file: {tool.target} (1 replacements).", tool.output
+                call = {"id": call_id, "name": names[tool.kind], "args": arguments,
+                        "result": [{"functionResponse": {"id": call_id, "name": names[tool.kind],
+                                                         "response": {"output": output}}}],
+                        "status": "error" if tool.failed and tool.kind != "shell" else "success",
+                        "timestamp": _iso(moment), "resultDisplay": display, "displayName": names[tool.kind],
+                        "renderOutputAsMarkdown": tool.kind != "shell"}
+                records.append({"id": f"{conversation.session_id[:8]}-{number}-{step}", "timestamp": _iso(moment),
+                                "type": "gemini", "content": "", "thoughts": [],
+                                "tokens": {"input": 13906, "output": 185, "cached": 0, "thoughts": 0, "tool": 0,
+                                           "total": 14091}, "model": "gemini-2.5-pro", "toolCalls": [call]})
+                records.append({"$set": {"lastUpdated": _iso(moment)}})
+            moment = conversation.moment(number, len(turn.tools) + 1)
+            records.append({"id": f"{conversation.session_id[:8]}-{number}-a", "timestamp": _iso(moment),
+                            "type": "gemini", "content": turn.answer, "thoughts": [],
+                            "tokens": {"input": 1200, "output": 300, "cached": 0, "thoughts": 0, "tool": 0,
+                                       "total": 1500}, "model": "gemini-2.5-pro"})
+            records.append({"$set": {"lastUpdated": _iso(moment)}})
+        name = f"session-{conversation.start.strftime('%Y-%m-%dT%H-%M')}-{conversation.session_id[:8]}.jsonl"
+        _write_jsonl(chats / name, records, conversation.moment(len(conversation.turns)))
+
+
+def _write_copilot(root: Path, project: str, conversations: list[_Conversation]) -> None:
+    names = {"read": "view", "shell": "bash", "edit": "edit"}
+    for conversation in conversations:
+        folder = root / "session-state" / conversation.session_id
+        events: list[dict] = []
+
+        def event(kind: str, data: dict, moment: datetime, events: list = events,
+                  conversation: _Conversation = conversation) -> None:
+            events.append({"type": kind, "data": data, "id": str(uuid.UUID(int=conversation.index * 100_000
+                                                                              + len(events) + 1)),
+                           "timestamp": _iso(moment), "parentId": events[-1]["id"] if events else None})
+
+        event("session.start", {"sessionId": conversation.session_id, "version": 1, "producer": "copilot-agent",
+                                "copilotVersion": "1.0.34", "startTime": _iso(conversation.start),
+                                "context": {"cwd": project, "gitRoot": project, "branch": "main"},
+                                "alreadyInUse": False}, conversation.start)
+        for number, turn in enumerate(conversation.turns):
+            moment = conversation.moment(number)
+            interaction = f"{conversation.index:08d}-{number:04d}"
+            event("user.message", {"content": turn.request, "transformedContent": (
+                f"<current_datetime>{_iso(moment)}</current_datetime>\n\n{turn.request}"), "attachments": [],
+                "agentMode": "interactive", "interactionId": interaction}, moment)
+            event("assistant.turn_start", {"turnId": str(number), "interactionId": interaction}, moment)
+            for step, tool in enumerate(turn.tools, start=1):
+                moment = conversation.moment(number, step)
+                call_id = f"toolu_{conversation.index:08d}{number:04d}{step:04d}"
+                if tool.kind == "edit":
+                    arguments = {"path": tool.target, "old_str": tool.old, "new_str": tool.new}
+                else:
+                    arguments = {"path": tool.target} if tool.kind == "read" else {"command": tool.target}
+                output = tool.output + (f"\n<exited with exit code {1 if tool.failed else 0}>"
+                                        if tool.kind == "shell" else "")
+                event("assistant.message", {"messageId": f"{call_id}-m", "content": "", "toolRequests": [
+                    {"toolCallId": call_id, "name": names[tool.kind], "arguments": arguments, "type": "function"}],
+                    "interactionId": interaction}, moment)
+                event("tool.execution_start", {"toolCallId": call_id, "toolName": names[tool.kind],
+                                               "arguments": arguments}, moment)
+                complete: dict = {"toolCallId": call_id, "model": "claude-sonnet-4.6", "interactionId": interaction}
+                if tool.failed and tool.kind != "shell":
+                    complete.update(success=False, error={"message": tool.output[:300], "code": "failure"})
+                else:
+                    complete.update(success=True, result={"content": output, "detailedContent": output})
+                event("tool.execution_complete", complete, moment)
+            moment = conversation.moment(number, len(turn.tools) + 1)
+            event("assistant.message", {"messageId": f"{interaction}-a", "content": turn.answer, "toolRequests": [],
+                                        "interactionId": interaction}, moment)
+            event("assistant.turn_end", {"turnId": str(number)}, moment)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "workspace.yaml").write_text(f"id: {conversation.session_id}\ncwd: {project}\n", encoding="utf-8")
+        _write_jsonl(folder / "events.jsonl", events, conversation.moment(len(conversation.turns)))
+
+
+def _write_opencode(root: Path, project: str, conversations: list[_Conversation]) -> None:
+    fixture = (REPO_ROOT / "tests" / "fixtures" / "transcripts" / "opencode"
+               / "suhd550-dev__stunning-memory__opencode.REAL-DERIVED.events-seq0-119.db")
+    tables = ("project", "session", "message", "part")
+    with closing(sqlite3.connect(f"file:{fixture}?mode=ro", uri=True)) as source:
+        schema = [sql for (sql,) in source.execute(
+            "SELECT sql FROM sqlite_master WHERE sql IS NOT NULL AND tbl_name IN (?, ?, ?, ?) "
+            "ORDER BY type = 'index', name", tables)]
+    names = {"read": "read", "shell": "bash", "edit": "edit"}
+    root.mkdir(parents=True, exist_ok=True)
+    project_id = hashlib.sha1(project.encode("utf-8")).hexdigest()
+    model = {"providerID": "anthropic", "modelID": "claude-sonnet-4-5"}
+    with closing(sqlite3.connect(root / "opencode.db", isolation_level=None)) as db:
+        db.execute("PRAGMA journal_mode=WAL")
+        for sql in schema:
+            db.execute(sql)
+        db.execute("BEGIN")
+        first = _ms(conversations[0].start)
+        db.execute("INSERT INTO project (id, worktree, vcs, time_created, time_updated, sandboxes) "
+                   "VALUES (?, ?, 'git', ?, ?, '[]')", (project_id, project, first, first))
+        for conversation in conversations:
+            session_id = f"ses_{conversation.index + 1:026d}"
+            db.execute("INSERT INTO session (id, project_id, parent_id, slug, directory, title, version, time_created, "
+                       "time_updated) VALUES (?, ?, NULL, ?, ?, ?, 'v1.16.0', ?, ?)",
+                       (session_id, project_id, f"session-{conversation.index}", project,
+                        conversation.turns[0].request[:50], _ms(conversation.start),
+                        _ms(conversation.moment(len(conversation.turns)))))
+            counter = [0]
+
+            def message(data: dict, parts: list[dict], moment: datetime, counter: list = counter,
+                        conversation: _Conversation = conversation, session_id: str = session_id) -> str:
+                counter[0] += 1
+                message_id = f"msg_{conversation.index:06d}{counter[0]:06d}{'0' * 14}"
+                stamp = _ms(moment)
+                db.execute("INSERT INTO message (id, session_id, time_created, time_updated, data) VALUES "
+                           "(?, ?, ?, ?, ?)", (message_id, session_id, stamp, stamp + 400, json.dumps(data)))
+                for index, part in enumerate(parts):
+                    db.execute("INSERT INTO part (id, message_id, session_id, time_created, time_updated, data) "
+                               "VALUES (?, ?, ?, ?, ?, ?)", (f"prt_{message_id[4:]}{index:04d}", message_id,
+                                                             session_id, stamp + index, stamp + index,
+                                                             json.dumps(part)))
+                return message_id
+
+            def assistant_data(parent: str, moment: datetime) -> dict:
+                stamp = _ms(moment)
+                return {"parentID": parent, "role": "assistant", "mode": "build", "agent": "build",
+                        "path": {"cwd": project, "root": project}, "cost": 0,
+                        "tokens": {"total": 1500, "input": 1200, "output": 300, "reasoning": 0,
+                                   "cache": {"write": 0, "read": 0}}, "modelID": model["modelID"],
+                        "providerID": model["providerID"], "time": {"created": stamp, "completed": stamp + 400},
+                        "finish": "stop"}
+
+            finish = {"type": "step-finish", "reason": "stop", "cost": 0, "tokens": {"input": 1200, "output": 300}}
+            for number, turn in enumerate(conversation.turns):
+                moment = conversation.moment(number)
+                parent = message({"role": "user", "time": {"created": _ms(moment)}, "agent": "build",
+                                  "model": model}, [{"type": "text", "text": turn.request}], moment)
+                for step, tool in enumerate(turn.tools, start=1):
+                    moment = conversation.moment(number, step)
+                    stamp = _ms(moment)
+                    if tool.kind == "edit":
+                        arguments = {"filePath": tool.target, "oldString": tool.old, "newString": tool.new}
+                    else:
+                        arguments = {"filePath": tool.target} if tool.kind == "read" else {"command": tool.target}
+                    if tool.failed and tool.kind != "shell":
+                        state = {"status": "error", "input": arguments, "error": tool.output[:300],
+                                 "time": {"start": stamp, "end": stamp + 200}}
+                    else:
+                        metadata = {"exit": 1 if tool.failed else 0, "output": tool.output[:30000]} \
+                            if tool.kind == "shell" else {"preview": tool.output[:2000], "truncated": False}
+                        state = {"status": "completed", "input": arguments, "output": tool.output,
+                                 "metadata": metadata, "title": tool.target, "time": {"start": stamp,
+                                                                                      "end": stamp + 200}}
+                    message(assistant_data(parent, moment), [
+                        {"type": "step-start"}, {"type": "tool", "tool": names[tool.kind],
+                                                 "callID": f"call_{conversation.index:06d}{number:03d}{step:03d}",
+                                                 "state": state}, finish], moment)
+                moment = conversation.moment(number, len(turn.tools) + 1)
+                message(assistant_data(parent, moment), [
+                    {"type": "step-start"}, {"type": "text", "text": turn.answer,
+                                             "time": {"start": _ms(moment), "end": _ms(moment) + 300}}, finish],
+                    moment)
+        db.execute("COMMIT")
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+
+def _write_cursor(root: Path, project: str, conversations: list[_Conversation]) -> None:
+    folder = root / "projects" / re.sub(r"[^A-Za-z0-9]+", "-", project).strip("-") / "agent-transcripts"
+    names = {"read": "Read", "shell": "Shell", "edit": "StrReplace"}
+    for conversation in conversations:
+        records: list[dict] = []
+        for number, turn in enumerate(conversation.turns):
+            moment = conversation.moment(number).astimezone(timezone.utc)
+            hour = moment.hour % 12 or 12
+            stamp = (f"<timestamp>{moment.strftime('%A')}, {moment.strftime('%b')} {moment.day}, {moment.year}, "
+                     f"{hour}:{moment.minute:02d} {'PM' if moment.hour >= 12 else 'AM'} (UTC)</timestamp>")
+            records.append({"role": "user", "message": {"content": [
+                {"type": "text", "text": f"{stamp}\n<user_query>\n{turn.request}\n</user_query>"}]}})
+            for step, tool in enumerate(turn.tools, start=1):
+                tool_id = f"tool_{conversation.index:06d}{number:03d}{step:03d}"
+                if tool.kind == "edit":
+                    arguments = {"path": tool.target, "old_string": tool.old, "new_string": tool.new}
+                else:
+                    arguments = {"path": tool.target} if tool.kind == "read" else {"command": tool.target}
+                records.append({"role": "assistant", "message": {"content": [
+                    {"type": "text", "text": "Let me look at that."},
+                    {"type": "tool_use", "id": tool_id, "name": names[tool.kind], "input": arguments}]}})
+                result: dict = {"type": "tool_result", "tool_use_id": tool_id,
+                                "content": [{"type": "text", "text": tool.output}]}
+                if tool.failed:
+                    result["is_error"] = True
+                records.append({"role": "user", "message": {"content": [result]}})
+            records.append({"role": "assistant", "message": {"content": [{"type": "text", "text": turn.answer}]}})
+            records.append({"type": "turn_ended", "status": "success"})
+        path = folder / conversation.session_id / f"{conversation.session_id}.jsonl"
+        _write_jsonl(path, records, conversation.moment(len(conversation.turns)))
+
+
+def _write_aider(root: Path, project: str, conversations: list[_Conversation]) -> None:
+    """One history file in the project, one run per conversation. Aider's history holds no tool output: reads
+    are files added to the chat, shell runs only their command; edits are SEARCH/REPLACE blocks in the reply."""
+    lines: list[str] = []
+    for conversation in conversations:
+        local = conversation.start.astimezone()
+        lines += ["", f"# aider chat started at {local.strftime('%Y-%m-%d %H:%M:%S')}", "",
+                  "> /usr/local/bin/aider --model sonnet  ", "> Aider v0.86.0  ",
+                  "> Main model: anthropic/claude-sonnet-4-5 with diff edit format  ",
+                  "> Git repo: .git with 120 files  ", "> Repo-map: using 4096 tokens, auto refresh  ", ""]
+        for turn in conversation.turns:
+            lines += [f"#### {turn.request}  ", ""]
+            notices: list[str] = []
+            reply: list[str] = []
+            for tool in turn.tools:
+                relative = tool.target.removeprefix(project + "/")
+                if tool.kind == "read":
+                    notices += [f"> {relative}  ", "> Add file to the chat? (Y)es/(N)o/(D)on't ask again [Yes]: y  "]
+                elif tool.kind == "shell":
+                    reply += ["```bash", tool.target, "```", ""]
+                    notices += [f"> {tool.target}  ",
+                                "> Run shell command? (Y)es/(N)o/(D)on't ask again [Yes]: y  ",
+                                f"> Running {tool.target}  ",
+                                "> Add command output to the chat? (Y)es/(N)o/(D)on't ask again [Yes]: y  ",
+                                f"> Added {tool.output.count(chr(10)) + 1} lines of output to the chat.  "]
+                else:
+                    reply += [relative, "```python", "<<<<<<< SEARCH", tool.output, "=======",
+                              tool.output.replace(tool.old, tool.new, 1), ">>>>>>> REPLACE", "```", ""]
+                    notices.append(f"> Applied edit to {relative}  ")
+            lines += reply + [turn.answer, "",
+                              "> Tokens: 12k sent, 1.2k received. Cost: $0.05 message, $0.31 session.  "]
+            lines += notices + [""]
+    path = Path(root) / ".aider.chat.history.md"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    touched = conversations[-1].moment(len(conversations[-1].turns))
+    os.utime(path, (touched.timestamp(), touched.timestamp()))
+
+
+_CLINE_FEEDBACK = ("The user has provided feedback on the results. Consider their input to continue the task, and "
+                   "then attempt completion again.")
+
+
+def _write_cline(root: Path, project: str, conversations: list[_Conversation]) -> None:
+    environment = (f"<environment_details>\n# Visual Studio Code Visible Files\npackage.json\n\n"
+                   f"# Current Working Directory ({project}) Files\npackage.json\nsrc/\n</environment_details>")
+    names = {"read": "read_file", "shell": "execute_command", "edit": "replace_in_file"}
+    for conversation in conversations:
+        folder = root / "saoudrizwan.claude-dev" / "tasks" / str(_ms(conversation.start))
+        folder.mkdir(parents=True, exist_ok=True)
+        ui: list[dict] = []
+        api: list[dict] = []
+
+        def say(kind: str, text: str, moment: datetime, asked: bool = False, ui: list = ui) -> None:
+            ui.append({"ts": _ms(moment) + len(ui), "type": "ask" if asked else "say",
+                       "ask" if asked else "say": kind, "text": text})
+
+        def request(text: str, moment: datetime, say=say, api: list = api) -> None:
+            say("api_req_started", json.dumps({"request": f"{text}\n\n{environment}", "tokensIn": 2400,
+                                               "tokensOut": 300, "cacheWrites": 0, "cacheReads": 0,
+                                               "cost": 0.0074}), moment)
+            api.append({"role": "user", "content": [{"type": "text", "text": text},
+                                                    {"type": "text", "text": environment}]})
+
+        for number, turn in enumerate(conversation.turns):
+            moment = conversation.moment(number)
+            if number == 0:
+                say("task", turn.request, moment)
+                request(f"<task>\n{turn.request}\n</task>", moment)
+            else:
+                say("user_feedback", turn.request, moment)
+                request(f"[attempt_completion] Result:\n\n{_CLINE_FEEDBACK}\n<feedback>\n{turn.request}\n"
+                        "</feedback>", moment)
+            for step, tool in enumerate(turn.tools, start=1):
+                moment = conversation.moment(number, step)
+                say("text", "Let me look at that.", moment)
+                if tool.kind == "edit":
+                    arguments = {"path": tool.target, "diff": f"------- SEARCH\n{tool.old}\n=======\n{tool.new}\n"
+                                                              "+++++++ REPLACE"}
+                else:
+                    arguments = {"path": tool.target} if tool.kind == "read" else {"command": tool.target,
+                                                                                   "requires_approval": "false"}
+                api.append({"role": "assistant", "content": [
+                    {"type": "text", "text": "Let me look at that."},
+                    {"type": "tool_use", "id": f"toolu_{conversation.index:06d}{number:03d}{step:03d}",
+                     "name": names[tool.kind], "input": arguments}]})
+                if tool.kind == "shell":
+                    say("command", tool.target, moment, asked=True)
+                    say("command_output", tool.output, moment)
+                    result = (f"[execute_command for '{tool.target}'] Result:\nCommand executed.\n"
+                              f"{'Exit code: 1' if tool.failed else ''}\nOutput:\n{tool.output}")
+                else:
+                    say("tool", json.dumps({"tool": "readFile" if tool.kind == "read" else "editedExistingFile",
+                                            "path": tool.target, "content": tool.target if tool.kind == "read"
+                                            else arguments["diff"]}), moment, asked=tool.kind == "edit")
+                    shown = tool.output if tool.kind == "read" else (
+                        f"The content was successfully saved to {tool.target}.\n\n<final_file_content path="
+                        f"\"{tool.target}\">\n{tool.output}\n</final_file_content>")
+                    if tool.failed:
+                        shown = f"The tool execution failed with the following error:\n<error>\n{tool.output}\n</error>"
+                    result = f"[{names[tool.kind]} for '{tool.target}'] Result:\n{shown}"
+                request(result, moment)
+            moment = conversation.moment(number, len(turn.tools) + 1)
+            say("completion_result", turn.answer, moment)
+            say("completion_result", "", moment, asked=True)
+            api.append({"role": "assistant", "content": [
+                {"type": "tool_use", "id": f"toolu_{conversation.index:06d}{number:03d}999",
+                 "name": "attempt_completion", "input": {"result": turn.answer}}]})
+        metadata = {"files_in_context": [], "model_usage": [{"ts": _ms(conversation.start),
+                                                             "model_id": "claude-sonnet-4-5",
+                                                             "model_provider_id": "anthropic", "mode": "act"}],
+                    "environment_history": [{"ts": _ms(conversation.start), "os_name": "linux",
+                                             "host_name": "Visual Studio Code", "cline_version": "3.51.0"}]}
+        last = conversation.moment(len(conversation.turns))
+        for name, data in (("api_conversation_history.json", api), ("task_metadata.json", metadata),
+                           ("ui_messages.json", ui)):
+            (folder / name).write_text(json.dumps(data), encoding="utf-8")
+            os.utime(folder / name, (last.timestamp(), last.timestamp()))
+
+
+SOURCE_WRITERS = {"claude": _write_claude, "codex": _write_codex, "gemini": _write_gemini,
+                  "copilot": _write_copilot, "opencode": _write_opencode, "cursor": _write_cursor,
+                  "aider": _write_aider, "cline": _write_cline}
+
+
+def _tree_size(path: Path) -> tuple[int, int]:
+    """(bytes, files) of every file under ``path``."""
+    total = files = 0
+    for directory, _folders, names in os.walk(path):
+        for name in names:
+            total += os.path.getsize(os.path.join(directory, name))
+            files += 1
+    return total, files
+
+
+def generate_source_corpus(out: Path, sources: list[str], *, sessions: int, turns: int, seed: int,
+                           log=print) -> dict:
+    """Writes (or reuses) one root per source under ``out``: ``out/<source>`` (aider: ``out/project``, where aider
+    keeps its history; it is also the project every session ran in). Returns {source: {root, bytes, files,
+    write_seconds}} and the project path. A source's root is reused when ``out/<source>.json`` records the same
+    parameters."""
+    out.mkdir(parents=True, exist_ok=True)
+    project = out / "project"
+    project.mkdir(exist_ok=True)
+    params = {"format": SOURCE_CORPUS_FORMAT, "sessions": sessions, "turns": turns, "seed": seed,
+              "project": str(project)}
+    conversations: list[_Conversation] | None = None
+    roots: dict[str, dict] = {}
+    for source in sources:
+        root = project if source == "aider" else out / source
+        marker = out / f"{source}.json"
+        try:
+            recorded = json.loads(marker.read_text())
+        except (OSError, ValueError):
+            recorded = {}
+        if recorded.get("params") != params:
+            if conversations is None:
+                started = time.perf_counter()
+                conversations = _draw_conversations(sessions, turns, seed, str(project))
+                log(f"conversations drawn ({sessions} x {turns} turns, {time.perf_counter() - started:.1f} s)")
+            if source == "aider":
+                (root / ".aider.chat.history.md").unlink(missing_ok=True)
+            elif root.exists():
+                shutil.rmtree(root)
+            started = time.perf_counter()
+            SOURCE_WRITERS[source](root, str(project), conversations)
+            written = time.perf_counter() - started
+            size, files = _tree_size(root)
+            recorded = {"params": params, "bytes": size, "files": files, "write_seconds": written}
+            marker.write_text(json.dumps(recorded))
+            log(f"{source}: wrote {size / 1e6:.1f} MB in {files} files ({written:.1f} s)")
+        roots[source] = {"root": str(root), "bytes": recorded["bytes"], "files": recorded["files"]}
+    return {"project": str(project), "roots": roots}
+
+
+def _source_worker(spec_path: str) -> int:
+    """One cold harvest of one source, then the same call with the checkpoints it returned (nothing new)."""
+    spec = json.loads(Path(spec_path).read_text())
+    from skillopt_sleep.harvest import harvest
+
+    prepare = getattr(importlib.import_module("skillopt_sleep.redact"), "prepare", None)
+    if prepare is not None:
+        prepare()
+    source, project, homes = spec["source"], Path(spec["project"]), {spec["source"]: Path(spec["root"])}
+    started, cpu_started = time.perf_counter(), time.process_time()
+    cold = harvest(source=source, scope="project", project=project, homes=homes, lookback_hours=0, checkpoints=None)
+    seconds, cpu_seconds = time.perf_counter() - started, time.process_time() - cpu_started
+    peak = _high_water_kb()  # VmHWM: ru_maxrss would keep the parent's peak across exec
+    started, cpu_started = time.perf_counter(), time.process_time()
+    quiet = harvest(source=source, scope="project", project=project, homes=homes, lookback_hours=0,
+                    checkpoints=cold.checkpoints)
+    quiet_seconds, quiet_cpu_seconds = time.perf_counter() - started, time.process_time() - cpu_started
+    Path(spec["result"]).write_text(json.dumps({
+        "seconds": seconds, "cpu_seconds": cpu_seconds, "peak_rss_kb": peak,
+        "quiet_seconds": quiet_seconds, "quiet_cpu_seconds": quiet_cpu_seconds,
+        "sessions_returned": len(cold.sessions), "turns_returned": sum(len(s.turns) for s in cold.sessions),
+        "tools_returned": sum(len(turn.tools) for s in cold.sessions for turn in s.turns),
+        "quiet_sessions_returned": len(quiet.sessions), "checkpoints": len(cold.checkpoints),
+        "stats": cold.stats.model_dump(mode="json"),
+    }))
+    return 0
+
+
+def _source_names(text: str) -> list[str]:
+    from skillopt_sleep.harvest.sources import REGISTRY
+
+    names = list(REGISTRY) if text.strip().lower() in ("all", "") else [
+        name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in REGISTRY]
+    if unknown:
+        raise SystemExit(f"unknown source(s) {', '.join(unknown)}; registered: {', '.join(REGISTRY)}")
+    missing = [name for name in REGISTRY if name not in SOURCE_WRITERS]
+    if missing:
+        raise SystemExit(f"no corpus writer for registered source(s) {', '.join(missing)}: add one to SOURCE_WRITERS")
+    if SOURCE_BASELINE not in names:
+        names.insert(0, SOURCE_BASELINE)  # the baseline of every ratio is measured in the same run
+    return [name for name in REGISTRY if name in names]
+
+
+def measure_sources(args: argparse.Namespace, log=print) -> dict:
+    names = _source_names(args.sources)
+    out = Path(args.out or os.path.join(tempfile.gettempdir(),
+                                        f"skillopt-harvest-sources-{args.source_sessions}x{args.source_turns}"
+                                        f"-{args.seed}"))
+    corpus = generate_source_corpus(out, names, sessions=args.source_sessions, turns=args.source_turns,
+                                    seed=args.seed, log=log)
+    for entry in corpus["roots"].values():  # warm the page cache: measure parsing, not the disk
+        for directory, _folders, files in os.walk(entry["root"]):
+            for name in files:
+                with open(os.path.join(directory, name), "rb") as handle:
+                    while handle.read(1 << 22):
+                        pass
+    report: dict = {
+        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "memory_gb": _memory_gb()},
+        "background_before": background_load(),
+        "corpus": {"dir": str(out), "sessions": args.source_sessions, "turns": args.source_turns, "seed": args.seed,
+                   "project": corpus["project"]},
+        "repeat": max(1, args.repeat), "sources": {},
+    }
+    with tempfile.TemporaryDirectory(prefix="skillopt-harvest-sources-") as work_dir:
+        work = Path(work_dir)
+        home = work / "home"
+        home.mkdir()
+        env = {key: value for key, value in os.environ.items()
+               if key not in ("PYTHONPATH", "PYTHONHOME", "AIDER_CHAT_HISTORY_FILE")}
+        env.update(HOME=str(home), PYTHONDONTWRITEBYTECODE="1")
+        # Interleaved rounds (every source once, then again): a load change on a shared machine hits all sources.
+        runs: dict[str, list[dict]] = {name: [] for name in names}
+        for round_number in range(max(1, args.repeat)):
+            for name in names:
+                log(f"{name}: cold + nothing new (round {round_number + 1})")
+                spec_path, result_path = work / f"{name}-{round_number}.spec.json", work / f"{name}-{round_number}.json"
+                spec_path.write_text(json.dumps({"source": name, "root": corpus["roots"][name]["root"],
+                                                 "project": corpus["project"], "result": str(result_path)}))
+                command = [sys.executable, str(Path(__file__).resolve()), SOURCE_WORKER_FLAG, str(spec_path)]
+                runs[name].append(_run_child(command, env, result_path, str(REPO_ROOT)))
+    for name in names:
+        merged = dict(runs[name][-1])
+        for key in ("seconds", "cpu_seconds", "quiet_seconds", "quiet_cpu_seconds"):
+            merged[key] = statistics.median(run[key] for run in runs[name])
+        merged["seconds_all"] = [round(run["seconds"], 4) for run in runs[name]]
+        merged["peak_rss_kb"] = max(run["peak_rss_kb"] for run in runs[name])
+        entry = corpus["roots"][name]
+        merged.update(entry)
+        merged["mb_per_s"] = entry["bytes"] / 1e6 / max(merged["seconds"], 1e-9)
+        merged["mb_per_cpu_s"] = entry["bytes"] / 1e6 / max(merged["cpu_seconds"], 1e-9)
+        merged["sessions_per_s"] = args.source_sessions / max(merged["seconds"], 1e-9)
+        report["sources"][name] = merged
+    base = report["sources"][SOURCE_BASELINE]
+    for run in report["sources"].values():
+        run["mb_per_s_over_baseline"] = run["mb_per_s"] / base["mb_per_s"]
+        run["sessions_per_s_over_baseline"] = run["sessions_per_s"] / base["sessions_per_s"]
+        run["sessions_per_cpu_s_over_baseline"] = base["cpu_seconds"] / max(run["cpu_seconds"], 1e-9)
+        run["quiet_over_cold"] = run["quiet_seconds"] / max(run["seconds"], 1e-9)
+    report["background_after"] = background_load()
+    return report
+
+
+def render_sources(report: dict) -> str:
+    from skillopt_sleep.harvest.sources import REGISTRY
+
+    corpus, sessions, turns = report["corpus"], report["corpus"]["sessions"], report["corpus"]["turns"]
+    lines = [
+        (f"Corpus: the same {sessions} sessions x {turns} turns (seed {corpus['seed']}) written in each agent's "
+         f"layout. Machine: {report['machine']['cpus']} CPUs, {report['machine']['memory_gb']} GiB, Python "
+         f"{report['machine']['python']}. {report['date']}. Median of {report['repeat']} round(s), sources "
+         "interleaved; times are the harvest call (cold: no checkpoints; nothing new: the same call with the "
+         "checkpoints the cold call returned, same process). Ratios: to Claude Code in this run."),
+        "",
+        ("| source | MB on disk (files) | cold s | cold CPU s | MB/s | MB/s / Claude Code | sessions/s | "
+         "sessions/s / Claude Code (wall; CPU) | nothing new s | nothing new / cold | "
+         "sessions; turns; tool calls returned | peak RSS MB |"),
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, run in report["sources"].items():
+        complete = "" if (run["sessions_returned"], run["turns_returned"]) == (sessions, sessions * turns) else " (!)"
+        lines.append(
+            f"| {REGISTRY[name].label} (`{name}`) | {run['bytes'] / 1e6:.1f} ({run['files']}) | {run['seconds']:.3f} | "
+            f"{run['cpu_seconds']:.3f} | {run['mb_per_s']:.0f} | {run['mb_per_s_over_baseline']:.2f}x | "
+            f"{run['sessions_per_s']:.0f} | {run['sessions_per_s_over_baseline']:.2f}x; "
+            f"{run['sessions_per_cpu_s_over_baseline']:.2f}x | "
+            f"{run['quiet_seconds']:.4f} | {run['quiet_over_cold']:.1%} | {run['sessions_returned']}; "
+            f"{run['turns_returned']}; {run['tools_returned']}{complete} | {_mb(run['peak_rss_kb'])} |")
+    before, after = report["background_before"], report["background_after"]
+    lines += ["", (f"Expected per source: {sessions} sessions, {sessions * turns} turns ((!) marks a difference). "
+                   f"Background: load average {before['loadavg_1m']} before, {after['loadavg_1m']} after; build "
+                   f"processes running: {before['build_processes']} before, {after['build_processes']} after.")]
+    return "\n".join(lines)
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sessions", type=int, default=None, help=f"session files (default {DEFAULT_SESSIONS})")
@@ -597,6 +1354,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--no-memory-scaling", action="store_true",
                         help="skip the cold run on a corpus one tenth the size")
     parser.add_argument("--json", dest="json_path", default=None, help="write the raw numbers here")
+    parser.add_argument("--sources", default=None, metavar="LIST",
+                        help="instead of the peer comparison: every registered source side by side on the same "
+                             "generated conversations, 'all' or names separated by commas (Claude Code, the "
+                             "baseline, is always added); --out is then the directory of their roots")
+    parser.add_argument("--source-sessions", type=int, default=SOURCE_SESSIONS,
+                        help=f"with --sources: sessions per source (default {SOURCE_SESSIONS})")
+    parser.add_argument("--source-turns", type=int, default=SOURCE_TURNS,
+                        help=f"with --sources: turns per session (default {SOURCE_TURNS})")
     return parser.parse_args(argv)
 
 
@@ -604,7 +1369,15 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == [WORKER_FLAG]:
         return _ours_worker(argv[1])
+    if argv[:1] == [SOURCE_WORKER_FLAG]:
+        return _source_worker(argv[1])
     args = parse_args(argv)
+    if args.sources is not None:
+        report = measure_sources(args, log=lambda message: print(message, file=sys.stderr, flush=True))
+        print(render_sources(report))
+        if args.json_path:
+            Path(args.json_path).write_text(json.dumps(report, indent=2, default=str))
+        return 0
     report = measure(args, log=lambda message: print(message, file=sys.stderr, flush=True))
     print(render(report))
     if args.json_path:
