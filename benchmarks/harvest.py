@@ -30,6 +30,14 @@ the cold harvest (MB/s, sessions/s) and the same call with the checkpoints it re
 ``harvest(source=..., scope="project", project=..., homes={source: root}, lookback_hours=0)``, with each
 throughput's ratio to Claude Code's in the same run.
 
+``--real`` measures instead process to process (the ``harvest`` command of each tool, start to exit, best of
+``--repeat``): ours and the peer on a real-history corpus (the public real sessions in ``examples/`` and
+``tests/fixtures/transcripts/``, replayed into ~350 sessions with the same record mix, see ``generate_real_corpus``)
+and on the synthetic corpus, and ours on the real-history corpus with nothing new (checkpoints stored by a night)
+against cold:
+
+    python benchmarks/harvest.py --real --quick --repeat 3
+
 Prints a markdown table; ``--json FILE`` writes the raw numbers.
 """
 
@@ -1337,6 +1345,521 @@ def render_sources(report: dict) -> str:
     return "\n".join(lines)
 
 
+# ---------------------------------------------------------------------------------------------
+# Real sessions, process to process (--real)
+#
+# The real-history corpus: the public real sessions of examples/ and tests/fixtures/transcripts/ (PROVENANCE.md
+# there), replayed into more session files with the same record mix. Each real file is cut into segments: the
+# records before its first request (the head: snapshots, queue operations) and then one segment per request (a
+# main-chain user prompt for Claude Code, a turn_context line for Codex) with every record up to the next one, tool
+# results, progress records, snapshots and inline sidechains included. A new session copies the head of one real
+# file, drawn with a probability proportional to its size, then segments drawn uniformly from all real files until
+# it reaches its size (drawn from a log-normal fitted to the 346 real sessions of dagster-io/erk: median 400 KB,
+# mean 640 KB, 39% under 300 KB). Records are copied as bytes, so their real types, sizes, key order and escapes are
+# kept; only these values are rewritten: UUIDs (a fresh one per UUID per segment copy; the file's session id becomes
+# the new session's), tool-call ids (same length), ISO timestamps (the new session's clock, same length), cwd (the
+# benchmark's project) and the Claude Code entrypoint (the head file's, so one headless segment does not turn a
+# session headless). Schema fixtures are left out (they are not sessions), and so are duplicates (examples/ holds
+# byte copies of the fixtures).
+
+REAL_CORPUS_FORMAT = 2
+REAL_CLAUDE_SESSIONS = 351
+REAL_CLAUDE_MB = 224.0
+REAL_CODEX_SESSIONS = 60
+REAL_CODEX_MB = 30.0
+REAL_MEDIAN_BYTES = 400_000
+REAL_SIGMA = 0.97
+_UUID = re.compile(rb"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_ISO_TIME = re.compile(rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z")
+_TOOL_ID = re.compile(rb"\b(toolu_|call_)([A-Za-z0-9]{10,})")
+_CWD_VALUE = re.compile(rb'("cwd":\s*)"(?:[^"\\]|\\.)*"')
+_CWD_TAG = re.compile(rb"<cwd>[^<]*</cwd>")
+_ENTRYPOINT = re.compile(rb'("entrypoint":\s*)"[^"]*"')
+_ID_CHARS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+
+
+@dataclass
+class _RealFile:
+    name: str
+    size: int
+    session_id: bytes
+    head: list  # [(line bytes, seconds after the segment's first record)]
+    segments: list  # [[(line bytes, seconds), ...], ...]
+    entrypoint: bytes | None
+
+
+def _real_paths(source: str) -> list[Path]:
+    """The real session files of one source (``claude`` or ``codex``), duplicates and schema fixtures left out."""
+    fixtures = REPO_ROOT / "tests" / "fixtures" / "transcripts" / ("claude_code" if source == "claude" else "codex")
+    home = REPO_ROOT / "examples" / ("claude-home" if source == "claude" else "codex-home")
+    seen: set[str] = set()
+    chosen = []
+    for path in sorted(fixtures.glob("*.jsonl")) + sorted(home.rglob("*.jsonl")):
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        if digest in seen:
+            continue
+        seen.add(digest)
+        if "SCHEMA-FIXTURE" not in path.name:
+            chosen.append(path)
+    return chosen
+
+
+def _is_request(source: str, record: dict) -> bool:
+    if source == "codex":
+        return record.get("type") == "turn_context"
+    if record.get("type") != "user" or record.get("isSidechain") or record.get("isMeta"):
+        return False
+    content = (record.get("message") or {}).get("content")
+    if isinstance(content, str):
+        return True
+    return isinstance(content, list) and not any(
+        isinstance(block, dict) and block.get("type") == "tool_result" for block in content)
+
+
+def _load_real_file(source: str, path: Path) -> _RealFile:
+    data = path.read_bytes()
+    session_id = b""
+    entrypoint = None
+    head: list = []
+    segments: list = []
+    current = head
+    first_time: datetime | None = None
+    for line in data.splitlines():
+        if not line.strip():
+            continue
+        record = json.loads(line)
+        if not session_id:
+            found = record.get("sessionId") or ((record.get("payload") or {}).get("id")
+                                                if record.get("type") == "session_meta" else None)
+            if found and _UUID.fullmatch(found.encode()):
+                session_id = found.encode()
+        if entrypoint is None and record.get("entrypoint"):
+            entrypoint = record["entrypoint"].encode()
+        if _is_request(source, record):
+            current = []
+            segments.append(current)
+            first_time = None
+        stamp = _ISO_TIME.search(line)
+        moment = datetime.fromisoformat(stamp.group(0).decode().replace("Z", "+00:00")) if stamp else None
+        if moment is not None and first_time is None:
+            first_time = moment
+        offset = (moment - first_time).total_seconds() if moment is not None and first_time is not None else 0.0
+        current.append((line, min(max(offset, 0.0), 3600.0)))
+    if not segments:  # no request at all (a sub-agent excerpt): the whole file is one segment
+        segments, head = [head], []
+    return _RealFile(path.name, len(data), session_id, head, segments, entrypoint)
+
+
+def _rewrite(line: bytes, *, ids: dict, rng: random.Random, moment: datetime, cwd: bytes,
+             entrypoint: bytes | None) -> bytes:
+    def fresh_uuid(match: re.Match) -> bytes:
+        old = match.group(0)
+        if old not in ids:
+            ids[old] = str(uuid.UUID(int=rng.getrandbits(128), version=4)).encode()
+        return ids[old]
+
+    def fresh_tool_id(match: re.Match) -> bytes:
+        old = match.group(0)
+        if old not in ids:
+            ids[old] = match.group(1) + bytes(rng.choice(_ID_CHARS) for _ in range(len(match.group(2))))
+        return ids[old]
+
+    def new_time(match: re.Match) -> bytes:
+        fraction = match.group(1)
+        text = moment.strftime("%Y-%m-%dT%H:%M:%S")
+        if fraction:
+            digits = len(fraction) - 1
+            text += "." + f"{moment.microsecond:06d}"[:digits].ljust(digits, "0")
+        return text.encode() + b"Z"
+
+    line = _UUID.sub(fresh_uuid, line)
+    line = _TOOL_ID.sub(fresh_tool_id, line)
+    line = _ISO_TIME.sub(new_time, line)
+    line = _CWD_VALUE.sub(lambda match: match.group(1) + json.dumps(cwd.decode()).encode(), line)
+    line = _CWD_TAG.sub(lambda _match: b"<cwd>" + cwd + b"</cwd>", line)
+    if entrypoint is not None:
+        line = _ENTRYPOINT.sub(lambda match: match.group(1) + b'"' + entrypoint + b'"', line)
+    return line
+
+
+def _record_kind(source: str, line: bytes) -> str:
+    """A record's kind for the mix table: its type, with tool results, sidechains and Codex payload types apart."""
+    record = json.loads(line)
+    if source == "codex":
+        payload = record.get("payload") if isinstance(record.get("payload"), dict) else {}
+        kind = f"{record.get('type', '?')}/{payload.get('type', '')}".rstrip("/")
+        return kind + (f"/{payload.get('role')}" if payload.get("type") == "message" else "")
+    kind = str(record.get("type", "?"))
+    content = (record.get("message") or {}).get("content") if isinstance(record.get("message"), dict) else None
+    if kind == "user" and isinstance(content, list) and any(
+            isinstance(block, dict) and block.get("type") == "tool_result" for block in content):
+        kind = "user/tool_result"
+    return kind + ("/sidechain" if record.get("isSidechain") else "")
+
+
+def _mix(source: str, lines) -> dict:
+    counts: dict[str, list[int]] = {}
+    for line in lines:
+        entry = counts.setdefault(_record_kind(source, line), [0, 0])
+        entry[0] += 1
+        entry[1] += len(line) + 1
+    return counts
+
+
+def _session_sizes(rng: random.Random, sessions: int, target_bytes: int) -> list[int]:
+    """Log-normal session sizes (median REAL_MEDIAN_BYTES, sigma REAL_SIGMA), scaled to add up to the target."""
+    import math
+
+    drawn = [min(max(rng.lognormvariate(math.log(REAL_MEDIAN_BYTES), REAL_SIGMA), 6_000), 20_000_000)
+             for _ in range(sessions)]
+    scale = target_bytes / sum(drawn)
+    return [max(2_000, int(size * scale)) for size in drawn]
+
+
+def _replay_source(source: str, out: Path, project: str, *, sessions: int, target_mb: float, seed: int) -> dict:
+    """Writes ``sessions`` replayed session files of one source; returns its summary (bytes, files, record mix)."""
+    from benchmarks.corpus import CORPUS_DAYS, CORPUS_END
+
+    real = [_load_real_file(source, path) for path in _real_paths(source)]
+    pool = [segment for file in real for segment in file.segments]
+    weights = [file.size for file in real]
+    rng = random.Random(seed * 1_000_003 + (1 if source == "claude" else 2))
+    cwd = project.encode()
+    mix: dict[str, list[int]] = {}
+    written = longest = 0
+    paths = []
+    for index, size in enumerate(_session_sizes(rng, sessions, int(target_mb * 1e6))):
+        template = rng.choices(real, weights)[0]
+        session_id = str(uuid.UUID(int=rng.getrandbits(128), version=4))
+        start = CORPUS_END - timedelta(days=rng.uniform(0.2, CORPUS_DAYS))
+        clock = start
+        chunks = [template.head] if template.head else []
+        total = sum(len(line) + 1 for line, _ in template.head)
+        while total < size:
+            segment = rng.choice(pool)
+            chunks.append(segment)
+            total += sum(len(line) + 1 for line, _ in segment)
+        lines = []
+        for chunk in chunks:
+            ids = {file.session_id: session_id.encode() for file in real if file.session_id}  # fresh ids per copy
+            for line, offset in chunk:
+                moment = clock + timedelta(seconds=offset)
+                lines.append(_rewrite(line, ids=ids, rng=rng, moment=moment, cwd=cwd,
+                                      entrypoint=(template.entrypoint or b"cli") if source == "claude" else None))
+            clock = moment + timedelta(seconds=rng.uniform(20, 240))
+        if source == "claude":
+            path = out / "claude" / "projects" / re.sub(r"[^A-Za-z0-9]", "-", project) / f"{session_id}.jsonl"
+        else:
+            path = out / "codex" / "archived_sessions" / f"rollout-{start.strftime('%Y-%m-%dT%H-%M-%S')}-{session_id}.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        data = b"\n".join(lines) + b"\n"
+        path.write_bytes(data)
+        os.utime(path, (clock.timestamp(), clock.timestamp()))
+        for kind, (count, size_bytes) in _mix(source, lines).items():
+            entry = mix.setdefault(kind, [0, 0])
+            entry[0] += count
+            entry[1] += size_bytes
+        written += len(data)
+        longest = max(longest, max(len(line) for line in lines))
+        paths.append(str(path))
+    real_mix: dict[str, list[int]] = {}
+    for file in real:
+        for kind, (count, size_bytes) in _mix(source, [line for chunk in [file.head, *file.segments]
+                                                      for line, _ in chunk]).items():
+            entry = real_mix.setdefault(kind, [0, 0])
+            entry[0] += count
+            entry[1] += size_bytes
+    return {"sessions": sessions, "bytes": written, "longest_line": longest, "files_used": [f.name for f in real],
+            "real_bytes": sum(file.size for file in real), "segments": len(pool), "mix": mix, "real_mix": real_mix}
+
+
+def generate_real_corpus(out: Path, *, claude_sessions: int, claude_mb: float, codex_sessions: int, codex_mb: float,
+                         seed: int, log=print) -> dict:
+    """Writes (or reuses, when ``out/real.json`` records the same parameters) the real-mix corpus under ``out``:
+    ``claude/projects/<sanitized project>/`` and ``codex/archived_sessions/``, every session in ``out/project``."""
+    params = {"format": REAL_CORPUS_FORMAT, "claude_sessions": claude_sessions, "claude_mb": claude_mb,
+              "codex_sessions": codex_sessions, "codex_mb": codex_mb, "seed": seed,
+              "real": {source: [hashlib.sha256(path.read_bytes()).hexdigest() for path in _real_paths(source)]
+                       for source in ("claude", "codex")}}
+    marker = out / "real.json"
+    try:
+        recorded = json.loads(marker.read_text())
+    except (OSError, ValueError):
+        recorded = {}
+    if recorded.get("params") == params:
+        return recorded
+    for folder in ("claude", "codex"):
+        shutil.rmtree(out / folder, ignore_errors=True)
+    (out / "project").mkdir(parents=True, exist_ok=True)
+    project = str((out / "project").resolve())
+    started = time.perf_counter()
+    recorded = {"params": params, "project": project, "claude_home": str(out / "claude"),
+                "codex_home": str(out / "codex"),
+                "claude": _replay_source("claude", out, project, sessions=claude_sessions, target_mb=claude_mb,
+                                         seed=seed),
+                "codex": _replay_source("codex", out, project, sessions=codex_sessions, target_mb=codex_mb,
+                                        seed=seed)}
+    recorded["write_seconds"] = time.perf_counter() - started
+    marker.write_text(json.dumps(recorded))
+    log(f"real-mix corpus: {recorded['claude']['bytes'] / 1e6:.0f} MB Claude Code, "
+        f"{recorded['codex']['bytes'] / 1e6:.0f} MB Codex ({recorded['write_seconds']:.1f} s)")
+    return recorded
+
+
+PERSIST_CHECKPOINTS = r'''
+import sys
+from pathlib import Path
+from skillopt_sleep.config import load_config
+from skillopt_sleep.harvest import harvest_for_config
+from skillopt_sleep.harvest.checkpoint import save_checkpoints
+from skillopt_sleep.state import ProjectPaths
+claude_home, codex_home, project = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
+config = load_config(None, cli_overrides={"scope": "project", "source": "claude,codex", "lookback_hours": 0,
+                                          "claude_home": claude_home, "codex_home": codex_home})
+result = harvest_for_config(config, project=project, checkpoints=None)
+save_checkpoints(ProjectPaths(project).checkpoints, result.checkpoints)
+'''
+"""Harvests both sources as a night does and stores the checkpoints (one file per project, every source's files in
+it) where the next night, and ``harvest``, read them."""
+
+LIBRARY_HARVEST = r'''
+import sys
+from pathlib import Path
+from skillopt_sleep.config import load_config
+from skillopt_sleep.harvest import harvest_for_config
+from skillopt_sleep.harvest.checkpoint import load_checkpoints
+from skillopt_sleep.state import ProjectPaths
+source, home, project = sys.argv[1], sys.argv[2], Path(sys.argv[3])
+config = load_config(None, cli_overrides={"scope": "project", "source": source, "lookback_hours": 0,
+                                          f"{source}_home": Path(home)})
+harvest_for_config(config, project=project, checkpoints=load_checkpoints(ProjectPaths(project).checkpoints))
+'''
+"""A night's harvest alone in a fresh process: imports, config, stored checkpoints, the harvest."""
+
+
+def _cli(python: str) -> list[str]:
+    """The ``skillopt-sleep`` console script next to ``python`` (as a user runs it), else ``python -m``."""
+    script = Path(python).parent / "skillopt-sleep"
+    return [str(script)] if script.exists() else [python, "-m", "skillopt_sleep"]
+
+
+def _time_process(command: list[str], env: dict[str, str], cwd: str, *, keep_output: bool = False) -> dict:
+    """One process, start to exit: wall seconds and the CPU seconds of it and its children; stdout discarded
+    unless ``keep_output`` (then returned as ``output``)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    completed = subprocess.run(command, env=env, cwd=cwd, stderr=subprocess.PIPE, check=False,
+                               stdout=subprocess.PIPE if keep_output else subprocess.DEVNULL)
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if completed.returncode != 0:
+        raise RuntimeError(f"{' '.join(command[:4])} ... failed (exit {completed.returncode}):\n"
+                           f"{completed.stderr.decode(errors='replace')[-3000:]}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    timing = {"seconds": wall, "cpu_seconds": cpu}
+    if keep_output:
+        timing["output"] = completed.stdout
+    return timing
+
+
+def _best(runs: list[dict]) -> dict:
+    best = min(runs, key=lambda run: run["seconds"])
+    return {"seconds": best["seconds"], "cpu_seconds": min(run["cpu_seconds"] for run in runs),
+            "seconds_all": [round(run["seconds"], 3) for run in runs]}
+
+
+def measure_real(args: argparse.Namespace, log=print) -> dict:
+    """Process to process, best of ``--repeat``: ours and the peer on the real-mix corpus and on the synthetic
+    corpus (their harvest commands), and ours with nothing new (stored checkpoints) against cold."""
+    out = Path(args.real_out or os.path.join(tempfile.gettempdir(), f"skillopt-harvest-real-{args.seed}"))
+    real = generate_real_corpus(out, claude_sessions=args.real_sessions, claude_mb=args.real_mb,
+                                codex_sessions=args.real_codex_sessions, codex_mb=args.real_codex_mb,
+                                seed=args.seed, log=log)
+    sessions = args.sessions or (QUICK_SESSIONS if args.quick else DEFAULT_SESSIONS)
+    target_mb = args.target_mb or (QUICK_TARGET_MB if args.quick else DEFAULT_TARGET_MB)
+    synthetic_out = args.out or os.path.join(tempfile.gettempdir(), f"skillopt-harvest-corpus-{sessions}-{target_mb:g}")
+    info = generate_corpus(synthetic_out, sessions=sessions, target_mb=target_mb, seed=args.seed, log=log)
+    peer_python, peer_note = ensure_peer(Path(args.peer_venv), install=not args.no_peer_install, log=log)
+    if peer_python is None:
+        raise SystemExit(f"--real compares with the peer: {peer_note}")
+    # The peer reads Codex only from a flat archived_sessions directory: a home of links to the same rollouts.
+    peer_codex_home = Path(info.root) / "peer-codex-home"
+    (peer_codex_home / "archived_sessions").mkdir(parents=True, exist_ok=True)
+    for path in info.main_files():
+        link = peer_codex_home / "archived_sessions" / os.path.basename(path)
+        if "/codex/" in path and not link.exists():
+            link.symlink_to(path)
+    for root in (real["claude_home"], real["codex_home"], info.claude_home, info.codex_home):
+        for directory, _folders, names in os.walk(root):  # warm the page cache: measure parsing, not the disk
+            for name in names:
+                with open(os.path.join(directory, name), "rb") as handle:
+                    while handle.read(1 << 22):
+                        pass
+    ours, peer = _cli(sys.executable), _cli(peer_python)
+    project = real["project"]
+    # (name, bytes, sessions, our arguments, the peer's arguments). The peer's harvest stops at --max-sessions
+    # (default 120) sessions: set above the corpus so that both read every file.
+    every = ["--max-sessions", "1000000"]
+    cases = [
+        ("real, Claude Code", real["claude"]["bytes"], real["claude"]["sessions"],
+         ["--source", "claude", "--scope", "project", "--project", project, "--claude-home", real["claude_home"]],
+         ["--source", "claude", "--scope", "invoked", "--project", project, "--claude-home", real["claude_home"],
+          *every]),
+        ("real, Codex", real["codex"]["bytes"], real["codex"]["sessions"],
+         ["--source", "codex", "--scope", "project", "--project", project, "--codex-home", real["codex_home"]],
+         ["--source", "codex", "--scope", "invoked", "--project", project, "--codex-home", real["codex_home"],
+          *every]),
+        ("synthetic, Claude Code", info.claude_bytes, info.claude_sessions,
+         ["--source", "claude", "--scope", "all", "--claude-home", info.claude_home],
+         ["--source", "claude", "--scope", "all", "--claude-home", info.claude_home, *every]),
+        ("synthetic, Codex", info.codex_bytes, info.codex_sessions,
+         ["--source", "codex", "--scope", "all", "--codex-home", info.codex_home],
+         ["--source", "codex", "--scope", "all", "--codex-home", str(peer_codex_home), *every]),
+    ]
+    report: dict = {
+        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "memory_gb": _memory_gb()},
+        "background_before": background_load(), "repeat": max(1, args.repeat), "peer_status": peer_note,
+        "real_corpus": {key: value for key, value in real.items() if key != "params"},
+        "synthetic_corpus": _corpus_summary(info), "commands": {}, "cases": {},
+    }
+    with tempfile.TemporaryDirectory(prefix="skillopt-harvest-real-") as work_dir:
+        work = Path(work_dir)
+        for name in ("home", "cold-state", "quiet-state"):
+            (work / name).mkdir()
+        base = {key: value for key, value in os.environ.items()
+                if key not in ("PYTHONPATH", "PYTHONHOME", "CLAUDE_CONFIG_DIR", "CODEX_HOME")
+                and not key.startswith("SKILLOPT_SLEEP_")}
+        # Bytecode caches as an installed package has them (pip compiles at install): written once, to a cache
+        # outside the trees, by the warm-up round below. Without them each process compiles every module again.
+        base.pop("PYTHONDONTWRITEBYTECODE", None)
+        base.update(HOME=str(work / "home"), NO_COLOR="1",
+                    PYTHONPYCACHEPREFIX=os.path.join(tempfile.gettempdir(), "skillopt-harvest-pycache"))
+        cold_env = dict(base, SKILLOPT_SLEEP_HOME=str(work / "cold-state"))
+        quiet_env = dict(base, SKILLOPT_SLEEP_HOME=str(work / "quiet-state"))
+        log("storing the checkpoints of a night on the real-mix corpus")
+        _time_process([sys.executable, "-c", PERSIST_CHECKPOINTS, real["claude_home"], real["codex_home"], project],
+                      quiet_env, str(work))
+        runs: dict[str, list[dict]] = {}
+        log("warm-up round (bytecode caches; sessions each side returns), not timed")
+        report["sessions_returned"] = {}
+        for name, _bytes, _sessions, our_args, peer_args in cases:
+            mine = _time_process([*ours, "harvest", *our_args, "--lookback-hours", "0", "--json"], cold_env,
+                                 str(work), keep_output=True)["output"]
+            theirs = _time_process([*peer, "harvest", *peer_args, "--lookback-hours", "0", "--json"], base,
+                                   str(work), keep_output=True)["output"]
+            mine, theirs = json.loads(mine), json.loads(theirs)
+            report["sessions_returned"][name] = {"ours": len(mine["sessions"]), "ours_stats": mine["harvest"],
+                                                 "peer": theirs["n_sessions"]}
+
+        def run(key: str, command: list[str], env: dict[str, str]) -> None:
+            report["commands"].setdefault(key, " ".join(command))
+            runs.setdefault(key, []).append(_time_process(command, env, str(work)))
+
+        for round_number in range(max(1, args.repeat)):  # interleaved: a load change hits every row alike
+            log(f"round {round_number + 1}: start-up, ours and the peer on every case, nothing new")
+            run("bare interpreter", [sys.executable, "-c", "pass"], base)
+            run("ours --version", [*ours, "--version"], cold_env)
+            for name, _bytes, _sessions, our_args, peer_args in cases:
+                run(f"ours: {name}", [*ours, "harvest", *our_args, "--lookback-hours", "0", "--json"], cold_env)
+                run(f"peer: {name}", [*peer, "harvest", *peer_args, "--lookback-hours", "0", "--json"], base)
+            for source, home in (("claude", real["claude_home"]), ("codex", real["codex_home"])):
+                label = "Claude Code" if source == "claude" else "Codex"
+                our_args = cases[0][3] if source == "claude" else cases[1][3]
+                run(f"ours, nothing new: real, {label}",
+                    [*ours, "harvest", *our_args, "--lookback-hours", "0", "--json"], quiet_env)
+                library = [sys.executable, "-c", LIBRARY_HARVEST, source, home, project]
+                run(f"library, cold: real, {label}", library, cold_env)
+                run(f"library, nothing new: real, {label}", library, quiet_env)
+    timings = {key: _best(value) for key, value in runs.items()}
+    report["timings"] = timings
+    for name, size, count, _ours, _peer in cases:
+        mine, theirs = timings[f"ours: {name}"], timings[f"peer: {name}"]
+        report["cases"][name] = {"bytes": size, "sessions": count, "ours": mine, "peer": theirs,
+                                 "ratio": theirs["seconds"] / mine["seconds"],
+                                 "cpu_ratio": theirs["cpu_seconds"] / mine["cpu_seconds"]}
+    for label in ("Claude Code", "Codex"):
+        cold, quiet = timings[f"ours: real, {label}"], timings[f"ours, nothing new: real, {label}"]
+        library_cold, library_quiet = (timings[f"library, cold: real, {label}"],
+                                       timings[f"library, nothing new: real, {label}"])
+        report["cases"][f"real, {label}"].update(
+            quiet=quiet, quiet_over_cold=quiet["seconds"] / cold["seconds"],
+            library_cold=library_cold, library_quiet=library_quiet,
+            library_quiet_over_cold=library_quiet["seconds"] / library_cold["seconds"])
+
+    def combined(prefix: str) -> dict:
+        parts = [report["cases"][f"{prefix}, {label}"] for label in ("Claude Code", "Codex")]
+        mine = sum(part["ours"]["seconds"] for part in parts)
+        theirs = sum(part["peer"]["seconds"] for part in parts)
+        return {"ours": mine, "peer": theirs, "ratio": theirs / mine}
+
+    report["combined"] = {"real": combined("real"), "synthetic": combined("synthetic")}
+    report["background_after"] = background_load()
+    return report
+
+
+def render_real(report: dict) -> str:
+    real, synthetic, timings = report["real_corpus"], report["synthetic_corpus"], report["timings"]
+    lines = [
+        (f"Real-mix corpus: {real['claude']['sessions']} Claude Code sessions, {real['claude']['bytes'] / 1e6:.0f} MB, "
+         f"and {real['codex']['sessions']} Codex rollouts, {real['codex']['bytes'] / 1e6:.0f} MB, replayed from "
+         f"{len(real['claude']['files_used'])} + {len(real['codex']['files_used'])} real files "
+         f"({real['claude']['real_bytes'] / 1e3:.0f} KB + {real['codex']['real_bytes'] / 1e3:.0f} KB). Synthetic "
+         f"corpus: {synthetic['claude_sessions']} Claude Code ({synthetic['claude_bytes'] / 1e6:.0f} MB) + "
+         f"{synthetic['codex_sessions']} Codex ({synthetic['codex_bytes'] / 1e6:.0f} MB) sessions."),
+        (f"Machine: {report['machine']['cpus']} CPUs, {report['machine']['memory_gb']} GiB, Python "
+         f"{report['machine']['python']}. {report['date']}. Peer: {report['peer_status']}. Each time is one process, "
+         f"start to exit (the `harvest` command, its output discarded), best of {report['repeat']}; rows interleaved."),
+        "",
+        ("| corpus | MB | session files | sessions returned, ours; peer | ours s (CPU s) | peer s (CPU s) | "
+         "ours / peer, throughput (wall; CPU) | goal |"),
+        "|---|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    goals = {"real": 1.5, "synthetic": 3.0}
+    for name, case in report["cases"].items():
+        goal = goals[name.split(",")[0]]
+        verdict = "met" if case["ratio"] >= goal else f"MISSED ({goal / case['ratio']:.2f}x short)"
+        returned = report["sessions_returned"][name]
+        lines.append(f"| {name} | {case['bytes'] / 1e6:.0f} | {case['sessions']} | {returned['ours']}; "
+                     f"{returned['peer']} | {case['ours']['seconds']:.2f} "
+                     f"({case['ours']['cpu_seconds']:.2f}) | {case['peer']['seconds']:.2f} "
+                     f"({case['peer']['cpu_seconds']:.2f}) | {case['ratio']:.2f}x; {case['cpu_ratio']:.2f}x | "
+                     f">= {goal:g}x: {verdict} |")
+    for prefix, both in report["combined"].items():
+        goal = goals[prefix]
+        verdict = "met" if both["ratio"] >= goal else f"MISSED ({goal / both['ratio']:.2f}x short)"
+        lines.append(f"| {prefix}, both sources (a night: the two added) | | | | {both['ours']:.2f} | {both['peer']:.2f} | "
+                     f"{both['ratio']:.2f}x | >= {goal:g}x: {verdict} |")
+    lines += ["", "| ours, real-mix corpus | cold s | nothing new s | nothing new / cold | goal |", "|---|---:|---:|---:|---|"]
+    for label in ("Claude Code", "Codex"):
+        case = report["cases"][f"real, {label}"]
+        verdict = "met" if case["quiet_over_cold"] <= 0.10 else "MISSED"
+        lines.append(f"| `harvest` command, {label} | {case['ours']['seconds']:.3f} | {case['quiet']['seconds']:.3f} | "
+                     f"{case['quiet_over_cold']:.1%} | <= 10%: {verdict} |")
+        verdict = "met" if case["library_quiet_over_cold"] <= 0.10 else "MISSED"
+        lines.append(f"| a night's harvest alone (`python -c`: imports, config, checkpoints, harvest), {label} | "
+                     f"{case['library_cold']['seconds']:.3f} | {case['library_quiet']['seconds']:.3f} | "
+                     f"{case['library_quiet_over_cold']:.1%} | <= 10%: {verdict} |")
+    lines += ["", (f"Start-up: bare interpreter {timings['bare interpreter']['seconds']:.3f} s, `skillopt-sleep "
+                   f"--version` {timings['ours --version']['seconds']:.3f} s.")]
+    before, after = report["background_before"], report["background_after"]
+    lines += ["", (f"Background: load average {before['loadavg_1m']} before, {after['loadavg_1m']} after; build "
+                   f"processes running: {before['build_processes']} before, {after['build_processes']} after.")]
+    lines += ["", "Record mix (share of records; share of bytes), real files vs the replayed corpus:", "",
+              "| source | record | real files | replayed corpus |", "|---|---|---:|---:|"]
+    for source in ("claude", "codex"):
+        mix, real_mix = real[source]["mix"], real[source]["real_mix"]
+        total, real_total = (sum(v[0] for v in mix.values()), sum(v[1] for v in mix.values())), (
+            sum(v[0] for v in real_mix.values()), sum(v[1] for v in real_mix.values()))
+        for kind in sorted(real_mix, key=lambda kind: -real_mix[kind][1]):
+            have = mix.get(kind, [0, 0])
+            lines.append(f"| {source} | {kind} | {real_mix[kind][0] / real_total[0]:.1%}; "
+                         f"{real_mix[kind][1] / real_total[1]:.1%} | {have[0] / total[0]:.1%}; "
+                         f"{have[1] / total[1]:.1%} |")
+    return "\n".join(lines)
+
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sessions", type=int, default=None, help=f"session files (default {DEFAULT_SESSIONS})")
@@ -1362,6 +1885,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help=f"with --sources: sessions per source (default {SOURCE_SESSIONS})")
     parser.add_argument("--source-turns", type=int, default=SOURCE_TURNS,
                         help=f"with --sources: turns per session (default {SOURCE_TURNS})")
+    parser.add_argument("--real", action="store_true",
+                        help="instead: process to process (the harvest command), best of --repeat, ours and the peer "
+                             "on the real-mix corpus and on the synthetic one (--quick: the small one), and ours with "
+                             "nothing new against cold")
+    parser.add_argument("--real-out", default=None, help="with --real: the real-mix corpus directory (reused)")
+    parser.add_argument("--real-sessions", type=int, default=REAL_CLAUDE_SESSIONS,
+                        help=f"with --real: Claude Code sessions (default {REAL_CLAUDE_SESSIONS})")
+    parser.add_argument("--real-mb", type=float, default=REAL_CLAUDE_MB,
+                        help=f"with --real: Claude Code MB (default {REAL_CLAUDE_MB:g})")
+    parser.add_argument("--real-codex-sessions", type=int, default=REAL_CODEX_SESSIONS,
+                        help=f"with --real: Codex rollouts (default {REAL_CODEX_SESSIONS})")
+    parser.add_argument("--real-codex-mb", type=float, default=REAL_CODEX_MB,
+                        help=f"with --real: Codex MB (default {REAL_CODEX_MB:g})")
     return parser.parse_args(argv)
 
 
@@ -1372,6 +1908,12 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == [SOURCE_WORKER_FLAG]:
         return _source_worker(argv[1])
     args = parse_args(argv)
+    if args.real:
+        report = measure_real(args, log=lambda message: print(message, file=sys.stderr, flush=True))
+        print(render_real(report))
+        if args.json_path:
+            Path(args.json_path).write_text(json.dumps(report, indent=2, default=str))
+        return 0
     if args.sources is not None:
         report = measure_sources(args, log=lambda message: print(message, file=sys.stderr, flush=True))
         print(render_sources(report))
