@@ -1,4 +1,4 @@
-from skillopt_sleep.cli.app import main
+from skillopt_sleep.cli import main
 
 if __name__ == "__main__":
     main()

@@ -18,14 +18,11 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Literal
 
-from skillopt_sleep.backends import local
 from skillopt_sleep.errors import SleepError
 from skillopt_sleep.fsio import TEMP_PREFIX, TEMP_SUFFIX
 from skillopt_sleep.paths import data_dir
@@ -160,6 +157,8 @@ def append_part(wheel: Path, member: str, out: Any, digest: Any) -> int:
 
     raises ModelPullError when the wheel is not a zip, holds no (or several) such members, or fails its CRC.
     """
+    import zipfile  # here, like tempfile below: the CLI imports this module for its catalog
+
     try:
         with zipfile.ZipFile(wheel) as archive:
             matches = [info for info in archive.infolist()
@@ -186,6 +185,8 @@ def pull_model(name: str, *, catalog: dict[str, CatalogModel] | None = None, pip
     raises ModelPullError (unknown name, pip failure, missing part, size or sha256 mismatch, too little disk);
     nothing partial is left behind in any failure, including Ctrl-C.
     """
+    import tempfile
+
     started = time.monotonic()
     model = catalog_model(name, catalog)
     parts = model.parts
@@ -246,6 +247,8 @@ def list_models(catalog: dict[str, CatalogModel] | None = None) -> list[dict[str
     the largest pulled GGUF, else the bundled SmolLM2), follows_system_prompt (bool | None: unknown),
     description (str).
     """
+    from skillopt_sleep.backends import local  # its ChatRequest / pydantic models are not needed at import
+
     catalog = CATALOG if catalog is None else catalog
     default = local.default_model_path()
     default = default.resolve() if default else None

@@ -72,3 +72,18 @@ def project_key(project: Path | None) -> str:
 def project_state_dir(project: Path | None, state_root: Path | None = None) -> Path:
     """Return ``<state dir>/projects/<project key>``."""
     return (state_root or state_dir()) / "projects" / project_key(project)
+
+
+class ProjectPaths:
+    """Paths of one project's state."""
+
+    def __init__(self, project: Path | None, state_root: Path | None = None):
+        self.root = project_state_dir(project, state_root)
+        self.state_file = self.root / "state.json"
+        self.checkpoints = self.root / "checkpoints.json"
+        self.replay_cache = self.root / "replay_cache.jsonl"
+        self.nights = self.root / "nights"
+        self.backups = self.root / "backups"
+        self.lock = self.root / "night.lock"
+        self.archive = self.root / "archive.sqlite3"
+        self.documents = self.root / "documents"

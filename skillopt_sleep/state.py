@@ -15,14 +15,13 @@ Layout::
 from __future__ import annotations
 
 from datetime import datetime
-from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from skillopt_sleep.engine.edit_budget import EditBudgetState
 from skillopt_sleep.fsio import read_json, write_json_atomic
 from skillopt_sleep.models import EditRecord
-from skillopt_sleep.paths import project_state_dir
+from skillopt_sleep.paths import ProjectPaths  # re-exported: defined in paths so status can skip these models
 
 STATE_FORMAT = "skillopt-sleep-state/1"
 
@@ -83,21 +82,6 @@ class ProjectState(BaseModel):
     """The documents of the latest nights, oldest first (the slow update compares against one of them)."""
     slow_update_at: int = 0
     """Night number (``nights_completed`` count) of the last slow update; 0 = never."""
-
-
-class ProjectPaths:
-    """Paths of one project's state."""
-
-    def __init__(self, project: Path | None, state_root: Path | None = None):
-        self.root = project_state_dir(project, state_root)
-        self.state_file = self.root / "state.json"
-        self.checkpoints = self.root / "checkpoints.json"
-        self.replay_cache = self.root / "replay_cache.jsonl"
-        self.nights = self.root / "nights"
-        self.backups = self.root / "backups"
-        self.lock = self.root / "night.lock"
-        self.archive = self.root / "archive.sqlite3"
-        self.documents = self.root / "documents"
 
 
 def load_state(paths: ProjectPaths) -> ProjectState:

@@ -1,0 +1,17 @@
+"""The command line. ``main`` is the console script; the typer app (``cli.app``) is imported only when needed."""
+
+from __future__ import annotations
+
+import sys
+
+
+def main() -> None:
+    """Run ``skillopt-sleep``. ``--version`` alone is answered without importing typer or any command."""
+    if sys.argv[1:] == ["--version"]:
+        from skillopt_sleep import __version__
+
+        print(__version__)
+        return
+    from skillopt_sleep.cli.app import main as app_main
+
+    app_main()

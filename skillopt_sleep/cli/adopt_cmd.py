@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.table import Table
 
 from skillopt_sleep.cli.common import emit_json, resolve_config, stdout, user_errors
 
@@ -91,6 +90,8 @@ def history(project: ProjectOpt = None, json_: JsonOpt = False) -> None:
     if not records:
         stdout.print("no night adopted yet for this project", highlight=False)
         return
+    from rich.table import Table
+
     table = Table("night", "status", "adopted at", "reverted at", "documents")
     for record in records:
         table.add_row(record.night_id, record.status, record.adopted_at.isoformat(timespec="seconds"),

@@ -7,11 +7,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from skillopt_sleep import paths
 from skillopt_sleep.cli.common import emit_json, resolve_config, stdout, user_errors
-from skillopt_sleep.config import SleepConfig, set_config_value
 
-app = typer.Typer(help="Show or change the configuration.", no_args_is_help=True)
+app = typer.Typer(help="Show or change the configuration.", no_args_is_help=True, rich_markup_mode=None)
 
 ConfigOpt = Annotated[Optional[Path], typer.Option("--config", help="Config TOML file (default: user config dir).",
                                                     envvar="SKILLOPT_SLEEP_CONFIG")]
@@ -21,21 +19,25 @@ ConfigOpt = Annotated[Optional[Path], typer.Option("--config", help="Config TOML
 def show(json_: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
          config_file: ConfigOpt = None) -> None:
     """Show the effective configuration (defaults < file < environment), secrets masked."""
+    from skillopt_sleep.config import SleepConfig
+
     with user_errors():
         config = resolve_config(config_file)
     data = config.public_dump()
     if json_:
         emit_json(data)
         return
-    for key, field in SleepConfig.model_fields.items():
-        stdout.print(f"[bold]{key}[/bold] = {data[key]!r}", highlight=False)
+    for key, field in SleepConfig.model_fields.items():  # typer.echo, not rich: the start-up stays small
+        typer.echo(f"{typer.style(key, bold=True)} = {data[key]!r}")
         if field.description:
-            stdout.print(f"    [dim]{field.description.splitlines()[0]}[/dim]", highlight=False)
+            typer.echo(typer.style(f"    {field.description.splitlines()[0]}", dim=True))
 
 
 @app.command("set")
 def set_(key: str, value: str, config_file: ConfigOpt = None) -> None:
     """Set KEY to VALUE in the config file (validated; comments and other keys kept)."""
+    from skillopt_sleep.config import set_config_value
+
     with user_errors():
         written = set_config_value(key, value, config_file)
     stdout.print(f"{key} = {value}  ({written})", highlight=False)
@@ -44,4 +46,6 @@ def set_(key: str, value: str, config_file: ConfigOpt = None) -> None:
 @app.command("path")
 def path(config_file: ConfigOpt = None) -> None:
     """Print the config file path."""
+    from skillopt_sleep import paths
+
     typer.echo(str(config_file or paths.config_file()))
