@@ -266,8 +266,9 @@ class SkillOptTrainer:
     ``env.get_initial_skill()``); prompt_overrides: engine template name -> text (``reflect``, ``merge``, ``rank``,
     ``judge_rubric``, ``target_system``, ...) used while ``train()`` runs; on_event: called with each progress event
     (a dict with ``"event"``: ``train_begin``, ``step_begin``, ``stage`` (``stage``, ``phase`` begin/end),
-    ``rollout``, ``step_end`` (``record``), ``evaluate`` (``split``, ``skill``), ``train_end`` (``summary``)); it runs
-    in worker threads for ``rollout`` events, and an exception it raises stops the run like any error (resumable).
+    ``rollout``, ``call`` (``calls``, ``tokens``: the run's LLM calls and tokens so far), ``step_end`` (``record``),
+    ``evaluate`` (``split``, ``skill``), ``train_end`` (``summary``)); it runs in worker threads for ``rollout`` and
+    ``call`` events, and an exception it raises stops the run like any error (resumable).
     Raises ConfigError for an unknown prompt template name.
     """
 
@@ -534,7 +535,8 @@ class SkillOptTrainer:
             self._check_resumable(out, record)
         out.mkdir(parents=True, exist_ok=True)
         write_json_atomic(out / "config.json", record)
-        self.ledger = CallLedger(self.backend, Budget(max_calls=config.max_calls))
+        self.ledger = CallLedger(self.backend, Budget(max_calls=config.max_calls),
+                                 on_record=lambda record, calls, tokens: self._emit("call", calls=calls, tokens=tokens))
         cache = ReplayCache(out / "replay_cache.jsonl")
         steps = self.plan([task.id for task in train])
         self._emit("train_begin", total=len(steps), completed=state.completed_steps if state else 0,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -101,10 +102,13 @@ class CallLedger:
     that is not valid JSON) is the model's failure, not the backend's, and does not count; any successful
     call ends the streak.
     Thread-safe (replay runs with ``workers`` threads). clock: a monotonic clock in seconds (for tests).
+    on_record: called as ``on_record(record, calls, tokens)`` after each call is recorded (totals so far), from the
+    calling thread (a progress display: ``progress.watch_ledger``); what it raises propagates from ``chat()``.
     """
 
     def __init__(self, backend: Backend, budget: Budget | None = None, *, clock=time.monotonic,
-                 max_consecutive_failures: int = 3):
+                 max_consecutive_failures: int = 3,
+                 on_record: Callable[[CallRecord, int, int], None] | None = None):
         self.backend = backend
         self.budget = budget or Budget()
         self.records: list[CallRecord] = []
@@ -114,6 +118,8 @@ class CallLedger:
         self._lock = threading.Lock()
         self._reserved = 0
         self._failures_in_a_row = 0
+        self._tokens = 0
+        self.on_record = on_record
 
     # -- accounting
     @property
@@ -212,6 +218,8 @@ class CallLedger:
         with self._lock:
             self.records.append(record)
             number = len(self.records)
+            self._tokens += record.usage.total
+            tokens = self._tokens
             if result.ok:
                 self._failures_in_a_row = 0
             elif result.usage.total == 0:
@@ -220,6 +228,8 @@ class CallLedger:
         logger.info("call %d %s %s/%s: %s, %d+%d tokens, %.1fs", number, record.role, record.backend, record.model,
                     "ok" if record.ok else f"{record.error_kind} error: {record.error}",
                     record.usage.prompt_tokens, record.usage.completion_tokens, record.latency_s)
+        if self.on_record is not None:
+            self.on_record(record, number, tokens)
         if (not result.ok and result.error_kind != "fatal" and self.max_consecutive_failures
                 and failures_in_a_row >= self.max_consecutive_failures):
             raise BackendError(

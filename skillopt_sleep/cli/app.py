@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
@@ -10,8 +9,9 @@ from typing import Annotated, Optional
 import typer
 
 from skillopt_sleep import __version__
-from skillopt_sleep.cli import adopt_cmd, config_cmd, models_cmd, report_cmd, schedule_cmd, train_cmd
-from skillopt_sleep.cli.common import emit_json, home_flags, resolve_config, stderr, stdout, user_errors
+from skillopt_sleep.cli import adopt_cmd, config_cmd, models_cmd, report_cmd, rules_cmd, schedule_cmd, train_cmd
+from skillopt_sleep.cli.common import (QuietOpt, emit_json, home_flags, make_progress, resolve_config, stderr, stdout,
+                                       user_errors)
 
 app = typer.Typer(
     name="skillopt-sleep",
@@ -19,6 +19,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain click help: rendering it with rich would double the start-up of --help
 )
 
 ConfigOpt = Annotated[Optional[Path], typer.Option("--config", help="Config TOML file (default: user config dir).",
@@ -49,6 +50,8 @@ def _root(version: Annotated[bool, typer.Option("--version", callback=_version, 
           = False) -> None:
     """skillopt-sleep"""
     if verbose:
+        import logging
+
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", stream=sys.stderr)
 
 
@@ -67,6 +70,7 @@ def run_now(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Harvest and mine only: no LLM call, nothing saved.")] = False,
     apply: Annotated[bool, typer.Option("--apply", help="Write accepted documents to the project (atomic, with backup).")] = False,
     json_: JsonOpt = False,
+    quiet: QuietOpt = False,
     config_file: ConfigOpt = None,
 ) -> None:
     """Run one night now: harvest -> mine -> replay -> reflect -> bounded edits -> gate -> diagnostics.json."""
@@ -76,7 +80,9 @@ def run_now(
         config = resolve_config(config_file, scope=scope, source=source, backend=backend, model_path=model_path,
                                 gate_mode=gate_mode, lookback_hours=lookback_hours,
                                 **home_flags(home, claude_home=claude_home, codex_home=codex_home))
-        result = run_night(config, project=project or Path.cwd(), dry_run=dry_run, apply=apply)
+        with make_progress(quiet=quiet, json_=json_) as progress:
+            result = run_night(config, project=project or Path.cwd(), dry_run=dry_run, apply=apply,
+                               progress=progress)
     diagnostics = result.diagnostics
     if json_:
         emit_json({"night_dir": str(result.night_dir), "exit_code": result.exit_code,
@@ -147,6 +153,7 @@ def harvest_cmd(
 # The other command groups, listed after run-now and harvest in --help.
 schedule_cmd.register(app)
 adopt_cmd.register(app)
+rules_cmd.register(app)
 report_cmd.register(app)
 app.add_typer(config_cmd.app, name="config")
 models_cmd.register(app)

@@ -7,17 +7,65 @@ import os
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from pydantic import ValidationError
-from rich.console import Console
 
-from skillopt_sleep.config import SleepConfig, load_config
 from skillopt_sleep.errors import ConfigError, SleepError
 
-stdout = Console(soft_wrap=True)
-stderr = Console(stderr=True, soft_wrap=True)
+if TYPE_CHECKING:
+    from skillopt_sleep.config import SleepConfig
+
+
+class _LazyConsole:
+    """A rich ``Console`` created on first use: importing rich costs more than ``--version``, ``--help`` or
+    ``status`` need. Attribute reads and writes go to the console."""
+
+    def __init__(self, **options: Any) -> None:
+        object.__setattr__(self, "_options", options)
+        object.__setattr__(self, "_console", None)
+
+    def _get(self) -> Any:
+        if self._console is None:
+            from rich.console import Console
+
+            object.__setattr__(self, "_console", Console(**self._options))
+        return self._console
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._get(), name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self._get(), name, value)
+
+
+stdout: Any = _LazyConsole(soft_wrap=True)
+stderr: Any = _LazyConsole(stderr=True, soft_wrap=True)
+
+
+def _validation_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is a pydantic ValidationError (one can only exist once pydantic_core has been imported)."""
+    pydantic_core = sys.modules.get("pydantic_core")
+    return pydantic_core is not None and isinstance(exc, pydantic_core.ValidationError)
+
+
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress display on stderr.")]
+
+
+def make_progress(*, quiet: bool = False, json_: bool = False, stage_lines: bool = True) -> Any:
+    """A live progress display on stderr (``progress.RichProgress``) when stderr is a terminal and neither ``-q`` nor
+    ``--json`` was given; else ``progress.NullProgress`` (cron, systemd, the daemon, a pipe, a log file). With ``-v``
+    the log lines take stderr instead (a live line would be torn by them)."""
+    import logging
+
+    from skillopt_sleep.progress import NullProgress, RichProgress
+
+    verbose = logging.getLogger().handlers and logging.getLogger().getEffectiveLevel() <= logging.INFO
+    if quiet or json_ or verbose or not sys.stderr.isatty():
+        return NullProgress()
+    from rich.console import Console
+
+    return RichProgress(Console(stderr=True, soft_wrap=True), stage_lines=stage_lines)
 
 
 def emit_json(data: Any) -> None:
@@ -33,14 +81,15 @@ def user_errors():
     except SleepError as exc:
         stderr.print(f"[red]error:[/red] {exc}", highlight=False)
         raise typer.Exit(code=getattr(exc, "exit_code", 1)) from None
-    except ValidationError as exc:
-        for error in exc.errors():
-            location = ".".join(str(part) for part in error["loc"])
-            stderr.print(f"[red]error:[/red] {location}: {error['msg']}", highlight=False)
-        raise typer.Exit(code=1) from None
     except (typer.Exit, typer.Abort, KeyboardInterrupt):
         raise
-    except Exception as exc:  # a bug: show it, but keep the traceback for tests and developers
+    except Exception as exc:
+        if _validation_error(exc):
+            for error in exc.errors():
+                location = ".".join(str(part) for part in error["loc"])
+                stderr.print(f"[red]error:[/red] {location}: {error['msg']}", highlight=False)
+            raise typer.Exit(code=1) from None
+        # a bug: show it, but keep the traceback for tests and developers
         if getattr(sys, "_called_from_test", False) or os.environ.get("SKILLOPT_SLEEP_RAISE_ERRORS"):
             raise
         stderr.print(f"[red]internal error:[/red] {type(exc).__name__}: {exc} "
@@ -66,4 +115,6 @@ def home_flags(values: list[str] | None, **named: Path | None) -> dict[str, Path
 
 def resolve_config(config_file: Path | None, **flags: Any) -> SleepConfig:
     """Load the layered config with the flags the user set (None = not set)."""
+    from skillopt_sleep.config import load_config
+
     return load_config(config_file, cli_overrides=flags)

