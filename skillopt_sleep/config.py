@@ -13,13 +13,11 @@ import sys
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-import tomlkit
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from skillopt_sleep import paths
 from skillopt_sleep.errors import ConfigError
 from skillopt_sleep.fsio import write_text_atomic
-from skillopt_sleep.models import SourceName
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -29,6 +27,12 @@ else:  # pragma: no cover
 ENV_PREFIX = "SKILLOPT_SLEEP_"
 #: Environment variables with our prefix that are not config keys.
 _NON_KEY_ENV = {"CONFIG", "CONFIG_DIR", "STATE_DIR", "DATA_DIR", "HOME", "RAISE_ERRORS", "CRONTAB", "REPLAY"}
+
+
+def _source_names() -> tuple[str, ...]:
+    from skillopt_sleep.models import SourceName  # its pydantic models are not needed to load a config
+
+    return get_args(SourceName)
 
 
 class SleepConfig(BaseModel):
@@ -191,6 +195,12 @@ class SleepConfig(BaseModel):
     ``CONVENTIONS.md``, ...: README "Sources"); None = every source read tonight."""
     auto_adopt: bool = False
     """Write accepted documents to the project (atomically, with a backup) instead of only staging them."""
+    stale_after_nights: int = Field(default=30, ge=1)
+    """A learned rule that no replayed task has tested for this many nights is shown as stale (``rules``, the
+    report); nothing is deleted automatically."""
+    notify: bool = False
+    """After a night that wrote or staged a change, show a desktop notification (``notify-send``; skipped silently
+    where it does not exist)."""
 
     # -- budgets
     max_calls_per_night: int = Field(400, ge=0)
@@ -223,7 +233,7 @@ class SleepConfig(BaseModel):
     def _known_targets(cls, value: list[str] | None) -> list[str] | None:
         if value is None:
             return None
-        known = get_args(SourceName)
+        known = _source_names()
         names = [str(name).strip().lower() for name in value if str(name).strip()]
         unknown = [name for name in names if name not in known]
         if not names or unknown:
@@ -236,7 +246,7 @@ class SleepConfig(BaseModel):
         text = ",".join(part.strip() for part in value.lower().split(",") if part.strip())
         if text in ("auto", "all"):
             return text
-        known = get_args(SourceName)
+        known = _source_names()
         unknown = [name for name in text.split(",") if name not in known]
         if not text or unknown:
             raise ValueError(f"unknown source {', '.join(unknown) or repr(value)}: use auto, all, or one or more of "
@@ -245,7 +255,7 @@ class SleepConfig(BaseModel):
 
     def homes(self) -> dict[str, Path | None]:
         """Source name -> the root configured for it (``<source>_home``; None: its default)."""
-        return {name: getattr(self, f"{name}_home") for name in get_args(SourceName)}
+        return {name: getattr(self, f"{name}_home") for name in _source_names()}
 
     def public_dump(self) -> dict[str, Any]:
         """Return the config as JSON-able data with secrets masked (for diagnostics and ``config show``)."""
@@ -327,6 +337,8 @@ def set_config_value(key: str, value: str, config_path: Path | None = None) -> P
 
     Returns the file written. Raises ConfigError for an unknown key or an invalid value.
     """
+    import tomlkit  # only writing needs it (reading uses tomllib)
+
     path = Path(config_path) if config_path else paths.config_file()
     if key not in SleepConfig.model_fields:
         raise ConfigError("unknown key (see 'skillopt-sleep config show')", source=str(path), key=key)

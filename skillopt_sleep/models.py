@@ -380,6 +380,18 @@ class GateDecision(_Model):
     details: dict[str, Any] = Field(default_factory=dict)
 
 
+class FileChange(_Model):
+    """What a night did to one managed file (``changes.file_changes``). file: project-relative; state: ``written``
+    (the file changed tonight), ``staged`` (waits for ``skillopt-sleep adopt``) or ``unchanged``; added / removed:
+    rule lines of its managed block."""
+
+    file: str
+    kind: str
+    state: Literal["written", "staged", "unchanged"]
+    added: list[str] = Field(default_factory=list)
+    removed: list[str] = Field(default_factory=list)
+
+
 class Diagnostics(_Model):
     """``diagnostics.json``: what happened tonight and why. See README "Diagnostics fields"."""
 
@@ -389,6 +401,10 @@ class Diagnostics(_Model):
     summary: str
     """One human line; for failures it says what to fix."""
     project: str | None = None
+    headline: str = ""
+    """What changed in the user's files, in one line (``changes.changes_sentence``; the summary starts with it)."""
+    changes: list[FileChange] = Field(default_factory=list)
+    """What changed in each managed file tonight (written, staged or unchanged), rule lines added and removed."""
     started_at: datetime
     finished_at: datetime | None = None
     sources: list[str] = Field(default_factory=list)

@@ -24,6 +24,7 @@ from skillopt_sleep import __version__
 from skillopt_sleep.adopt import adopt_night
 from skillopt_sleep.backends.base import Budget, CallLedger
 from skillopt_sleep.backends.select import choose_backend
+from skillopt_sleep.changes import changes_sentence, file_changes
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.documents import (AIDER_NOTE, MEMORY_FILES, load_documents, mirror_candidates, prompt_view,
                                       stage_proposal)
@@ -36,11 +37,14 @@ from skillopt_sleep.fsio import write_json_atomic, write_jsonl_atomic
 from skillopt_sleep.harvest import harvest_for_config
 from skillopt_sleep.harvest.checkpoint import load_checkpoints, save_checkpoints
 from skillopt_sleep.mine import MineResult, mine_tasks, wants_miner
+from skillopt_sleep.notify import notify
 from skillopt_sleep.models import Diagnostics, ReplayResult, Scores, TaskRecord
+from skillopt_sleep.progress import NullProgress, Progress, watch_ledger
 from skillopt_sleep.memory.night import NightMemory, Outcome
 from skillopt_sleep.provenance import UserText, blocked_summary, unsupported_lines
 from skillopt_sleep.redact import redact_text
 from skillopt_sleep.retention import prune_nights
+from skillopt_sleep.rule_ledger import drop_forgotten
 from skillopt_sleep.rulebook import stated_rules
 from skillopt_sleep.rules import make_llm_miner
 from skillopt_sleep.state import ProjectPaths, load_state, save_state
@@ -62,15 +66,27 @@ class NightResult:
 
 
 class _Stages:
-    """Wall-clock seconds per stage."""
+    """Wall-clock seconds per stage; each stage, the step's stages and the ledger's calls are also told to ``progress``
+    (``progress.Progress``; None: nobody)."""
 
-    def __init__(self) -> None:
+    def __init__(self, progress: Progress | None = None) -> None:
         self.seconds: dict[str, float] = {}
+        self.progress: Progress = progress if progress is not None else NullProgress()
+
+    def step_stage(self, name: str, phase: str) -> None:
+        """``run_step``'s ``on_stage``."""
+        if phase == "begin":
+            self.progress.stage(name)
+
+    def watch(self, ledger: CallLedger, planned: int | None = None) -> None:
+        """Report the ledger's calls and tokens, out of ``planned`` calls (an estimate: ``_planned_calls``)."""
+        watch_ledger(ledger, self.progress, planned)
 
     @contextmanager
     def stage(self, name: str):
         start = time.monotonic()
         logger.info("stage %s ...", name)
+        self.progress.stage(name)
         try:
             yield
         finally:
@@ -129,6 +145,15 @@ def _failure_fix(exc: BackendError) -> str:
 
 
 def _summary(diagnostics: Diagnostics) -> str:
+    """The night's one line: what changed in the user's files first (``changes.changes_sentence``), then the status
+    and its numbers."""
+    detail = _status_line(diagnostics)
+    if diagnostics.status in ("accepted", "rejected"):
+        return f"{diagnostics.headline}. {detail}"
+    return f"nothing changed: {detail}"
+
+
+def _status_line(diagnostics: Diagnostics) -> str:
     status = diagnostics.status
     tasks = diagnostics.tasks
     if status == "no_sessions":
@@ -150,7 +175,7 @@ def _summary(diagnostics: Diagnostics) -> str:
         return f"BUDGET EXHAUSTED: {failure.get('reason', '')}; nothing was staged ({failure.get('fix', '')})"
     gate = diagnostics.gate
     applied = sum(1 for e in diagnostics.edits if e.status == "applied")
-    head = (f"{status.upper()}: {applied} edit(s) applied of {len(diagnostics.edits)} proposed; "
+    head = (f"{status.upper()}: {applied} edit(s) in the candidate of {len(diagnostics.edits)} proposed; "
             f"tasks train {tasks.get('train', 0)} / val {tasks.get('val', 0)} / test {tasks.get('test', 0)}")
     if tasks.get("not_replayable"):
         reasons = diagnostics.mining.get("not_replayable") or {}
@@ -174,13 +199,16 @@ def _summary(diagnostics: Diagnostics) -> str:
 
 
 def run_night(config: SleepConfig, *, project: Path, dry_run: bool = False, apply: bool = False,
-              state_root: Path | None = None, now: datetime | None = None) -> NightResult:
+              state_root: Path | None = None, now: datetime | None = None,
+              progress: Progress | None = None) -> NightResult:
     """Run one night for ``project`` and write its night directory.
 
     Returns a NightResult whose ``diagnostics`` is also saved as ``<night dir>/diagnostics.json``.
     Raises LockedError when another night for the same project holds the lock; ConfigError for a bad config or
     no available backend. Backend and budget failures do not raise: they are a night with status
     ``backend_error`` / ``budget_exhausted`` and a non-zero ``exit_code``.
+    progress: told the stages, LLM calls done / planned and tokens as the night goes (``progress.Progress``;
+    None: nothing is shown, as under cron).
     """
     project = Path(project).expanduser().resolve()
     paths = ProjectPaths(project if config.scope == "project" else project, state_root)
@@ -191,15 +219,16 @@ def run_night(config: SleepConfig, *, project: Path, dry_run: bool = False, appl
     except Timeout:
         raise LockedError(f"another night is running for {project} (lock {paths.lock}); try again later") from None
     try:
-        return _run_locked(config, project=project, paths=paths, dry_run=dry_run, apply=apply, now=now)
+        return _run_locked(config, project=project, paths=paths, dry_run=dry_run, apply=apply, now=now,
+                           progress=progress)
     finally:
         lock.release()
 
 
 def _run_locked(config: SleepConfig, *, project: Path, paths: ProjectPaths, dry_run: bool, apply: bool,
-                now: datetime | None) -> NightResult:
+                now: datetime | None, progress: Progress | None = None) -> NightResult:
     started = now or datetime.now(timezone.utc)
-    stages = _Stages()
+    stages = _Stages(progress)
     state = load_state(paths)
     night_id = _new_night_id(paths.nights, started)
     night_dir = paths.nights / night_id
@@ -216,7 +245,10 @@ def _run_locked(config: SleepConfig, *, project: Path, paths: ProjectPaths, dry_
         diagnostics.status = status
         diagnostics.finished_at = datetime.now(timezone.utc)
         diagnostics.stage_seconds = stages.seconds
+        diagnostics.headline = changes_sentence(diagnostics)
         diagnostics.summary = _summary(diagnostics)
+        if config.notify and not dry_run and any(c.state != "unchanged" for c in diagnostics.changes):
+            notify(f"skillopt-sleep: {Path(str(project)).name}", diagnostics.headline)
         write_json_atomic(night_dir / "diagnostics.json", diagnostics.model_dump(mode="json"), mode=0o600)
         if commit_checkpoints is not None and not dry_run:
             save_checkpoints(paths.checkpoints, commit_checkpoints)
@@ -286,6 +318,7 @@ def _run_locked(config: SleepConfig, *, project: Path, paths: ProjectPaths, dry_
         miner_calls = sum(1 for task in tasks if wants_miner(task)) if llm_mine else 0
         _preflight(ledger, config, train, val, edit_budget=edit_budget, miner_calls=miner_calls,
                    dream_calls=len(train) * (1 + config.dream_factor * config.rollouts_k) if config.dream_factor else 0)
+        stages.watch(ledger, _planned_calls(config, train, val, test, edit_budget=edit_budget, miner_calls=miner_calls))
         if miner_calls:
             with stages.stage("mine_llm"):
                 mined = mine_tasks(result.sessions, project=str(project), val_fraction=config.val_fraction,
@@ -293,6 +326,8 @@ def _run_locked(config: SleepConfig, *, project: Path, paths: ProjectPaths, dry_
                                    miner=make_llm_miner(ledger))
                 tasks = mined.tasks
                 train, val, test = _replayed(tasks)
+                stages.watch(ledger, _planned_calls(config, train, val, test, edit_budget=edit_budget,
+                                                    miner_calls=miner_calls))
                 diagnostics.tasks = _split_counts(tasks)
                 diagnostics.mining = mining_report(mined)
         write_jsonl_atomic(night_dir / "tasks.jsonl", [t.model_dump(mode="json") for t in tasks], mode=0o600)
@@ -308,7 +343,8 @@ def _run_locked(config: SleepConfig, *, project: Path, paths: ProjectPaths, dry_
         with stages.stage("memory"):
             prepared = night_memory.before_step(train=train, val=val, test=test, documents=step_documents,
                                                 settings=settings, ledger=ledger, replay_kwargs=replay_kwargs,
-                                                rules=stated_rules(tasks), tonight_ids={task.id for task in tasks})
+                                                rules=drop_forgotten(stated_rules(tasks), tasks, paths),
+                                                tonight_ids={task.id for task in tasks})
 
         # what users typed, tonight and on earlier nights, and the documents the agent obeys: the only source an
         # edit's commands, URLs and paths may come from (provenance.py)
@@ -321,7 +357,7 @@ def _run_locked(config: SleepConfig, *, project: Path, paths: ProjectPaths, dry_
                         ledger=prepared.ledger, cache=cache, rubric_judge=rubric_judge,
                         best_gate_score=state.best_gate_score, context=prepared.context,
                         edit_filter=prepared.edit_filter, rules=prepared.rules, archived_val=prepared.archived_val,
-                        val_origins=prepared.val_origins, user_text=user_text)
+                        val_origins=prepared.val_origins, user_text=user_text, on_stage=stages.step_stage)
         diagnostics.mining["val_pool"] = {"tonight": sum(1 for task in step.val if task.id not in
                                                          prepared.val_origins),
                                           "archive": sum(1 for task in step.val if task.id in prepared.val_origins),
@@ -383,8 +419,11 @@ def _run_locked(config: SleepConfig, *, project: Path, paths: ProjectPaths, dry_
 
     # ------------------------------------------------------------------ stage / adopt
     state.edit_budget = update_edit_budget_state(state.edit_budget, budget_used=edit_budget, accepted=accepted)
+    staged: dict[str, str] = {}
     if accepted:
-        entries = stage_proposal(night_dir, documents, mirror_candidates(documents, candidate))
+        staged = mirror_candidates(documents, candidate)
+        entries = stage_proposal(night_dir, documents, staged)
+        staged = {entry["kind"]: staged[entry["kind"]] for entry in entries}
         diagnostics.proposed = [e["target"] for e in entries]
         if gate.verdict == "accept_new_best" or state.best_gate_score is None:
             state.best_gate_score = gate.candidate.gate if config.gate_mode == "on" else state.best_gate_score
@@ -396,6 +435,7 @@ def _run_locked(config: SleepConfig, *, project: Path, paths: ProjectPaths, dry_
                                                   allowed_targets=[d.path for d in documents.values()]).targets
             except SleepError as exc:  # e.g. the user edited the block meanwhile: staged, not adopted
                 diagnostics.errors.append({"stage": "adopt", "message": str(exc)})
+    diagnostics.changes = file_changes(project, documents, staged, diagnostics.applied)
 
     # ------------------------------------------------------------------ memory: archive, ledger, pending, rules
     live = {kind: (candidate.get(kind, text) if diagnostics.applied else text)
@@ -478,3 +518,19 @@ def _preflight(ledger: CallLedger, config: SleepConfig, train: list[TaskRecord],
             f"({needed} calls: {miner_calls} miner, {dream_calls} dreaming, {len(train)} train x "
             f"{config.rollouts_k} samples, {optimizer_calls} optimizer, {len(val)} val x 2); skipped before spending",
             limit="max_calls_per_night")
+
+
+def _planned_calls(config: SleepConfig, train: list[TaskRecord], val: list[TaskRecord], test: list[TaskRecord], *,
+                   edit_budget: int, miner_calls: int = 0) -> int:
+    """A rough estimate of the night's LLM calls, for the progress display only (``_preflight`` is the budget's
+    lower bound): the miner's, dreaming, K samples per train task (and one rubric-judge call per sample of a task
+    without hard evidence), the step's optimizer calls, baseline and candidate on val (gate on), and the test split
+    twice. Cache hits make it high; gate resamples, gate repair, the pending candidate's re-test, the slow update
+    and archived val tasks make it low."""
+    k = config.rollouts_k
+    judged = sum(1 for task in train if not task.hard_evidence)
+    dream = len(train) * (1 + config.dream_factor * k) if config.dream_factor else 0
+    optimizer = planned_optimizer_calls(len(train), StepSettings.from_config(config, edit_budget=edit_budget))
+    gate = 2 * len(val) if config.gate_mode == "on" else 0
+    tested = 2 * (len(test) + sum(1 for task in test if not task.hard_evidence))
+    return miner_calls + dream + (len(train) + judged) * k + optimizer + gate + tested

@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from skillopt_sleep.adopt import load_adoptions, night_sort_key
+from skillopt_sleep.changes import changes_sentence, describe_change
 from skillopt_sleep.errors import SleepError
 from skillopt_sleep.fsio import read_json, write_text_atomic
 from skillopt_sleep.models import Diagnostics, EditRecord, ReplayResult
@@ -104,11 +105,58 @@ def _document_diffs(night_dir: Path) -> list[dict[str, str]]:
     return diffs
 
 
+#: How an edit's status reads in a report: the step applies edits to the *candidate*, never to a file.
+EDIT_STATUS_WORDS = {"applied": "in the candidate", "unmatched": "did not apply", "rejected": "rejected"}
+
+
+def outcome_word(diagnostics: Diagnostics) -> str:
+    """The night in a developer's words: ``learned`` (a file changed tonight), ``staged`` (waits for ``adopt``),
+    ``waiting for more evidence`` (a pending candidate), ``rejected``, ``nothing to learn``, or the failure."""
+    states = {change.state for change in diagnostics.changes}
+    if not diagnostics.changes:  # diagnostics written before ``changes`` existed
+        states = {"written"} if diagnostics.applied else {"staged"} if diagnostics.proposed else set()
+    if "written" in states:
+        return "learned"
+    if "staged" in states:
+        return "staged"
+    if diagnostics.status in ("backend_error", "budget_exhausted"):
+        return diagnostics.status.replace("_", " ")
+    if (diagnostics.pending or {}).get("action") in ("stored", "kept"):
+        return "waiting for more evidence"
+    if diagnostics.status == "rejected" and any(edit.status == "applied" for edit in diagnostics.edits):
+        return "rejected"
+    return "nothing to learn"
+
+
+def _promoted_edits(diagnostics: Diagnostics, paths: ProjectPaths | None) -> tuple[str | None, list[EditRecord]]:
+    """(night id, edits in its candidate) of an earlier night's pending candidate promoted tonight; (None, [])
+    otherwise, or when that night's diagnostics are gone."""
+    pending = diagnostics.pending or {}
+    origin = pending.get("from_night")
+    if pending.get("action") != "promoted" or not origin or paths is None:
+        return None, []
+    data = read_json(paths.nights / str(origin) / "diagnostics.json", default=None) or {}
+    try:
+        edits = [EditRecord.model_validate(edit) for edit in data.get("edits") or []]
+    except ValidationError:
+        return str(origin), []
+    return str(origin), [edit for edit in edits if edit.status == "applied"]
+
+
+def _edit_rows(edits: list[EditRecord]) -> list[dict[str, Any]]:
+    return [{"target": e.target, "op": e.op, "status": EDIT_STATUS_WORDS.get(e.status, e.status), "reason": e.reason,
+             "rationale": e.rationale, "evidence": list(e.evidence), "diff": edit_diff(e)} for e in edits]
+
+
 def night_view(diagnostics: Diagnostics, night_dir: Path | None = None,
                paths: ProjectPaths | None = None) -> dict[str, Any]:
-    """Plain data for one night's report.
+    """Plain data for one night's report, what changed in the user's files first.
 
-    Keys: night_id, status, summary, verdict, why, adoption (adopted|reverted|pending|None), scores
+    Keys: night_id, status, outcome (``outcome_word``), headline (``changes.changes_sentence``), changes (one per
+    managed file: file, state written|staged|unchanged, added, removed, line: ``changes.describe_change``),
+    staged_from (the earlier night whose pending candidate was promoted tonight, else None), staged_edits (that
+    candidate's edits, else tonight's when accepted), summary, verdict, why, adoption (adopted|reverted|pending|None),
+    scores
     (baseline/candidate/test: hard, soft, gate in [0, 1], n), per_task (val tasks: baseline_hard/soft,
     candidate_hard/soft, outcome win|loss|tie|n/a), edits (target, op, status, reason, rationale, diff), blocked
     (the edits the provenance screen stopped: target, content, token, reason),
@@ -127,8 +175,11 @@ def night_view(diagnostics: Diagnostics, night_dir: Path | None = None,
             "candidate_soft": _mean(comparison.candidate, "soft"),
             "outcome": comparison.outcome,
         })
-    edits = [{"target": e.target, "op": e.op, "status": e.status, "reason": e.reason, "rationale": e.rationale,
-              "evidence": list(e.evidence), "diff": edit_diff(e)} for e in diagnostics.edits]
+    edits = _edit_rows(diagnostics.edits)
+    staged_from, promoted = _promoted_edits(diagnostics, paths)
+    staged_edits = (_edit_rows(promoted) if staged_from else
+                    _edit_rows([e for e in diagnostics.edits if e.status == "applied"])
+                    if any(c.state != "unchanged" for c in diagnostics.changes) else [])
     blocked = [{"target": e.target, "content": e.content, "token": blocked_token(e.reason), "reason": e.reason}
                for e in diagnostics.edits if is_blocked(e)]
     cost = {role: {"calls": c.calls, "failed_calls": c.failed_calls, "cached_calls": c.cached_calls,
@@ -144,6 +195,11 @@ def night_view(diagnostics: Diagnostics, night_dir: Path | None = None,
         "night_id": diagnostics.night_id,
         "project": diagnostics.project,
         "status": diagnostics.status,
+        "outcome": outcome_word(diagnostics),
+        "headline": changes_sentence(diagnostics),
+        "changes": [{**change.model_dump(), "line": describe_change(change)} for change in diagnostics.changes],
+        "staged_from": staged_from,
+        "staged_edits": staged_edits,
         "summary": diagnostics.summary,
         "started_at": diagnostics.started_at.isoformat(),
         "verdict": gate.verdict if gate else None,
@@ -183,7 +239,7 @@ def trend_points(paths: ProjectPaths, limit: int = TREND_NIGHTS) -> list[dict[st
 
     Each: night_id, status, held_out (gate score in [0, 1] of the documents in force after the night: the
     candidate's when accepted, else the baseline's; None when nothing was scored), baseline, candidate,
-    accepted_edits (edits applied by an accepted night), tokens, calls. Unreadable diagnostics are skipped.
+    accepted_edits (rule lines an accepted night changed: ``_accepted_edits``), tokens, calls. Unreadable diagnostics are skipped.
     """
     points = []
     for night_id in night_ids(paths)[-limit:]:
@@ -204,12 +260,29 @@ def trend_points(paths: ProjectPaths, limit: int = TREND_NIGHTS) -> list[dict[st
             "baseline": base_score,
             "candidate": cand_score,
             "held_out": cand_score if accepted and cand_score is not None else base_score,
-            "accepted_edits": (sum(1 for e in data.get("edits") or [] if e.get("status") == "applied")
-                               if accepted else 0),
+            "accepted_edits": _accepted_edits(data) if accepted else 0,
             "tokens": sum(int(c.get("prompt_tokens", 0)) + int(c.get("completion_tokens", 0)) for c in cost.values()),
             "calls": sum(int(c.get("calls", 0)) for c in cost.values()),
         })
     return points
+
+
+def _accepted_edits(data: dict[str, Any]) -> int:
+    """Rule lines an accepted night changed (added + removed, from ``changes``: also right when it staged an earlier
+    night's pending candidate); diagnostics without ``changes``: the edits in its candidate."""
+    changes = [c for c in data.get("changes") or [] if c.get("state") != "unchanged"]
+    if data.get("changes"):
+        return sum(len(c.get("added") or []) + len(c.get("removed") or []) for c in changes)
+    return sum(1 for e in data.get("edits") or [] if e.get("status") == "applied")
+
+
+def night_label(night_id: str, number: int) -> str:
+    """A chart label that tells nights apart, also several of one day: ``#3 11-23 19:37`` (night ids are
+    ``YYYY-MM-DDTHHMMSSZ[-n]``; another shape is shown as it is)."""
+    if len(night_id) >= 15 and night_id[10] == "T":
+        suffix = night_id[18:] if len(night_id) > 18 else ""
+        return f"#{number} {night_id[5:10]} {night_id[11:13]}:{night_id[13:15]}{suffix}"
+    return f"#{number} {night_id}"
 
 
 def trend_chart_png(points: list[dict[str, Any]], *, dpi: int = 100) -> bytes:
@@ -224,7 +297,7 @@ def trend_chart_png(points: list[dict[str, Any]], *, dpi: int = 100) -> bytes:
     FigureCanvasAgg(figure)
     axes = figure.subplots(3, 1, sharex=True)
     x = list(range(len(points)))
-    labels = [p["night_id"][:10] + ("" if len(p["night_id"]) <= 18 else p["night_id"][18:]) for p in points]
+    labels = [night_label(p["night_id"], number) for number, p in enumerate(points, 1)]
 
     def series(key: str) -> list[float]:
         return [p[key] if p[key] is not None else float("nan") for p in points]
@@ -261,7 +334,8 @@ vertical-align:top}th{background:#f6f8fa}td.num{text-align:right;font-variant-nu
 .rejected{background:#fff8c5}.failed{background:#ffebe9}.other{background:#ddf4ff}
 pre{background:#f6f8fa;padding:.5rem;overflow-x:auto;font-size:.85rem}.add{color:#116329}.del{color:#82071e}
 .win{color:#116329;font-weight:bold}.loss{color:#82071e;font-weight:bold}.muted{color:#656d76}
-img.chart{max-width:100%;border:1px solid #d0d7de}
+img.chart{max-width:100%;border:1px solid #d0d7de}h3{font-size:1rem;margin-top:1.5rem}
+#changes td{white-space:pre-line}#headline{font-size:1.05rem}
 """
 
 
@@ -304,21 +378,37 @@ def render_html(view: dict[str, Any], points: list[dict[str, Any]], *, generated
     view: ``night_view(...)``; points: ``trend_points(...)`` (no chart when empty).
     """
     generated = (generated_at or datetime.now(timezone.utc)).isoformat(timespec="seconds")
-    status = view["status"]
-    css = {"accepted": "accepted", "rejected": "rejected", "backend_error": "failed",
-           "budget_exhausted": "failed"}.get(status, "other")
+    outcome = view["outcome"]
+    css = {"learned": "accepted", "staged": "accepted", "waiting for more evidence": "rejected",
+           "rejected": "rejected", "backend error": "failed", "budget exhausted": "failed"}.get(outcome, "other")
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>skillopt-sleep night {_e(view['night_id'])}</title><style>{_CSS}</style></head><body>",
         f"<h1>skillopt-sleep night {_e(view['night_id'])}</h1>",
-        f'<p><span id="verdict" class="verdict {css}">{_e(status)}</span> '
-        f"{_e(view['verdict'] or '')} &mdash; {_e(view['why'])}</p>",
-        f'<p class="muted">project {_e(view["project"])}; started {_e(view["started_at"])}; '
-        f"adoption: {_e(view['adoption'] or 'not adopted')}; report generated {_e(generated)}</p>",
-        f"<p>{_e(view['summary'])}</p>",
+        f'<p><span id="outcome" class="verdict {css}">{_e(outcome)}</span> '
+        f'<span id="headline">{_e(view["headline"])}</span></p>',
+        "<h2>What changed in your files</h2>",
     ]
+    state_words = {"written": "learned: written to the file", "staged": "staged: run 'skillopt-sleep adopt'",
+                   "unchanged": "unchanged"}
+    if view["changes"]:
+        rows = [[_cell(c["file"]), _cell(state_words.get(c["state"], c["state"]),
+                                         css="win" if c["state"] == "written" else ""),
+                 _cell("\n".join(c["added"])), _cell("\n".join(c["removed"]))] for c in view["changes"]]
+        parts.append(_table(["file", "tonight", "rules added", "rules removed"], rows, "changes"))
+    else:
+        parts.append('<p class="muted">no managed file was read tonight</p>')
+    if view["staged_from"]:
+        parts.append(f'<p id="staged-from">These rules are the candidate of night {_e(view["staged_from"])}: it '
+                     "waited for more evidence and won its re-test on tonight's held-out tasks.</p>")
+    parts.append("<h2>Why</h2>")
+    verdict = f"gate {view['verdict']}: " if view["verdict"] else ""
+    parts.append(f'<p id="why">Tonight\'s own candidate &mdash; {_e(verdict)}{_e(view["why"])}</p>')
+    parts.append(f'<p class="muted">project {_e(view["project"])}; started {_e(view["started_at"])}; '
+                 f"adoption: {_e(view['adoption'] or 'not adopted')}; report generated {_e(generated)}</p>")
+    parts.append(f'<p class="muted" id="summary">{_e(view["summary"])}</p>')
     if view["failure"]:
         failure = view["failure"]
         parts.append(f'<p class="verdict failed">{_e(failure.get("reason"))} &mdash; fix: {_e(failure.get("fix"))}</p>')
@@ -331,6 +421,13 @@ def render_html(view: dict[str, Any], points: list[dict[str, Any]], *, generated
     else:
         parts.append('<p class="muted">no night with diagnostics yet</p>')
 
+    if view["staged_edits"]:
+        parts.append("<h2>Rules staged or written tonight</h2>")
+        for number, edit in enumerate(view["staged_edits"], 1):
+            parts.append(f'<div class="staged-edit"><p><b>{number}. {_e(edit["op"])} &rarr; {_e(edit["target"])}'
+                         f'</b></p><p>{_e(edit["rationale"])}</p>{_diff_html(edit["diff"])}</div>')
+
+    parts.append("<h2>Statistics</h2>")
     scores = view["scores"]
     rows = []
     for name, key in (("baseline (val)", "baseline"), ("candidate (val)", "candidate")):
@@ -340,13 +437,13 @@ def render_html(view: dict[str, Any], points: list[dict[str, Any]], *, generated
     for name, s in scores["test"].items():
         rows.append([_cell(f"{name} (test)"), _cell(s["hard"], True), _cell(s["soft"], True),
                      _cell(s["gate"], True), _cell(s["n"], True)])
-    parts.append("<h2>Scores</h2>")
+    parts.append("<h3>Scores</h3>")
     parts.append(_table(["", "hard", "soft", "gate", "n"], rows, "scores"))
     tasks = view["tasks"]
     parts.append(f'<p class="muted">tasks: train {_e(tasks.get("train", 0))}, val {_e(tasks.get("val", 0))}, '
                  f'test {_e(tasks.get("test", 0))}; edit budget {_e(view["edit_budget"])}</p>')
 
-    parts.append("<h2>Held-out tasks</h2>")
+    parts.append("<h3>Held-out tasks</h3>")
     if view["per_task"]:
         rows = [[_cell(t["task_id"]), _cell(t["request"]), _cell(t["baseline_hard"], True),
                  _cell(t["baseline_soft"], True), _cell(t["candidate_hard"], True), _cell(t["candidate_soft"], True),
@@ -358,14 +455,14 @@ def render_html(view: dict[str, Any], points: list[dict[str, Any]], *, generated
         parts.append('<p class="muted">no held-out comparison tonight</p>')
 
     if view["blocked"]:
-        parts.append("<h2>Blocked edits</h2>")
+        parts.append("<h3>Blocked edits</h3>")
         parts.append('<p class="muted">These edits named something no user typed (or carried a secret): they never '
                      "reached a document. See docs/security.md.</p>")
         rows = [[_cell(b["target"]), _cell(b["token"], css="loss"), _cell(b["content"]), _cell(b["reason"])]
                 for b in view["blocked"]]
         parts.append(_table(["document", "token", "edit", "reason"], rows, "blocked"))
 
-    parts.append("<h2>Edits</h2>")
+    parts.append("<h3>Edits tonight's step proposed (applied to its candidate, not to your files)</h3>")
     if view["edits"]:
         for number, edit in enumerate(view["edits"], 1):
             reason = f" ({_e(edit['reason'])})" if edit["reason"] else ""
@@ -375,22 +472,22 @@ def render_html(view: dict[str, Any], points: list[dict[str, Any]], *, generated
     else:
         parts.append('<p class="muted">no edit proposed</p>')
     for document in view["document_diffs"]:
-        parts.append(f"<h2>Proposed change to {_e(document['target'])}</h2>{_diff_html(document['diff'])}")
+        parts.append(f"<h3>Staged change to {_e(document['target'])}</h3>{_diff_html(document['diff'])}")
 
-    parts.append("<h2>Errors</h2>")
+    parts.append("<h3>Errors</h3>")
     if view["errors"]:
         rows = [[_cell(e["stage"]), _cell(e["kind"]), _cell(e["message"])] for e in view["errors"]]
         parts.append(_table(["stage / role", "kind", "message"], rows, "errors"))
     else:
         parts.append('<p class="muted">none</p>')
 
-    parts.append("<h2>Cost by role</h2>")
+    parts.append("<h3>Cost by role</h3>")
     rows = [[_cell(role), _cell(c["calls"], True), _cell(c["failed_calls"], True), _cell(c["cached_calls"], True),
              _cell(c["prompt_tokens"], True), _cell(c["completion_tokens"], True), _cell(c["seconds"], True)]
             for role, c in view["cost"].items()]
     parts.append(_table(["role", "calls", "failed", "cached", "prompt tokens", "completion tokens", "seconds"],
                         rows, "cost"))
-    parts.append("<h2>Time by stage</h2>")
+    parts.append("<h3>Time by stage</h3>")
     rows = [[_cell(stage), _cell(seconds, True)] for stage, seconds in view["stage_seconds"].items()]
     parts.append(_table(["stage", "seconds"], rows, "stages"))
     parts.append("</body></html>")

@@ -6,10 +6,6 @@ from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
-from rich.panel import Panel
-from rich.syntax import Syntax
-from rich.table import Table
-from rich.text import Text
 
 from skillopt_sleep.cli.common import emit_json, stdout, user_errors
 
@@ -24,18 +20,34 @@ def _fmt(value: Any) -> str:
 
 def render_view(view: dict[str, Any]) -> None:
     """Print one night's view (``report.night_view``) with rich. Transcript text is printed as plain text."""
-    color = {"accepted": "green", "rejected": "yellow", "backend_error": "red",
-             "budget_exhausted": "red"}.get(view["status"], "cyan")
-    head = Text()
-    head.append(f"{view['status'].upper()}", style=f"bold {color}")
-    if view["verdict"]:
-        head.append(f"  gate {view['verdict']}")
-    head.append(f"\n{view['why']}")
+    from rich.syntax import Syntax
+    from rich.table import Table
+    from rich.text import Text
+
+    color = {"learned": "green", "staged": "green", "waiting for more evidence": "yellow", "rejected": "yellow",
+             "backend error": "red", "budget exhausted": "red"}.get(view["outcome"], "cyan")
+    # plain lines, not a panel: the console soft-wraps (a panel would crop a long rule)
+    stdout.print(Text(f"night {view['night_id']} ({view['project'] or '-'}): what changed in your files",
+                      style="bold underline"))
+    stdout.print(Text(view["outcome"].upper(), style=f"bold {color}"))
+    for change in view["changes"]:
+        stdout.print(Text(change["line"], style="green" if change["state"] == "written" else ""))
+    if not view["changes"] or all(change["state"] == "unchanged" for change in view["changes"]):
+        stdout.print(Text(view["headline"]))
+    if view["staged_from"]:
+        stdout.print(Text(f"(the candidate of night {view['staged_from']}: it waited for more evidence and won "
+                          "its re-test tonight)"))
+    why = Text("why: ", style="bold")
+    why.append(f"tonight's own candidate -- gate {view['verdict']}: {view['why']}" if view["verdict"] else view["why"])
     if view["adoption"]:
-        head.append(f"\nadoption: {view['adoption']}")
-    stdout.print(Panel(head, title=f"night {view['night_id']}", subtitle=view["project"] or ""))
+        why.append(f"\nadoption: {view['adoption']}")
+    stdout.print(why)
     if view["failure"]:
         stdout.print(Text(f"{view['failure'].get('reason')} -- fix: {view['failure'].get('fix')}", style="red"))
+    for number, edit in enumerate(view["staged_edits"], 1):
+        stdout.print(Text(f"staged/written rule {number}: {edit['op']} -> {edit['target']}", style="bold green"))
+        stdout.print(Syntax(edit["diff"] or "(empty)", "diff", theme="ansi_dark", background_color="default"))
+    stdout.print(Text("statistics", style="bold underline"))
 
     scores = Table("scores", "hard", "soft", "gate", "n", title="scores (baseline -> candidate)")
     for name, key in (("baseline (val)", "baseline"), ("candidate (val)", "candidate")):
@@ -63,7 +75,7 @@ def render_view(view: dict[str, Any]) -> None:
 
     for number, edit in enumerate(view["edits"], 1):
         reason = f": {edit['reason']}" if edit["reason"] else ""
-        title = f"edit {number}: {edit['op']} -> {edit['target']} ({edit['status']}{reason})"
+        title = f"step edit {number}: {edit['op']} -> {edit['target']} ({edit['status']}{reason})"
         stdout.print(Text(title, style="bold"))
         if edit["rationale"]:
             stdout.print(Text(f"  why: {edit['rationale']}"))

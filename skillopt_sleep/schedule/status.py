@@ -10,17 +10,38 @@ dir. Next run times come from APScheduler's ``CronTrigger`` (``schedule.next_fir
 from __future__ import annotations
 
 import shutil
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
 from skillopt_sleep.fsio import read_json
+from skillopt_sleep.paths import ProjectPaths
 from skillopt_sleep.schedule import ScheduleError, next_fire_time, parse_at, schedule_key
 from skillopt_sleep.schedule.cron import crontab_binary, find_line, line_time, read_crontab
 from skillopt_sleep.schedule.daemon import daemon_files, running_daemon
 from skillopt_sleep.schedule.systemd import parse_on_calendar, unit_state
-from skillopt_sleep.state import ProjectPaths, load_state
 
 ADOPTIONS_FILE = "adoptions.json"
+
+
+@dataclass(frozen=True)
+class _LastNight:
+    last_night_id: str | None = None
+    last_status: str | None = None
+    last_finished_at: datetime | None = None
+
+
+def _read_state(paths: ProjectPaths) -> _LastNight:
+    """The fields of ``state.json`` that status shows, read as plain JSON: ``state.load_state`` would import every
+    pydantic model of the package, which would double the start-up of ``skillopt-sleep status``."""
+    data = read_json(paths.state_file, default=None)
+    data = data if isinstance(data, dict) else {}
+    finished = data.get("last_finished_at")
+    try:  # written by pydantic: ISO 8601, "Z" for UTC (which Python 3.10's fromisoformat does not read)
+        finished = datetime.fromisoformat(finished[:-1] + "+00:00" if finished.endswith("Z") else finished)
+    except (AttributeError, TypeError, ValueError):
+        finished = None
+    return _LastNight(data.get("last_night_id"), data.get("last_status"), finished)
 
 
 def adopted_night_ids(adoptions_file: Path) -> set[str]:
@@ -58,6 +79,19 @@ def pending_proposals(paths: ProjectPaths) -> tuple[list[str], str | None]:
     pending = [night.name for night in sorted(paths.nights.iterdir())
                if (night / "proposed" / "manifest.json").is_file() and night.name not in adopted]
     return pending, error
+
+
+def _last_change(paths: ProjectPaths, night_id: str | None) -> dict:
+    """``{"headline", "changed"}`` of the night's diagnostics (what changed in the user's files); empty values when
+    the night or its diagnostics are missing or unreadable."""
+    try:
+        data = read_json(paths.nights / night_id / "diagnostics.json", default=None) if night_id else None
+    except ValueError:
+        data = None
+    data = data if isinstance(data, dict) else {}
+    changed = [str(c.get("file")) for c in data.get("changes") or []
+               if isinstance(c, dict) and c.get("state") in ("written", "staged")]
+    return {"headline": str(data.get("headline") or ""), "changed": changed}
 
 
 def _iso(moment: datetime | None) -> str | None:
@@ -106,12 +140,16 @@ def schedule_status(project: Path, *, crontab_bin: str | None = None, systemctl:
          systemd: {installed, service, timer, on_calendar, enabled, active, next_run},
          cron: {installed (None when unreadable), line, next_run, error},
          daemon: {running, pid, pid_file, log_file, trigger, next_run},
-         last_night: {id, status, finished_at}, pending_proposals: [night id], warnings: [str]}
+         last_night: {id, status, finished_at, headline, changed: [file]}, pending_proposals: [night id],
+         warnings: [str]}
+
+    ``last_night.changed`` lists the files the last night wrote or staged (``headline`` says how): ``status``
+    leads with it.
 
     Never raises for an unreadable crontab or adoptions file: those become ``error`` / ``warnings``.
     """
     paths = ProjectPaths(project)
-    state = load_state(paths)
+    state = _read_state(paths)
     systemd = _systemd_section(project, systemctl, now)
     cron = _cron_section(project, crontab_bin, now)
     daemon = _daemon_section(project, now)
@@ -128,7 +166,7 @@ def schedule_status(project: Path, *, crontab_bin: str | None = None, systemctl:
         "cron": cron,
         "daemon": daemon,
         "last_night": {"id": state.last_night_id, "status": state.last_status,
-                       "finished_at": _iso(state.last_finished_at)},
+                       "finished_at": _iso(state.last_finished_at), **_last_change(paths, state.last_night_id)},
         "pending_proposals": pending,
         "warnings": [w for w in (adoptions_error, cron["error"] if cron["installed"] is None else None) if w],
     }

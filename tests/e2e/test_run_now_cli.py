@@ -92,7 +92,13 @@ def test_run_now_on_the_bundled_transcripts_writes_diagnostics_that_match_them(t
     # the decision, explained and consistent
     assert gate["mode"] == "on" and gate["verdict"] == "reject" and gate["reason"]
     assert diagnostics["status"] == "rejected"
-    assert diagnostics["summary"].startswith("REJECTED")
+    # the morning line leads with the user's files: nothing changed, and why; then the status and its numbers
+    assert diagnostics["summary"].startswith("nothing changed: no rule was proposed: the 1 replayed request gave "
+                                             "nothing to learn (5 more kept as evidence only). REJECTED")
+    # every managed file of both agents read tonight, each unchanged
+    assert [(c["file"], c["kind"], c["state"], c["added"]) for c in diagnostics["changes"]] == [
+        (".claude/skills/skillopt-sleep/SKILL.md", "skill", "unchanged", []),
+        ("CLAUDE.md", "memory", "unchanged", []), ("AGENTS.md", "memory:codex", "unchanged", [])]
     for edit in diagnostics["edits"]:
         assert edit["status"] in ("applied", "unmatched", "rejected")
         assert edit["status"] == "applied" or edit["reason"]

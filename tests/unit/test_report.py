@@ -15,10 +15,25 @@ from skillopt_sleep.cli.app import app
 from skillopt_sleep.cli.report_cmd import register
 from skillopt_sleep.errors import SleepError
 from skillopt_sleep.fsio import write_json_atomic
-from skillopt_sleep.models import (Diagnostics, EditRecord, GateDecision, ReplayResult, RoleCost, Scores,
-                                   TaskComparison)
+from skillopt_sleep.models import (
+    Diagnostics,
+    EditRecord,
+    FileChange,
+    GateDecision,
+    ReplayResult,
+    RoleCost,
+    Scores,
+    TaskComparison,
+)
 from skillopt_sleep.provenance import UserText, provenance_reason
-from skillopt_sleep.report import edit_diff, load_night, night_view, render_html, trend_points, write_html_report
+from skillopt_sleep.report import (
+    edit_diff,
+    load_night,
+    night_view,
+    render_html,
+    trend_points,
+    write_html_report,
+)
 from skillopt_sleep.state import ProjectPaths
 
 HOSTILE = '<script>alert("x")</script> & <img src=x onerror=alert(1)>'
@@ -57,6 +72,9 @@ def diagnostics(night_id: str, *, status: str = "accepted", baseline: float = 0.
         cost={"target": RoleCost(calls=10, prompt_tokens=1000, completion_tokens=200, seconds=3.5),
               "optimizer": RoleCost(calls=1, prompt_tokens=500, completion_tokens=100, seconds=1.25)},
         stage_seconds={"harvest": 0.1, "replay_baseline": 2.0, "reflect": 1.0},
+        proposed=["/p/CLAUDE.md"] if status == "accepted" else [],
+        changes=[FileChange(file="CLAUDE.md", kind="memory", state="staged" if status == "accepted" else "unchanged",
+                            added=["- Use pnpm, never npm."] if status == "accepted" else [])],
     )
 
 
@@ -180,9 +198,12 @@ def test_cli_report_terminal_view_shows_verdict_tasks_edits_errors_and_cost(proj
     save(ProjectPaths(project), diagnostics("2025-01-01T000000Z", request=HOSTILE))
     out = cli.invoke(app, ["report", "2025-01-01T000000Z", "--project", str(project)], terminal_width=200)
     assert out.exit_code == 0, out.output
-    for expected in ("ACCEPTED", "candidate 0.8 > baseline 0.4", "t-aaa", "win", "Use pnpm, never npm.",
+    # what changed in the user's files leads, in a developer's words; "applied" only ever means "in the candidate"
+    for expected in ("STAGED", 'CLAUDE.md: learned 1 rule ("Use pnpm, never npm.")', "staged, not written yet",
+                     "in the candidate", "candidate 0.8 > baseline 0.4", "t-aaa", "win", "Use pnpm, never npm.",
                      "anchor not found", "call timed out", "optimizer", "replay_baseline", HOSTILE[:20]):
-        assert expected in out.output, expected
+        flat = " ".join(re.sub(r"[│╭╮╰╯─]", " ", out.output).split())  # the panel wraps long lines
+        assert expected in flat, expected
 
 
 def test_cli_report_html_writes_a_private_page(project, cli, tmp_path):

@@ -49,7 +49,7 @@ def test_nothing_scheduled_reports_nothing_and_no_next_run(project, bins):
     assert report["scheduled_by"] == [] and report["next_run"] is None
     assert report["cron"]["installed"] is False and report["systemd"]["installed"] is False
     assert report["daemon"]["running"] is False
-    assert report["last_night"] == {"id": None, "status": None, "finished_at": None}
+    assert report["last_night"] == {"id": None, "status": None, "finished_at": None, "headline": "", "changed": []}
     assert report["pending_proposals"] == []
 
 
@@ -59,7 +59,35 @@ def test_last_night_comes_from_the_project_state(project, bins):
                                                    last_finished_at=finished))
     report = schedule_status(project, **bins)
     assert report["last_night"] == {"id": "2026-05-01T031700Z", "status": "rejected",
-                                    "finished_at": finished.isoformat()}
+                                    "finished_at": finished.isoformat(), "headline": "", "changed": []}
+
+
+def test_status_leads_with_what_the_last_night_changed_in_the_users_files(project, bins, monkeypatch):
+    from typer.testing import CliRunner
+
+    from skillopt_sleep.cli.app import app
+
+    paths = ProjectPaths(project)
+    night_id = "2026-05-01T031700Z"
+    headline = 'CLAUDE.md: learned 1 rule ("use pnpm, never npm [sic]"); SKILL.md: unchanged'
+    (paths.nights / night_id).mkdir(parents=True)
+    (paths.nights / night_id / "diagnostics.json").write_text(json.dumps({
+        "headline": headline, "changes": [{"file": "CLAUDE.md", "state": "written"},
+                                          {"file": "SKILL.md", "state": "unchanged"}]}))
+    save_state(paths, ProjectState(last_night_id=night_id, last_status="accepted"))
+    report = schedule_status(project, **bins)
+    assert report["last_night"]["changed"] == ["CLAUDE.md"] and report["last_night"]["headline"] == headline
+    monkeypatch.setenv("PATH", str(Path(bins["crontab_bin"]).parent) + os.pathsep + os.environ["PATH"])
+    out = CliRunner().invoke(app, ["status", "--project", str(project), "--crontab-bin", bins["crontab_bin"]],
+                             terminal_width=300)
+    assert out.exit_code == 0, out.output
+    assert out.output.splitlines()[0] == f"last night ({night_id}): {headline}"  # markup-like text kept as is
+    # a night that changed nothing does not lead
+    (paths.nights / night_id / "diagnostics.json").write_text(json.dumps({"headline": "nothing changed: x",
+                                                                          "changes": []}))
+    out = CliRunner().invoke(app, ["status", "--project", str(project), "--crontab-bin", bins["crontab_bin"]],
+                             terminal_width=300)
+    assert out.output.startswith("project: ")
 
 
 def test_pending_proposals_are_staged_nights_not_yet_adopted(project):

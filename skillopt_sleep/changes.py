@@ -1,0 +1,135 @@
+"""What a night changed in the user's files, in the words a developer uses: learned, kept, rejected, waiting for
+more evidence.
+
+``file_changes`` compares each managed target's live text with what the night staged for it: the rule lines (the
+lines of the managed block, heading and blank lines aside) added and removed, and whether the change was written to
+the file tonight (``written``), only staged for ``skillopt-sleep adopt`` (``staged``), or nothing changed
+(``unchanged``). ``changes_sentence`` says it in one line, and when nothing changed, why, in one sentence
+(``nothing_changed_reason``). Edits "applied" by the step are applied to the *candidate*; only ``written`` means
+the user's file changed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from skillopt_sleep.engine.edits import BLOCK_HEADING, managed_block
+from skillopt_sleep.models import Diagnostics, FileChange
+
+if TYPE_CHECKING:
+    from skillopt_sleep.documents import Document
+
+#: Most rule lines quoted in a one-line summary.
+QUOTED_RULES = 2
+#: Most characters of one quoted rule.
+QUOTE_CHARS = 60
+
+
+def rule_lines(text: str) -> list[str]:
+    """The rule lines of a document's managed block: non-blank lines other than the block heading, in order."""
+    return [line.strip() for line in managed_block(text).splitlines()
+            if line.strip() and line.strip() != BLOCK_HEADING]
+
+
+def file_changes(project: Path, documents: dict[str, Document], staged: dict[str, str],
+                 applied: list[str]) -> list[FileChange]:
+    """One ``FileChange`` per managed target (``documents``, kind -> Document), in order.
+
+    staged: kind -> the text the night staged (absent: nothing staged for it); applied: the targets written to the
+    project tonight (absolute paths, ``Diagnostics.applied``). ``file`` is project-relative.
+    """
+    written = {str(Path(path)) for path in applied}
+    out = []
+    for kind, document in documents.items():
+        new_text = staged.get(kind)
+        before, after = rule_lines(document.text), rule_lines(new_text) if new_text is not None else None
+        try:
+            name = str(document.path.relative_to(project))
+        except ValueError:
+            name = str(document.path)
+        if after is None or new_text == document.text:
+            out.append(FileChange(file=name, kind=kind, state="unchanged"))
+            continue
+        out.append(FileChange(
+            file=name, kind=kind, state="written" if str(document.path) in written else "staged",
+            added=[line for line in after if line not in before], removed=[line for line in before if line not in after]))
+    return out
+
+
+def _quote(lines: list[str]) -> str:
+    shown = [line.lstrip("-*+ ").strip() for line in lines[:QUOTED_RULES]]
+    shown = [text if len(text) <= QUOTE_CHARS else text[:QUOTE_CHARS - 1] + "…" for text in shown]
+    more = f", +{len(lines) - QUOTED_RULES} more" if len(lines) > QUOTED_RULES else ""
+    return "; ".join(f'"{text}"' for text in shown) + more
+
+
+def _rules(count: int) -> str:
+    return f"{count} rule{'s' if count != 1 else ''}"
+
+
+def describe_change(change: FileChange) -> str:
+    """One file's change: ``CLAUDE.md: learned 1 rule ("...")``, ``... staged, not written yet``, or ``unchanged``."""
+    if change.state == "unchanged":
+        return f"{change.file}: unchanged"
+    parts = []
+    if change.added:
+        parts.append(f"learned {_rules(len(change.added))} ({_quote(change.added)})")
+    if change.removed:
+        parts.append(f"dropped {_rules(len(change.removed))} ({_quote(change.removed)})")
+    text = f"{change.file}: {', '.join(parts) or 'reworded its rules'}"
+    return text if change.state == "written" else text + " -- staged, not written yet: run 'skillopt-sleep adopt'"
+
+
+def nothing_changed_reason(diagnostics: Diagnostics) -> str:
+    """Why no file changed tonight, in one sentence a developer reads in the morning."""
+    status = diagnostics.status
+    if status == "no_sessions":
+        return "no new sessions since the last night"
+    if status == "no_tasks":
+        return "the new sessions held no request that can be replayed and no rule you stated"
+    if status == "dry_run":
+        return "a dry run never writes"
+    if status == "backend_error":
+        return f"the model backend failed ({(diagnostics.failure or {}).get('fix', 'see the report')})"
+    if status == "budget_exhausted":
+        return "the night's call or token budget ran out before a decision"
+    proposed = [edit for edit in diagnostics.edits if edit.status == "applied"]
+    if not proposed:
+        blocked = sum(1 for edit in diagnostics.edits if edit.reason and edit.reason.startswith(
+            ("no_user_provenance", "secret")))
+        if blocked:
+            return f"the only proposals were blocked ({blocked} named something you never typed)"
+        train, kept = diagnostics.tasks.get("train", 0), diagnostics.tasks.get("not_replayable", 0)
+        evidence = f" ({kept} more kept as evidence only)" if kept else ""
+        if not train:
+            return f"no request tonight could be replayed{evidence}"
+        return f"no rule was proposed: the {train} replayed request{'s' if train != 1 else ''} gave nothing to learn{evidence}"
+    gate = diagnostics.gate
+    details = gate.details if gate else {}
+    pending = (diagnostics.pending or {}).get("action") in ("stored", "kept")
+    if status == "accepted":
+        return "the accepted change only repeats what your files already say"
+    if details.get("clause") == "regression":
+        return f"{_rules(len(proposed))} rejected: they broke a held-out task your files passed before"
+    if details.get("clause") in ("no_tasks",) or (pending and not details.get("wins")):
+        return f"{_rules(len(proposed))} waiting for more evidence: no held-out task tested them yet"
+    if pending:
+        return f"{_rules(len(proposed))} waiting for more evidence: not enough held-out wins yet"
+    if details.get("clause") == "failed_calls":
+        return f"{_rules(len(proposed))} not judged: some held-out replays failed"
+    if details.get("losses", 0) > details.get("wins", 0):
+        return f"{_rules(len(proposed))} rejected: they lost more held-out tasks than they won"
+    return f"{_rules(len(proposed))} rejected: no held-out task showed they help"
+
+
+def changes_sentence(diagnostics: Diagnostics) -> str:
+    """The morning line: what changed in each managed file, or ``nothing changed: <why>``."""
+    changed = [change for change in diagnostics.changes if change.state != "unchanged"]
+    if not changed:
+        return f"nothing changed: {nothing_changed_reason(diagnostics)}"
+    origin = (diagnostics.pending or {})
+    source = (f" (the candidate of night {origin.get('from_night')}, now proven)"
+              if origin.get("action") == "promoted" else "")
+    unchanged = [change for change in diagnostics.changes if change.state == "unchanged"]
+    return "; ".join(describe_change(change) for change in changed + unchanged) + source
