@@ -105,6 +105,12 @@ def needs_repo_state(request: str, *, kind: str = "prompt") -> bool:
     return len(_WORD.findall(rest)) <= REFERENCE_ONLY_WORDS
 
 
+# Compiled once: ``inspects`` runs for every tool call of every mined turn.
+_LISTED_COMMAND = re.compile(r'"(?:command|cmd)"\s*:\s*\[([^\]]*)')
+_SINGLE_COMMAND = re.compile(r'"(?:command|cmd)"\s*:\s*"((?:[^"\\]|\\.)*)"')
+_JSON_STRING = re.compile(r'"((?:[^"\\]|\\.)*)"')
+
+
 def inspects(name: str, input_head: str) -> bool:
     """A tool call that reads the repository: a reading tool, or a shell command that reads (``cat``, ``rg``...)."""
     if name.casefold() in INSPECTION_TOOLS:
@@ -112,10 +118,10 @@ def inspects(name: str, input_head: str) -> bool:
     if name.casefold() in ("bash", "shell", "exec_command", "local_shell", "run_shell_command", "terminal"):
         command = input_head
         if command.startswith("{"):  # JSON arguments: {"command": "..."} or {"command": ["bash", "-lc", "..."]}
-            listed = re.search(r'"(?:command|cmd)"\s*:\s*\[([^\]]*)', command)
-            single = re.search(r'"(?:command|cmd)"\s*:\s*"((?:[^"\\]|\\.)*)"', command)
+            listed = _LISTED_COMMAND.search(command)
+            single = _SINGLE_COMMAND.search(command)
             if listed:
-                command = " ".join(re.findall(r'"((?:[^"\\]|\\.)*)"', listed.group(1)))
+                command = " ".join(_JSON_STRING.findall(listed.group(1)))
             elif single:
                 command = single.group(1)
         return _SHELL_READ.match(command) is not None

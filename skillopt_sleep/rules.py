@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, get_args
 
 from skillopt_sleep.backends.base import ChatMessage, ChatRequest
@@ -321,8 +322,11 @@ def _keyword_hit(clause: str) -> bool:
                 or (_LENGTH_LIMIT.search(clause) and _LENGTH_CONTEXT.search(clause)))
 
 
+_MODAL_WORD = re.compile(r"\b(?:always|must|should)\b", re.IGNORECASE)  # compiled once: asked of every clause
+
+
 def _section_name(clause: str) -> str | None:
-    if not (_SECTION_VERB.search(clause) or re.search(r"\b(?:always|must|should)\b", clause, re.IGNORECASE)):
+    if not (_SECTION_VERB.search(clause) or _MODAL_WORD.search(clause)):
         return None
     for pattern in (_SECTION_HASHED, _SECTION_NAMED, _SECTION_BEFORE):
         match = pattern.search(clause)
@@ -349,6 +353,10 @@ _NOT_A_SIDE = frozenset(
 )
 
 
+# Cached: mining parses the same clause several times per message (``extract_rules``, ``states_only_rules``,
+# ``classify_reaction``, ``_parts``, ``checks_for_rule``) and the same short replies ("continue", "use pnpm") recur
+# across sessions; the function is pure and ``_Parsed`` is frozen.
+@lru_cache(maxsize=8192)
 def _parse(clause: str) -> _Parsed | None:
     """Return the rule form of one clause (frame words already stripped), or None when it is not a rule."""
     text = clause.strip()

@@ -123,8 +123,12 @@ _QUESTION = re.compile(r"^(?:is|are|was|were|does|do|did|has|have|can|could|shou
 def wants_artefact(request: str) -> bool:
     """False for a bare question that asks for an explanation or a yes/no ("why does the build fail?"); True for
     any request that asks for something to be produced or done."""
-    text = " ".join((request or "").split())
-    return not (len(text.split()) <= 25 and _QUESTION.match(text))
+    # At most 26 words are split off (a replayed request can be a 20,000-character plan): more than 25 means an
+    # artefact, and 25 or fewer are the whole request.
+    words = (request or "").split(None, 25)
+    if len(words) > 25:
+        return True
+    return not _QUESTION.match(" ".join(words))
 
 
 def check_verdict(check: Check, evidence: Evidence) -> str | None:

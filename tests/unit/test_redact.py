@@ -269,3 +269,16 @@ def test_redacting_many_texts_at_once_gives_what_redacting_each_gives():
     assert redact_module.redact_many(texts) == [redact(text) for text in texts]
     clean = ORDINARY_TEXTS[1:3] + ["plain words only"]
     assert redact_module.redact_many(clean) == [(text, 0) for text in clean]
+
+
+def test_redacting_many_texts_redacts_only_the_texts_holding_a_shape(monkeypatch):
+    # a shape that spans two texts once joined ("password" then "= '...'") is no secret in either of them; a clean
+    # text after a text with a secret is still returned as it is
+    texts = ["plain words", "password", "= 'hunter2secret'", f"use {GITHUB} now", "more plain words", "\ud800 lone"]
+    expected = [redact(text) for text in texts]
+    looked_at: list[str] = []
+    original = redact_module.redact
+    monkeypatch.setattr(redact_module, "redact", lambda text: looked_at.append(text) or original(text))
+    assert redact_module.redact_many(texts) == expected
+    assert redact_module.redact_many(texts[:5]) == expected[:5]
+    assert "plain words" not in looked_at[len(texts):] and "more plain words" not in looked_at[len(texts):]
