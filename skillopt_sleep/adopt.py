@@ -34,9 +34,10 @@ from typing import Iterable, Literal
 from filelock import FileLock, Timeout
 from pydantic import BaseModel, Field
 
-from skillopt_sleep.documents import managed_block_segments, read_document, sha256_text
+from skillopt_sleep.documents import is_within, managed_block_segments, read_document, sha256_text
 from skillopt_sleep.engine.edits import ensure_block
-from skillopt_sleep.errors import LockedError, SleepError
+from skillopt_sleep.errors import (AdoptError, LiveFileChanged, LockedError, NothingToAdopt, ProposalTampered,
+                                   SleepError, TargetRefused)
 from skillopt_sleep.fsio import read_json, write_json_atomic, write_text_atomic
 from skillopt_sleep.state import ProjectPaths
 
@@ -92,8 +93,8 @@ def load_adoptions(paths: ProjectPaths) -> list[Adoption]:
     try:
         data = read_json(ledger_path(paths), default=None)
     except ValueError as exc:
-        raise SleepError(f"{ledger_path(paths)} is not valid JSON ({exc}); move it aside to start a new ledger "
-                         "(the backups under the state dir are kept)") from None
+        raise SleepError(f"{ledger_path(paths)} is not valid JSON ({exc})",
+                         fix="move it aside to start a new ledger (the backups under the state dir are kept)") from None
     if not data:
         return []
     return [Adoption.model_validate(record) for record in data.get("adoptions", [])]
@@ -140,8 +141,8 @@ def _lock(paths: ProjectPaths) -> FileLock:
     try:
         lock.acquire()
     except Timeout:
-        raise LockedError(f"a night (or another adopt/revert) is running for this project (lock {paths.lock}); "
-                          "try again when it has finished") from None
+        raise LockedError(f"a night (or another adopt/revert) is running for this project (lock {paths.lock})",
+                          fix="try again when it has finished") from None
     return lock
 
 
@@ -169,17 +170,17 @@ def _read_manifest(night_dir: Path) -> list[dict]:
     try:
         data = read_json(manifest, default=None)
     except ValueError as exc:
-        raise SleepError(f"{manifest} is not valid JSON ({exc}); re-run the night") from None
+        raise ProposalTampered(f"{manifest} is not valid JSON ({exc})", fix="re-run the night") from None
     if not data or not data.get("documents"):
-        raise SleepError(f"night {night_dir.name} staged no proposal ({manifest} is missing or empty); "
-                         "only accepted nights that changed a document can be adopted")
+        raise NothingToAdopt(f"night {night_dir.name} staged no proposal ({manifest} is missing or empty)",
+                             fix="only accepted nights that changed a document can be adopted")
     if data.get("format") != MANIFEST_FORMAT:
-        raise SleepError(f"{manifest}: unknown format {data.get('format')!r} (expected {MANIFEST_FORMAT})")
+        raise ProposalTampered(f"{manifest}: unknown format {data.get('format')!r} (expected {MANIFEST_FORMAT})")
     return list(data["documents"])
 
 
 def _checked_target(project: Path, target: str, allowed: set[Path] | None) -> Path:
-    """Return the real path to write for a manifest target, or raise SleepError.
+    """Return the real path to write for a manifest target, or raise TargetRefused.
 
     The target must be absolute, be one of ``allowed`` (when given), and resolve (symlinks followed) inside the
     project.
@@ -187,32 +188,33 @@ def _checked_target(project: Path, target: str, allowed: set[Path] | None) -> Pa
     project = project.resolve()
     path = Path(target)
     if not path.is_absolute():
-        raise SleepError(f"refusing to adopt: manifest target {target!r} is not an absolute path")
+        raise TargetRefused(f"refusing to adopt: manifest target {target!r} is not an absolute path")
     if allowed is not None and path not in allowed and path.resolve() not in allowed:
         names = ", ".join(sorted(str(p) for p in allowed)) or "none"
-        raise SleepError(f"refusing to adopt: {path} is not a configured target (configured: {names}); "
-                         "the manifest may have been edited, or skill_path/memory_path changed since the night")
+        raise TargetRefused(f"refusing to adopt: {path} is not a configured target (configured: {names})",
+                            fix="check skill_path / memory_path ('skillopt-sleep config show'): the manifest may "
+                                "have been edited, or they changed since the night")
     real = path.resolve()
-    if not real.is_relative_to(project):
+    if not is_within(real, project):
         what = "a symlink that points outside" if path.is_symlink() or real != path else "outside"
-        raise SleepError(f"refusing to adopt: {path} is {what} the project {project}")
+        raise TargetRefused(f"refusing to adopt: {path} is {what} the project {project}")
     if real.exists() and not real.is_file():
-        raise SleepError(f"refusing to adopt: {real} is not a regular file")
+        raise TargetRefused(f"refusing to adopt: {real} is not a regular file")
     return real
 
 
 def _proposed_text(night_dir: Path, entry: dict) -> str:
     name = str(entry.get("file") or "")
     if not name or Path(name).name != name or name in (".", ".."):
-        raise SleepError(f"refusing to adopt: manifest file name {name!r} is not a plain file name")
+        raise ProposalTampered(f"refusing to adopt: manifest file name {name!r} is not a plain file name")
     path = night_dir / "proposed" / name
     try:
         text = read_document(path)
     except FileNotFoundError:
-        raise SleepError(f"refusing to adopt: staged file {path} is missing") from None
+        raise ProposalTampered(f"refusing to adopt: staged file {path} is missing") from None
     if sha256_text(text) != entry.get("proposed_sha256"):
-        raise SleepError(f"refusing to adopt: {path} does not match the sha256 recorded in the manifest "
-                         "(it was modified after staging)")
+        raise ProposalTampered(f"refusing to adopt: {path} does not match the sha256 recorded in the manifest "
+                               "(it was modified after staging)")
     return text
 
 
@@ -242,32 +244,35 @@ def rebase_proposal(proposed: str, live: str, base_block_sha256: str | None) -> 
 
 
 def _plan_document(night_dir: Path, entry: dict, real: Path) -> tuple[str, str | None, bool]:
-    """Return (text to write, live text or None, rebased) for one manifest entry, or raise SleepError."""
+    """Return (text to write, live text or None, rebased) for one manifest entry; raise ProposalTampered,
+    TargetRefused (live file not UTF-8) or LiveFileChanged."""
     proposed = _proposed_text(night_dir, entry)
     live = None
     if real.exists():
         try:  # exact text, line endings kept (the night reads it the same way: documents.read_document)
             live = real.read_bytes().decode("utf-8")
         except UnicodeDecodeError:
-            raise SleepError(f"refusing to adopt: {real} is not valid UTF-8; "
-                             "skillopt-sleep never rewrites it") from None
+            raise TargetRefused(f"refusing to adopt: {real} is not valid UTF-8; "
+                                "skillopt-sleep never rewrites it") from None
     live_sha = sha256_text(live) if live is not None else None
     if live_sha == entry.get("live_sha256"):
         return proposed, live, False
     review = night_dir / "proposed" / f"{entry.get('file')}.diff"
     if live is None:
-        raise SleepError(f"{real} was deleted since night {night_dir.name} staged its proposal; not adopting. "
-                         f"Restore it, or apply the change by hand (see {review})")
+        raise LiveFileChanged(f"{real} was deleted since night {night_dir.name} staged its proposal; not adopting",
+                              fix=f"restore it, or apply the change by hand (see {review})")
     if entry.get("live_sha256") is None:
-        raise SleepError(f"{real} was created since night {night_dir.name} staged a new document for it; not "
-                         f"adopting. Merge by hand from {night_dir / 'proposed' / str(entry.get('file'))}")
+        raise LiveFileChanged(f"{real} was created since night {night_dir.name} staged a new document for it; not "
+                              "adopting",
+                              fix=f"merge by hand from {night_dir / 'proposed' / str(entry.get('file'))}")
     if "live_block_sha256" in entry:
         rebased = rebase_proposal(proposed, live, entry["live_block_sha256"])
         if rebased is not None:
             return rebased, live, True
-    raise SleepError(f"{real} changed since night {night_dir.name} staged its proposal, and its managed block "
-                     "changed too, so the proposal cannot be re-applied safely; not adopting. Review "
-                     f"{review} and apply it by hand, or wait for the next night (it starts from the new file)")
+    raise LiveFileChanged(f"{real} changed since night {night_dir.name} staged its proposal, and its managed block "
+                          "changed too, so the proposal cannot be re-applied safely; not adopting",
+                          fix=f"review {review} and apply it by hand, or wait for the next night (it starts from "
+                              "the new file)")
 
 
 # --------------------------------------------------------------------------- pending records
@@ -309,7 +314,7 @@ def _restore(document: AdoptedDocument) -> None:
 
 
 def default_night_to_adopt(paths: ProjectPaths) -> str:
-    """The newest accepted night with a staged proposal that was never adopted. Raises SleepError if none."""
+    """The newest accepted night with a staged proposal that was never adopted. Raises NothingToAdopt if none."""
     adopted = {a.night_id for a in load_adoptions(paths)}
     for night_id in reversed(_night_ids(paths)):
         if night_id in adopted:
@@ -317,8 +322,8 @@ def default_night_to_adopt(paths: ProjectPaths) -> str:
         if (_night_status(paths, night_id) == "accepted"
                 and (paths.nights / night_id / "proposed" / "manifest.json").exists()):
             return night_id
-    raise SleepError("nothing to adopt: no accepted night with a staged proposal that was not adopted yet "
-                     "('skillopt-sleep history' lists adopted nights)")
+    raise NothingToAdopt("nothing to adopt: no accepted night with a staged proposal that was not adopted yet",
+                         fix="'skillopt-sleep history' lists adopted nights")
 
 
 def adopt_night(project: Path, *, paths: ProjectPaths, night_id: str | None = None,
@@ -329,9 +334,10 @@ def adopt_night(project: Path, *, paths: ProjectPaths, night_id: str | None = No
     ``default_night_to_adopt``. allowed_targets: the configured target paths (None: any path inside the
     project). take_lock: False when the caller already holds the project's night lock (the night itself).
     Backups go to ``<state dir>/backups/<night id>/<UTC stamp>/<file>``. Returns the ledger record.
-    Raises SleepError (nothing written) for an unknown or already adopted night, a target outside the project or
-    not configured, a tampered proposal, or a live file that changed in a way the proposal cannot be re-applied
-    to; LockedError while a night runs.
+    Raises (nothing written) NothingToAdopt for an unknown, unaccepted or already adopted night, TargetRefused for
+    a target outside the project or not configured, ProposalTampered for a tampered proposal, LiveFileChanged for
+    a live file that changed in a way the proposal cannot be re-applied to (each an ``AdoptError``); LockedError
+    while a night runs.
     """
     project = Path(project).expanduser().resolve()
     allowed = {Path(p) for p in allowed_targets} if allowed_targets is not None else None
@@ -343,12 +349,14 @@ def adopt_night(project: Path, *, paths: ProjectPaths, night_id: str | None = No
         night_id = night_id or default_night_to_adopt(paths)
         night_dir = paths.nights / night_id
         if not night_dir.is_dir():
-            raise SleepError(f"no night {night_id!r} for this project (nights are under {paths.nights})")
+            raise NothingToAdopt(f"no night {night_id!r} for this project (nights are under {paths.nights})")
         if active_adoption(adoptions, night_id):
-            raise SleepError(f"night {night_id} is already adopted; 'skillopt-sleep revert {night_id}' undoes it")
+            raise NothingToAdopt(f"night {night_id} is already adopted",
+                                 fix=f"'skillopt-sleep revert {night_id}' undoes it")
         status = _night_status(paths, night_id)
         if status not in (None, "accepted"):
-            raise SleepError(f"night {night_id} was {status}, not accepted; only accepted nights can be adopted")
+            raise NothingToAdopt(f"night {night_id} was {status}, not accepted",
+                                 fix="only accepted nights can be adopted")
         entries = _read_manifest(night_dir)
 
         plans = []  # (entry, real path, new text, live text)
@@ -385,10 +393,10 @@ def revert_adoption(project: Path, *, paths: ProjectPaths, night_id: str | None 
     """Restore the documents an adoption replaced (a document it created is removed).
 
     night_id: default the most recently adopted, not reverted night. Each live document must still be exactly
-    what the adoption wrote (sha256), else SleepError naming it, unless ``force``. A document already back to
-    its pre-adoption version is left as is (so a revert killed halfway can be run again). Returns the updated
-    ledger record. Raises SleepError when there is nothing to revert, a backup is missing, or a target is
-    outside the project; LockedError while a night runs.
+    what the adoption wrote (sha256), else LiveFileChanged naming it, unless ``force``. A document already back
+    to its pre-adoption version is left as is (so a revert killed halfway can be run again). Returns the updated
+    ledger record. Raises NothingToAdopt when there is nothing to revert, AdoptError when a backup is missing,
+    TargetRefused when a target is outside the project; LockedError while a night runs.
     """
     project = Path(project).expanduser().resolve()
     lock = _lock(paths) if take_lock else None
@@ -397,24 +405,25 @@ def revert_adoption(project: Path, *, paths: ProjectPaths, night_id: str | None 
         if night_id is None:
             active = [a for a in adoptions if a.status == "adopted"]
             if not active:
-                raise SleepError("nothing to revert: no adopted night ('skillopt-sleep history' lists them)")
+                raise NothingToAdopt("nothing to revert: no adopted night",
+                                     fix="'skillopt-sleep history' lists adopted and reverted nights")
             record = active[-1]
         else:
             record = active_adoption(adoptions, night_id)
             if record is None:
-                raise SleepError(f"night {night_id} is not adopted (or was already reverted); "
-                                 "'skillopt-sleep history' lists adopted nights")
+                raise NothingToAdopt(f"night {night_id} is not adopted (or was already reverted)",
+                                     fix="'skillopt-sleep history' lists adopted nights")
         for document in record.documents:
             target = Path(document.target)
-            if not target.resolve().is_relative_to(project):
-                raise SleepError(f"refusing to revert: {target} is outside the project {project}")
+            if not is_within(target.resolve(), project):
+                raise TargetRefused(f"refusing to revert: {target} is outside the project {project}")
             if document.existed_before and (not document.backup or not Path(document.backup).exists()):
-                raise SleepError(f"cannot revert {target}: its backup {document.backup} is missing")
+                raise AdoptError(f"cannot revert {target}: its backup {document.backup} is missing")
             live_sha = _live_sha(target)
             if live_sha not in (document.sha256_after, document.sha256_before) and not force:
-                raise SleepError(f"{target} changed since night {record.night_id} was adopted; not reverting. "
-                                 "Run 'skillopt-sleep revert --force' to restore the pre-adoption version anyway "
-                                 "(your later edits to it would be lost)")
+                raise LiveFileChanged(f"{target} changed since night {record.night_id} was adopted; not reverting",
+                                      fix="run 'skillopt-sleep revert --force' to restore the pre-adoption version "
+                                          "anyway (your later edits to it would be lost)")
         for document in record.documents:
             if _live_sha(Path(document.target)) != document.sha256_before:
                 _restore(document)

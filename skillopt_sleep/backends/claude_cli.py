@@ -2,12 +2,17 @@
 
 Command (every flag in ``CLAUDE_FLAGS``, ``--model`` added when configured)::
 
-    claude -p --output-format json --tools "" --strict-mcp-config [--model MODEL]   < prompt on stdin
+    claude -p --output-format json --tools "" --strict-mcp-config --setting-sources "" [--model MODEL]
+        < prompt on stdin
 
 * ``-p`` with **no prompt argument**: the prompt is read from stdin (never argv, where long prompts get cut).
 * ``--tools ""`` mounts no built-in tool and ``--strict-mcp-config`` (with no ``--mcp-config``) none of the
   user's MCP servers: a plain call answers in text only. ``--tools`` needs a recent Claude Code (2.x); an older
   one rejects it with "unknown option", which is a fatal error telling the user to update.
+* ``--setting-sources ""`` loads none of the user, project or local settings files, and with them neither the
+  user's ``~/.claude/CLAUDE.md`` memory nor their hooks, plugins or ``env``: the replay sees only the skill and
+  memory we pass. (Checked with the real 2.1.330 binary: without it a planted ``~/.claude/CLAUDE.md`` rule is in
+  the request sent to the API and a ``SessionStart`` hook runs; with it neither happens. Login is unaffected.)
 * The system prompt is **folded into the stdin prompt** (``<instructions>`` block, see
   ``subprocess_call.render_prompt``) rather than passed with ``--system-prompt``: it holds the skill document
   and memory, can be long, and would meet argv's limits. Claude Code's own system prompt stays in place, so the
@@ -38,6 +43,7 @@ from skillopt_sleep.backends.subprocess_call import (
     estimate_tokens,
     find_binary,
     matches_any,
+    missing_binary_fix,
     missing_binary_message,
     render_prompt,
     run_contained,
@@ -49,7 +55,10 @@ from skillopt_sleep.backends.subprocess_call import (
 from skillopt_sleep.models import Role, Usage
 
 #: Flags of every call, in one place (see the module docstring for why each is there).
-CLAUDE_FLAGS: tuple[str, ...] = ("-p", "--output-format", "json", "--tools", "", "--strict-mcp-config")
+CLAUDE_FLAGS: tuple[str, ...] = ("-p", "--output-format", "json", "--tools", "", "--strict-mcp-config",
+                                 "--setting-sources", "")
+#: The Claude Code version these flags were tested with (the pin in .ci/install-agent-clis).
+TESTED_VERSION = "2.1.330"
 #: Environment variables removed for the child (Claude Code refuses to start "inside another session").
 DROPPED_ENV = ("CLAUDECODE",)
 #: Model name reported when none is configured (the CLI's own default model is used).
@@ -65,7 +74,8 @@ _FATAL_ERRORS = compile_patterns(
     r"not_found_error", r"model[^\n]{0,80}not found", r"invalid model", r"\b403\b", r"permission_error",
     r"credit balance is too low", r"cannot be launched inside another",
 )
-_LOGIN_FIX = "run `claude` in a terminal and log in (/login), then run the night again"
+_LOGIN_FIX = ("log in to Claude Code: run `claude auth login` (or /login inside `claude`), or `claude setup-token` "
+              "for a long-lived token, or set ANTHROPIC_API_KEY; then run the night again")
 _INSTALL_HINT = "Install Claude Code (npm install -g @anthropic-ai/claude-code)"
 
 
@@ -84,6 +94,8 @@ class ClaudeCLIBackend(AgentCLIBackend):
 
     name = "claude"
     runs_tools = False
+    tested_version = TESTED_VERSION
+    update_hint = "update Claude Code (`claude update`)"
 
     def __init__(self, *, binary: str = "claude", **options):
         super().__init__(binary=binary, **options)
@@ -109,7 +121,8 @@ class ClaudeCLIBackend(AgentCLIBackend):
         if path is None:
             return ChatResult(error=missing_binary_message(self.binary, setting="claude_bin",
                                                            install_hint=_INSTALL_HINT),
-                              error_kind="fatal", model=model)
+                              error_kind="fatal", model=model,
+                              fix=missing_binary_fix(self.binary, setting="claude_bin", install_hint=_INSTALL_HINT))
         prompt = render_prompt(request)
         argv = self.command(path, request.role)
         return chat_with_retries(lambda: self._attempt(argv, prompt, request), model=model,
@@ -121,7 +134,9 @@ class ClaudeCLIBackend(AgentCLIBackend):
                 outcome = run_contained(argv, stdin_text=prompt, cwd=work_dir, timeout_s=self.timeout_s,
                                         env=child_environment(drop=DROPPED_ENV))
             except OSError as exc:
-                raise AttemptFailed(f"cannot start {argv[0]}: {exc}; check claude_bin", "fatal") from None
+                raise AttemptFailed(f"cannot start {argv[0]}: {exc}; check claude_bin", "fatal",
+                                    fix=f"set claude_bin to an executable Claude Code binary ({argv[0]} cannot "
+                                        "be started)") from None
         text, usage = read_reply(outcome, timeout_s=self.timeout_s, prompt=prompt)
         if request.json_schema is not None:
             text = structured_text(text)
@@ -181,7 +196,8 @@ def read_reply(outcome: ProcessOutcome, *, timeout_s: float, prompt: str = "") -
     """
     if outcome.timed_out:
         raise AttemptFailed(f"claude timed out after {timeout_s:g}s (its process group was killed); "
-                            "raise request_timeout_s if the model is slow", "transient")
+                            "raise request_timeout_s if the model is slow", "transient",
+                            fix=f"raise request_timeout_s (now {timeout_s:g}s) if the model is slow")
     result = parse_result(outcome.stdout)
     failed = outcome.returncode != 0 or result is None or bool(result.get("is_error"))
     if failed:
@@ -196,11 +212,13 @@ def read_reply(outcome: ProcessOutcome, *, timeout_s: float, prompt: str = "") -
         evidence = without_prompt_echo(f"{said}\n{outcome.stderr}", prompt)
         if matches_any(evidence, _AUTH_ERRORS):
             raise AttemptFailed(f"claude is not logged in or its credentials were rejected ({detail}): "
-                                f"{_LOGIN_FIX}", "fatal")
+                                f"{_LOGIN_FIX}", "fatal", fix=_LOGIN_FIX)
         if matches_any(evidence, _FATAL_ERRORS):
             raise AttemptFailed(f"claude rejected the call ({detail}): check the model name, and update Claude "
                                 f"Code (`claude update`) if a flag is unknown; skillopt-sleep runs "
-                                f"`claude {' '.join(_shown(CLAUDE_FLAGS))}`", "fatal")
+                                f"`claude {' '.join(_shown(CLAUDE_FLAGS))}`", "fatal",
+                                fix="check target_model / optimizer_model ('skillopt-sleep config show'), and run "
+                                    "`claude update` if a flag is unknown")
         if outcome.returncode != 0:
             raise AttemptFailed(f"claude exited with status {outcome.returncode} ({detail})", "transient")
         if result is None:
@@ -258,4 +276,4 @@ def _logged_in_flag(stdout: str) -> bool | None:
     return None
 
 
-__all__ = ["CLAUDE_FLAGS", "ClaudeCLIBackend", "claude_logged_in", "find_binary", "parse_result", "read_reply"]
+__all__ = ["CLAUDE_FLAGS", "TESTED_VERSION", "ClaudeCLIBackend", "claude_logged_in", "find_binary", "parse_result", "read_reply"]

@@ -2,13 +2,22 @@
 
 Command (every fixed flag in ``CODEX_FLAGS``; ``-m`` added when a model is configured)::
 
-    codex exec --sandbox read-only --skip-git-repo-check --color never -o SCRATCH/last_message.txt [-m MODEL] -
-        < prompt on stdin
+    codex exec --sandbox read-only --skip-git-repo-check --color never --ignore-user-config --ignore-rules
+        -o SCRATCH/last_message.txt [-m MODEL] -   < prompt on stdin
 
 * ``-`` as the prompt argument: Codex reads the prompt from stdin (never argv, where long prompts get cut).
 * ``--sandbox read-only``: the agent may not write or reach the network from its shell; it runs in an empty
   temporary directory anyway, so there is nothing to read either. ``--skip-git-repo-check``: that directory is
   not a git repository.
+* ``--ignore-user-config`` does not load ``$CODEX_HOME/config.toml`` (its MCP servers, ``notify`` program,
+  ``developer_instructions``, profiles and providers; login still comes from ``CODEX_HOME``) and
+  ``--ignore-rules`` no execpolicy ``.rules`` files. (Checked with the real 0.169.0 binary: without the first, a
+  planted config's MCP server starts and its instructions reach the request.) No flag keeps out the global
+  ``$CODEX_HOME/AGENTS.md``: Codex 0.169.0 always sends it (only another ``CODEX_HOME`` would, which loses the
+  login).
+* Before the first call, ``codex login status`` (no model call): "Not logged in" without ``CODEX_API_KEY`` is a
+  fatal error naming ``codex login``. Without it an unauthenticated ``codex exec`` does not fail: it retries
+  the network until the timeout (offline) or fails only at the API.
 * The reply is the agent's last message, read from the ``-o`` (``--output-last-message``) file, which lives in
   the scratch directory beside (not inside) the empty working directory. Progress on stdout/stderr is only
   used in error messages.
@@ -19,6 +28,7 @@ Command (every fixed flag in ``CODEX_FLAGS``; ``-m`` added when a model is confi
 from __future__ import annotations
 
 import os
+import threading
 
 from skillopt_sleep.backends.base import ChatRequest, ChatResult
 from skillopt_sleep.backends.subprocess_call import (
@@ -32,17 +42,24 @@ from skillopt_sleep.backends.subprocess_call import (
     estimate_tokens,
     find_binary,
     matches_any,
+    missing_binary_fix,
     missing_binary_message,
     render_prompt,
     run_contained,
     scratch_dirs,
     structured_text,
+    tail,
     without_prompt_echo,
 )
 from skillopt_sleep.models import Role, Usage
 
 #: Fixed flags of every call, in one place (see the module docstring for why each is there).
-CODEX_FLAGS: tuple[str, ...] = ("exec", "--sandbox", "read-only", "--skip-git-repo-check", "--color", "never")
+CODEX_FLAGS: tuple[str, ...] = ("exec", "--sandbox", "read-only", "--skip-git-repo-check", "--color", "never",
+                                "--ignore-user-config", "--ignore-rules")
+#: The Codex CLI version these flags were tested with (the pin in .ci/install-agent-clis).
+TESTED_VERSION = "0.169.0"
+#: Environment variable holding an API key that ``codex exec`` uses without a login.
+API_KEY_ENV = "CODEX_API_KEY"
 #: Name of the ``-o`` file inside the scratch directory.
 LAST_MESSAGE_FILE = "last_message.txt"
 #: Seconds the ``codex login status`` probe may take.
@@ -59,7 +76,8 @@ _FATAL_ERRORS = compile_patterns(
 )
 #: Only lines like these are searched for the markers above (codex also prints progress and the prompt).
 _ERROR_LINE = compile_patterns(r"error|fail|denied|unauthori|not logged|log ?in|\b40[13]\b|unexpected|invalid")[0]
-_LOGIN_FIX = "run `codex login` in a terminal, then run the night again"
+_LOGIN_FIX = ("run `codex login` in a terminal (or `printenv OPENAI_API_KEY | codex login --with-api-key`, or set "
+              "CODEX_API_KEY), then run the night again")
 _INSTALL_HINT = "Install the Codex CLI (npm install -g @openai/codex)"
 
 
@@ -77,9 +95,30 @@ class CodexCLIBackend(AgentCLIBackend):
 
     name = "codex"
     runs_tools = False
+    tested_version = TESTED_VERSION
+    update_hint = "update the Codex CLI (npm install -g @openai/codex)"
 
     def __init__(self, *, binary: str = "codex", **options):
         super().__init__(binary=binary, **options)
+        self._login_lock = threading.Lock()
+        self._login_checked = False
+        self._not_logged_in: str | None = None
+
+    def login_problem(self, path: str) -> str | None:
+        """The error when ``codex login status`` says "Not logged in" and ``CODEX_API_KEY`` is unset, else None.
+
+        Checked once per backend (the first call); a probe that fails some other way is not taken as an answer.
+        """
+        with self._login_lock:
+            if not self._login_checked:
+                self._login_checked = True
+                if not os.environ.get(API_KEY_ENV):
+                    said = _login_status(path)
+                    if said is not None and "not logged in" in said.lower():
+                        line = next(line.strip() for line in said.splitlines() if "not logged in" in line.lower())
+                        self._not_logged_in = (f"codex is not logged in (`codex login status`: {tail(line, 200)}) "
+                                               f"and {API_KEY_ENV} is not set: {_LOGIN_FIX}")
+            return self._not_logged_in
 
     def command(self, path: str, role: Role, last_message_path: str) -> list[str]:
         """The argv of one call (the prompt is not part of it: ``-`` makes Codex read stdin)."""
@@ -102,7 +141,11 @@ class CodexCLIBackend(AgentCLIBackend):
         if path is None:
             return ChatResult(error=missing_binary_message(self.binary, setting="codex_bin",
                                                            install_hint=_INSTALL_HINT),
-                              error_kind="fatal", model=model)
+                              error_kind="fatal", model=model,
+                              fix=missing_binary_fix(self.binary, setting="codex_bin", install_hint=_INSTALL_HINT))
+        not_logged_in = self.login_problem(path)
+        if not_logged_in:
+            return ChatResult(error=not_logged_in, error_kind="fatal", model=model, fix=_LOGIN_FIX)
         prompt = render_prompt(request)
         return chat_with_retries(lambda: self._attempt(path, prompt, request), model=model,
                                  max_retries=self.max_retries, backoff_base_s=self.backoff_base_s)
@@ -115,7 +158,9 @@ class CodexCLIBackend(AgentCLIBackend):
                 outcome = run_contained(argv, stdin_text=prompt, cwd=work_dir, timeout_s=self.timeout_s,
                                         env=child_environment())
             except OSError as exc:
-                raise AttemptFailed(f"cannot start {path}: {exc}; check codex_bin", "fatal") from None
+                raise AttemptFailed(f"cannot start {path}: {exc}; check codex_bin", "fatal",
+                                    fix=f"set codex_bin to an executable Codex CLI binary ({path} cannot be "
+                                        "started)") from None
             last_message = _read_text(last_message_path)
         text = read_reply(outcome, last_message, timeout_s=self.timeout_s, prompt=prompt)
         if request.json_schema is not None:
@@ -141,7 +186,8 @@ def read_reply(outcome: ProcessOutcome, last_message: str | None, *, timeout_s: 
     """
     if outcome.timed_out:
         raise AttemptFailed(f"codex timed out after {timeout_s:g}s (its process group was killed); "
-                            "raise request_timeout_s if the model is slow", "transient")
+                            "raise request_timeout_s if the model is slow", "transient",
+                            fix=f"raise request_timeout_s (now {timeout_s:g}s) if the model is slow")
     has_reply = last_message is not None and bool(last_message.strip())
     if outcome.returncode == 0 and has_reply:
         assert last_message is not None
@@ -154,11 +200,12 @@ def read_reply(outcome: ProcessOutcome, last_message: str | None, *, timeout_s: 
     ) if part) or "no output"
     if matches_any(evidence, _AUTH_ERRORS):
         raise AttemptFailed(f"codex is not logged in or its credentials were rejected ({detail}): {_LOGIN_FIX}",
-                            "fatal")
+                            "fatal", fix=_LOGIN_FIX)
     if matches_any(evidence, _FATAL_ERRORS):
         raise AttemptFailed(f"codex rejected the call ({detail}): check the model name, and update the Codex CLI "
                             f"if a flag is unknown; skillopt-sleep runs `codex {' '.join(CODEX_FLAGS)} -o FILE -`",
-                            "fatal")
+                            "fatal", fix="check target_model / optimizer_model ('skillopt-sleep config show'), and "
+                                         "update the Codex CLI (npm install -g @openai/codex) if a flag is unknown")
     if outcome.returncode != 0:
         raise AttemptFailed(f"codex exited with status {outcome.returncode} ({detail})", "transient")
     raise AttemptFailed(f"empty reply from codex: no last message was written ({detail})", "transient")
@@ -173,14 +220,28 @@ def codex_logged_in(binary: str = "codex") -> bool:
     path = find_binary(binary)
     if path is None:
         return False
-    try:
-        with scratch_dirs("skillopt-sleep-codex-") as (work_dir, _scratch):
-            outcome = run_contained([path, "login", "status"], stdin_text="", cwd=work_dir,
-                                    timeout_s=LOGIN_STATUS_TIMEOUT_S, env=child_environment())
-    except OSError:
+    outcome = _run_login_status(path)
+    if outcome is None:
         return False
     said = f"{outcome.stdout}\n{outcome.stderr}".lower()
     return outcome.returncode == 0 and "not logged in" not in said
 
 
-__all__ = ["CODEX_FLAGS", "CodexCLIBackend", "codex_logged_in", "find_binary", "read_reply"]
+def _run_login_status(path: str) -> ProcessOutcome | None:
+    try:
+        with scratch_dirs("skillopt-sleep-codex-") as (work_dir, _scratch):
+            return run_contained([path, "login", "status"], stdin_text="", cwd=work_dir,
+                                 timeout_s=LOGIN_STATUS_TIMEOUT_S, env=child_environment())
+    except OSError:
+        return None
+
+
+def _login_status(path: str) -> str | None:
+    """What ``codex login status`` printed (stdout and stderr), or None when it could not run or timed out."""
+    outcome = _run_login_status(path)
+    if outcome is None or outcome.timed_out:
+        return None
+    return f"{outcome.stdout}\n{outcome.stderr}".strip()
+
+
+__all__ = ["CODEX_FLAGS", "TESTED_VERSION", "CodexCLIBackend", "codex_logged_in", "find_binary", "read_reply"]

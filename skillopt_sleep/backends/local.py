@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from skillopt_sleep.backends.base import ChatRequest, ChatResult
+from skillopt_sleep.backends.base import NO_JSON_FIX, ChatRequest, ChatResult
 from skillopt_sleep.models import Role, Usage
 from skillopt_sleep.paths import data_dir
 
@@ -70,6 +70,7 @@ class LocalBackend:
         self.max_tokens_cap = max_tokens_cap
         self._llama: Any = None
         self._load_error: str | None = None
+        self._load_fix: str | None = None
         self._lock = threading.Lock()
 
     @property
@@ -90,20 +91,26 @@ class LocalBackend:
             return self._llama
         if self.model_path is None:
             self._load_error = f"no GGUF model found: {INSTALL_HINT}, or set model_path to a .gguf file"
+            self._load_fix = f"{INSTALL_HINT}, or set model_path / --model-path to a .gguf file"
             return None
         if not self.model_path.is_file():
             self._load_error = f"model file not found: {self.model_path} (set model_path to an existing .gguf file)"
+            self._load_fix = ("set model_path / --model-path to an existing .gguf file ('skillopt-sleep models pull' "
+                              "downloads one)")
             return None
         try:
             from llama_cpp import Llama
         except ImportError:
             self._load_error = f"llama-cpp-python is not installed: {INSTALL_HINT}"
+            self._load_fix = INSTALL_HINT
             return None
         try:
             self._llama = Llama(model_path=str(self.model_path), n_ctx=self.n_ctx, n_threads=self.n_threads,
                                 n_threads_batch=self.n_threads, seed=self.seed, verbose=False)
         except Exception as exc:  # a corrupt or unsupported file
             self._load_error = f"cannot load {self.model_path}: {type(exc).__name__}: {exc}"
+            self._load_fix = (f"set model_path / --model-path to a valid .gguf file ({self.model_path} is damaged or "
+                              "of a format this llama-cpp-python cannot read)")
         return self._llama
 
     def _fit(self, messages: list[dict[str, str]], max_tokens: int) -> list[dict[str, str]]:
@@ -125,7 +132,8 @@ class LocalBackend:
         with self._lock:
             llama = self._load()
             if llama is None:
-                return ChatResult(error=self._load_error, error_kind="fatal", model=self.model_name)
+                return ChatResult(error=self._load_error, error_kind="fatal", fix=self._load_fix,
+                                  model=self.model_name)
             max_tokens = min(request.max_tokens, self.max_tokens_cap)
             messages = self._fit([m.model_dump() for m in request.messages], max_tokens)
             kwargs: dict[str, Any] = {
@@ -169,6 +177,7 @@ class LocalBackend:
             why = f"cut off at max_tokens={max_tokens}" if cut else f"{exc}"
             result.error = f"the local model's structured reply is not JSON ({why}): {result.text[:120]!r}"
             result.error_kind = "transient"
+            result.fix = NO_JSON_FIX
             result.text = ""
             return
         result.text = json.dumps(value, ensure_ascii=False)

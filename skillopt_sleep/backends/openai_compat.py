@@ -4,7 +4,8 @@ Uses the official ``openai`` SDK with its own retries switched off; retries are 
 every attempt is counted and every failure is classified:
 
 * fatal (returned at once, ``error_kind="fatal"``): 401/403, 404 (unknown model or wrong base_url), 429 about
-  an exhausted quota, any other 4xx (except 408/409/429). The message says what to fix.
+  an exhausted quota, any other 4xx (except 408/409/429). The message says what to fix; ``ChatResult.fix``
+  says it as one sentence (key variable, setting or endpoint), for this and for the transient failures below.
 * transient (retried with exponential backoff and jitter, then ``error_kind="transient"``): 429, 408/409,
   5xx, connection errors, timeouts, malformed or truncated response bodies, empty replies.
 
@@ -26,10 +27,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import openai
-from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential, wait_random
 
-from skillopt_sleep.backends.base import ChatRequest, ChatResult
+from skillopt_sleep.backends.base import NO_JSON_FIX, ChatRequest, ChatResult
 from skillopt_sleep.backends.jsonextract import extract_json
+from skillopt_sleep.backends.retry import retrying
 from skillopt_sleep.errors import ConfigError
 from skillopt_sleep.fsio import read_json, write_json_atomic
 from skillopt_sleep.models import Role, Usage
@@ -44,11 +45,19 @@ DEFAULT_ENDPOINT = "https://api.openai.com/v1"
 _SERVER_MESSAGE_CHARS = 300
 
 
-class _Transient(Exception):
+class _Failed(Exception):
+    """One attempt failed; ``fix``: the sentence the user can act on (``ChatResult.fix``), None when there is none."""
+
+    def __init__(self, message: str, fix: str | None = None):
+        super().__init__(message)
+        self.fix = fix
+
+
+class _Transient(_Failed):
     """One attempt failed in a way worth retrying."""
 
 
-class _Fatal(Exception):
+class _Fatal(_Failed):
     """One attempt failed in a way that retrying cannot fix."""
 
 
@@ -154,7 +163,8 @@ class OpenAIBackend:
 
         Returns ``ChatResult`` with text (the JSON text when ``request.json_schema`` is set), usage (tokens,
         summed over every attempt that got a reply), latency_s (seconds, all attempts and waits), attempts,
-        and on failure ``error`` (redacted) with ``error_kind`` "fatal" or "transient".
+        and on failure ``error`` (redacted) with ``error_kind`` "fatal" or "transient", and ``fix`` where one
+        applies (the key variable, setting or endpoint to check).
         """
         model = self.model_for(request.role)
         tally = _Tally()
@@ -165,9 +175,9 @@ class OpenAIBackend:
             else:
                 text = self._structured_chat(model, request, tally)
         except _Fatal as exc:
-            return self._failure(model, tally, started, str(exc), "fatal")
+            return self._failure(model, tally, started, str(exc), "fatal", exc.fix)
         except _Transient as exc:
-            return self._failure(model, tally, started, str(exc), "transient")
+            return self._failure(model, tally, started, str(exc), "transient", exc.fix)
         return ChatResult(
             text=text,
             usage=Usage(prompt_tokens=tally.prompt_tokens, completion_tokens=tally.completion_tokens),
@@ -207,7 +217,8 @@ class OpenAIBackend:
             return json.dumps(parsed, ensure_ascii=False)
         raise _Transient(
             f"model '{model}' at {self.endpoint} gave no JSON reply in any structured-output format: "
-            + "; ".join(reasons)
+            + "; ".join(reasons),
+            fix=NO_JSON_FIX,
         )
 
     def _endpoint_key(self, model: str) -> str:
@@ -244,14 +255,9 @@ class OpenAIBackend:
     def _call_with_retries(self, model: str, messages: list[dict[str, str]], request: ChatRequest,
                            extra: dict[str, Any], tally: _Tally) -> str:
         """Return the reply text; raise _Fatal, _FormatRejected, or _Transient once the retries are spent."""
-        retrying = Retrying(
-            stop=stop_after_attempt(self.max_retries + 1),
-            wait=wait_exponential(multiplier=self.backoff_base_s, max=self.backoff_max_s)
-            + wait_random(0, self.backoff_base_s),
-            retry=retry_if_exception_type(_Transient),
-            reraise=True,
-        )
-        return retrying(self._attempt, model, messages, request, extra, tally)
+        policy = retrying(retry_when=lambda exc: isinstance(exc, _Transient), max_retries=self.max_retries,
+                          backoff_base_s=self.backoff_base_s, backoff_max_s=self.backoff_max_s)
+        return policy(self._attempt, model, messages, request, extra, tally)
 
     def _attempt(self, model: str, messages: list[dict[str, str]], request: ChatRequest,
                  extra: dict[str, Any], tally: _Tally) -> str:
@@ -269,11 +275,15 @@ class OpenAIBackend:
             completion = self._client.chat.completions.create(**params)
         except openai.APITimeoutError:
             raise self._transient(f"timed out after {self.timeout_s:g}s waiting for {self.endpoint} "
-                                  f"(model '{model}'): raise request_timeout_s or check the server")
+                                  f"(model '{model}'): raise request_timeout_s or check the server",
+                                  fix=f"raise request_timeout_s, or check that the server at {self.endpoint} is "
+                                      "reachable and not overloaded")
         except openai.APIConnectionError as exc:
             cause = exc.__cause__ or exc
             raise self._transient(f"connection to {self.endpoint} failed ({type(cause).__name__}: {cause}): "
-                                  "check base_url and that the server is running")
+                                  "check base_url and that the server is running",
+                                  fix=f"check that the server at {self.endpoint} is reachable and running (base_url "
+                                      "or OPENAI_BASE_URL), then run again")
         except openai.APIStatusError as exc:
             raise self._classify_status(exc, model, extra)
         except openai.APIResponseValidationError as exc:
@@ -305,13 +315,19 @@ class OpenAIBackend:
         detail = _server_message(exc)
         where = f"from {self.endpoint}"
         if status == 401:
-            return self._fatal(f"401 Unauthorized {where}: check OPENAI_API_KEY / api_key ({detail})")
+            return self._fatal(f"401 Unauthorized {where}: check OPENAI_API_KEY / api_key ({detail})",
+                               fix=f"set OPENAI_API_KEY (or api_key in the config) to a valid API key for "
+                                   f"{self.endpoint}, then run 'skillopt-sleep run-now' again")
         if status == 403:
             return self._fatal(f"403 Forbidden {where} for model '{model}': check that the API key may use this "
-                               f"model / project ({detail})")
+                               f"model / project ({detail})",
+                               fix=f"use an API key whose project may call model '{model}' (OPENAI_API_KEY or "
+                                   "api_key), or choose another target_model / optimizer_model")
         if status == 404:
             return self._fatal(f"model '{model}' not found at {self.endpoint} (404): check target_model/"
-                               f"optimizer_model, and that base_url ends in /v1 ({detail})")
+                               f"optimizer_model, and that base_url ends in /v1 ({detail})",
+                               fix=f"check target_model / optimizer_model ('skillopt-sleep config show'), and that "
+                                   f"base_url ({self.endpoint}) ends in /v1")
         if status in (400, 422) and "response_format" in extra and _mentions_response_format(detail):
             return _FormatRejected(self._clean(f"{status} {detail}"))
         if status == 500 and "response_format" in extra and _is_response_format_validation_error(detail):
@@ -319,11 +335,16 @@ class OpenAIBackend:
             # request-validation error (0.3.x); retrying cannot fix it, the next format can.
             return _FormatRejected(self._clean(f"{status} {detail}"))
         if status == 429 and "quota" in detail.lower():  # billing, not load: waiting does not help
-            return self._fatal(f"429 quota exceeded {where}: check the account's plan and billing ({detail})")
+            return self._fatal(f"429 quota exceeded {where}: check the account's plan and billing ({detail})",
+                               fix="add credit or raise the quota of the account the API key belongs to (its plan "
+                                   "and billing), then run again")
         if status == 429:
-            return self._transient(f"429 rate limited {where} (model '{model}'): {detail}")
+            return self._transient(f"429 rate limited {where} (model '{model}'): {detail}",
+                                   fix="run again later, or lower workers so that fewer calls run at once")
         if status >= 500 or status in (408, 409):
-            return self._transient(f"{status} server error {where} (model '{model}'): {detail}")
+            return self._transient(f"{status} server error {where} (model '{model}'): {detail}",
+                                   fix=f"check that the server at {self.endpoint} is reachable and healthy, then run "
+                                       "again")
         return self._fatal(f"{status} {where} for model '{model}': {detail}")
 
     # ------------------------------------------------------------------ helpers
@@ -344,13 +365,14 @@ class OpenAIBackend:
             message = redacted[0] if isinstance(redacted, tuple) else str(redacted)
         return message
 
-    def _transient(self, message: str) -> _Transient:
-        return _Transient(self._clean(message))
+    def _transient(self, message: str, *, fix: str | None = None) -> _Transient:
+        return _Transient(self._clean(message), fix)
 
-    def _fatal(self, message: str) -> _Fatal:
-        return _Fatal(self._clean(message))
+    def _fatal(self, message: str, *, fix: str | None = None) -> _Fatal:
+        return _Fatal(self._clean(message), fix)
 
-    def _failure(self, model: str, tally: _Tally, started: float, message: str, kind: str) -> ChatResult:
+    def _failure(self, model: str, tally: _Tally, started: float, message: str, kind: str,
+                 fix: str | None = None) -> ChatResult:
         return ChatResult(
             text="",
             usage=Usage(prompt_tokens=tally.prompt_tokens, completion_tokens=tally.completion_tokens),
@@ -358,6 +380,7 @@ class OpenAIBackend:
             model=model,
             error=self._clean(f"{message} (after {max(1, tally.attempts)} attempt(s))"),
             error_kind=kind,
+            fix=fix,
             attempts=max(1, tally.attempts),
         )
 

@@ -63,6 +63,15 @@ def local_available() -> bool:
     return importlib.util.find_spec("llama_cpp") is not None
 
 
+def _with_version_note(choice: BackendChoice) -> BackendChoice:
+    """Add an agent CLI's note about a version older than the tested one (``AgentCLIBackend.version_note``)."""
+    version_note = getattr(choice.backend, "version_note", None)
+    note = version_note() if callable(version_note) else ""
+    if note:
+        choice.note = f"{choice.note}; {note}" if choice.note else note
+    return choice
+
+
 def choose_backend(config: SleepConfig, sources: list[str]) -> BackendChoice:
     """Return the backend for tonight and why. Raises ConfigError when ``auto`` finds none."""
     if config.backend != "auto":
@@ -70,13 +79,13 @@ def choose_backend(config: SleepConfig, sources: list[str]) -> BackendChoice:
                                f"backend = '{config.backend}' (configured)")
         if choice.tiny:
             choice.note = TINY_NOTE
-        return choice
+        return _with_version_note(choice)
     if config.base_url or config.api_key or os.environ.get("OPENAI_BASE_URL") or os.environ.get("OPENAI_API_KEY"):
         return BackendChoice(_build("openai", config), "openai", "an OpenAI-compatible endpoint/key is configured")
     for source, cli in (("claude", "claude"), ("codex", "codex")):
         if source in sources and _cli_ready(cli, config):
-            return BackendChoice(_build(cli, config), cli,
-                                 f"sessions come from {source} and the '{cli}' CLI is installed and logged in")
+            return _with_version_note(BackendChoice(
+                _build(cli, config), cli, f"sessions come from {source} and the '{cli}' CLI is installed and logged in"))
     if local_available():
         choice = BackendChoice(_build("local", config), "local",
                                "no endpoint or logged-in agent CLI found; using the embedded local model")

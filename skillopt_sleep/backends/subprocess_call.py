@@ -18,6 +18,7 @@ Containment of a call:
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import re
@@ -31,10 +32,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential, wait_random
-
-from skillopt_sleep.backends.base import SESSION_MARKER, ChatRequest, ChatResult, ErrorKind
+from skillopt_sleep.backends.base import NO_JSON_FIX, ChatRequest, ChatResult, ErrorKind
 from skillopt_sleep.backends.jsonextract import extract_json
+from skillopt_sleep.backends.retry import retrying
+from skillopt_sleep.marker import SESSION_MARKER
 from skillopt_sleep.models import Role, Usage
 
 #: Environment variable set to "1" for every agent CLI child process.
@@ -58,6 +59,10 @@ JSON_ONLY_INSTRUCTION = (
 
 
 DEFAULT_MODEL_LABEL = "default"
+#: Seconds ``BINARY --version`` may take (the version check).
+VERSION_TIMEOUT_S = 15.0
+
+logger = logging.getLogger("skillopt_sleep.backends")
 
 
 class AgentCLIBackend:
@@ -92,6 +97,31 @@ class AgentCLIBackend:
         """The model passed to the CLI for ``role``, or ``"default"`` (the CLI's configured default)."""
         return self._configured_model(role) or DEFAULT_MODEL_LABEL
 
+    #: The CLI version the flags were tested with (``.ci/install-agent-clis`` pins it); None: no check.
+    tested_version: str | None = None
+    #: How to update the CLI, for the version note.
+    update_hint = "update it"
+
+    def version_note(self) -> str:
+        """A note when the installed CLI is older than ``tested_version`` (also logged as a warning), else "".
+
+        How: runs ``BINARY --version`` once per backend (``VERSION_TIMEOUT_S`` seconds) and compares the first
+        ``X.Y.Z`` it prints. A missing binary or an unreadable version gives "" (a call reports the binary itself).
+        """
+        if self.tested_version is None:
+            return ""
+        if self._version_note is None:
+            installed = installed_version(self.binary)
+            self._version_note = ""
+            if installed is not None and version_tuple(installed) < version_tuple(self.tested_version):
+                self._version_note = (
+                    f"{self.name} {installed} is older than {self.tested_version}, the version skillopt-sleep was "
+                    f"tested with; if a call fails with an unknown flag, {self.update_hint}")
+                logger.warning("%s", self._version_note)
+        return self._version_note
+
+    _version_note: str | None = None
+
 
 def find_binary(binary: str) -> str | None:
     """Return the executable's absolute path, or None when there is none.
@@ -110,14 +140,38 @@ def find_binary(binary: str) -> str | None:
     return os.path.abspath(found) if found else None
 
 
+def version_tuple(version: str) -> tuple[int, ...]:
+    """``"2.1.30"`` -> ``(2, 1, 30)`` (numeric parts only)."""
+    return tuple(int(part) for part in re.findall(r"\d+", version))
+
+
+def installed_version(binary: str) -> str | None:
+    """The first ``X.Y.Z`` that ``BINARY --version`` prints (e.g. ``2.1.330 (Claude Code)``, ``codex-cli
+    0.169.0``), or None when the binary is missing, fails, or prints none. Never raises."""
+    path = find_binary(binary)
+    if path is None:
+        return None
+    try:
+        with scratch_dirs("skillopt-sleep-version-") as (work_dir, _scratch):
+            outcome = run_contained([path, "--version"], stdin_text="", cwd=work_dir, timeout_s=VERSION_TIMEOUT_S,
+                                    env=child_environment(drop=("CLAUDECODE",)))
+    except OSError:
+        return None
+    found = re.search(r"\b(\d+\.\d+\.\d+)\b", outcome.stdout)
+    return found.group(1) if outcome.returncode == 0 and found else None
+
+
 def missing_binary_message(binary: str, *, setting: str, install_hint: str) -> str:
     """The fatal error text for an agent CLI that cannot be found (names the setting that fixes it)."""
     where = "that path does not exist or is not executable" if os.sep in binary else "it is not on PATH"
-    return (
-        f"'{binary}' executable not found: {where} (PATH={os.environ.get('PATH', '')}). {install_hint} "
-        f"or set {setting} to its absolute path (see `command -v {os.path.basename(binary) or binary}` in your "
-        "shell); cron and launchd run with a minimal PATH"
-    )
+    return (f"'{binary}' executable not found: {where} (PATH={os.environ.get('PATH', '')}). "
+            f"{missing_binary_fix(binary, setting=setting, install_hint=install_hint)}")
+
+
+def missing_binary_fix(binary: str, *, setting: str, install_hint: str) -> str:
+    """The fix for an agent CLI that cannot be found (``ChatResult.fix``): install it or set ``setting``."""
+    return (f"{install_hint} or set {setting} to its absolute path (see `command -v "
+            f"{os.path.basename(binary) or binary}` in your shell); cron and launchd run with a minimal PATH")
 
 
 # --------------------------------------------------------------------------- one contained process
@@ -265,10 +319,12 @@ def estimate_tokens(text: str) -> int:
 
 
 class AttemptFailed(Exception):
-    """One attempt failed; ``kind`` says whether retrying can help ("fatal" or "transient")."""
+    """One attempt failed; ``kind`` says whether retrying can help ("fatal" or "transient"); ``fix`` is the sentence
+    the user can act on (``ChatResult.fix``), None when there is none."""
 
-    def __init__(self, message: str, kind: ErrorKind):
+    def __init__(self, message: str, kind: ErrorKind, fix: str | None = None):
         self.kind = kind
+        self.fix = fix
         super().__init__(message)
 
 
@@ -306,7 +362,8 @@ def structured_text(text: str) -> str:
     """Return the JSON found in ``text`` as compact JSON text; raise transient ``AttemptFailed`` when none."""
     parsed: Any = extract_json(text)
     if parsed is None:
-        raise AttemptFailed(f"invalid JSON reply (no JSON object or array in: {tail(text, 200)!r})", "transient")
+        raise AttemptFailed(f"invalid JSON reply (no JSON object or array in: {tail(text, 200)!r})", "transient",
+                            fix=NO_JSON_FIX)
     return json.dumps(parsed, ensure_ascii=False)
 
 
@@ -326,14 +383,10 @@ def chat_with_retries(attempt: Callable[[], AttemptReply], *, model: str, max_re
         attempts += 1
         return attempt()
 
-    retrying = Retrying(
-        stop=stop_after_attempt(max(0, int(max_retries)) + 1),
-        wait=wait_exponential(multiplier=backoff_base_s, max=backoff_max_s) + wait_random(0, backoff_base_s),
-        retry=retry_if_exception(_is_transient),
-        reraise=True,
-    )
+    policy = retrying(retry_when=_is_transient, max_retries=max_retries, backoff_base_s=backoff_base_s,
+                      backoff_max_s=backoff_max_s)
     try:
-        reply = retrying(counted)
+        reply = policy(counted)
     except AttemptFailed as exc:
         return ChatResult(
             text="",
@@ -341,6 +394,7 @@ def chat_with_retries(attempt: Callable[[], AttemptReply], *, model: str, max_re
             model=model,
             error=f"{exc} (after {max(1, attempts)} attempt(s))",
             error_kind=exc.kind,
+            fix=exc.fix,
             attempts=max(1, attempts),
         )
     return ChatResult(text=reply.text, usage=reply.usage, latency_s=time.monotonic() - started, model=model,

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from skillopt_sleep.errors import ConfigError, SleepError
+from skillopt_sleep.errors import INTERNAL_ERROR_EXIT_CODE, ConfigError, SleepError
 
 if TYPE_CHECKING:
     from skillopt_sleep.config import SleepConfig
@@ -75,12 +75,14 @@ def emit_json(data: Any) -> None:
 
 @contextmanager
 def user_errors():
-    """Show a SleepError / ValidationError as one red line and exit 1; re-raise anything else under tests."""
+    """Show a SleepError as one red line (its message and fix) and exit with its ``exit_code`` (``errors``: 1, or
+    2 backend, 3 budget, 4 locked); a ValidationError as one line per field and exit 1; anything else (a bug) is
+    re-raised under tests, else shown as one line with exit code 70."""
     try:
         yield
     except SleepError as exc:
         stderr.print(f"[red]error:[/red] {exc}", highlight=False)
-        raise typer.Exit(code=getattr(exc, "exit_code", 1)) from None
+        raise typer.Exit(code=exc.exit_code) from None
     except (typer.Exit, typer.Abort, KeyboardInterrupt):
         raise
     except Exception as exc:
@@ -88,13 +90,13 @@ def user_errors():
             for error in exc.errors():
                 location = ".".join(str(part) for part in error["loc"])
                 stderr.print(f"[red]error:[/red] {location}: {error['msg']}", highlight=False)
-            raise typer.Exit(code=1) from None
+            raise typer.Exit(code=ConfigError.exit_code) from None
         # a bug: show it, but keep the traceback for tests and developers
         if getattr(sys, "_called_from_test", False) or os.environ.get("SKILLOPT_SLEEP_RAISE_ERRORS"):
             raise
         stderr.print(f"[red]internal error:[/red] {type(exc).__name__}: {exc} "
                      "(set SKILLOPT_SLEEP_RAISE_ERRORS=1 for a traceback)", highlight=False)
-        raise typer.Exit(code=70) from None
+        raise typer.Exit(code=INTERNAL_ERROR_EXIT_CODE) from None
 
 
 def home_flags(values: list[str] | None, **named: Path | None) -> dict[str, Path | None]:

@@ -1,7 +1,8 @@
 """``skillopt-sleep train --tasks FILE [--epochs N] [--out DIR] [--backend B] [--json]``: train a skill document
 offline on mined tasks (``TaskFileEnv`` + ``SkillOptTrainer``), with a progress display on stderr when it is a
 terminal (``-q``: none) and a final table. A ``--out`` directory that already holds a run is resumed after its last
-completed step."""
+completed step. Exit codes: those of ``errors`` (2 backend error, 3 budget exhausted: the run directory keeps every
+completed step)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,6 @@ from typing import Annotated, Any, Optional
 import typer
 
 from skillopt_sleep.cli.common import QuietOpt, emit_json, make_progress, resolve_config, stderr, stdout, user_errors
-
-#: Exit codes, as for ``run-now``: 2 backend error, 3 budget exhausted (the run directory keeps every completed step).
-EXIT_BACKEND_ERROR = 2
-EXIT_BUDGET_EXHAUSTED = 3
 
 
 class StageProgress:
@@ -108,7 +105,7 @@ def train(
         overrides: dict[str, Any] = {"num_epochs": epochs, "out_root": out_root}
         if batch_size is not None:
             overrides["batch_size"] = batch_size
-        train_config = SkillOptConfig.from_sleep_config(config, **overrides)
+        train_config = SkillOptConfig.from_config(config, **overrides)
         choice = choose_backend(config, sorted({task.source for task in env.tasks}))
         if choice.note:
             stderr.print(f"note: {choice.note}", highlight=False)
@@ -121,10 +118,9 @@ def train(
             with progress:
                 summary = trainer.train()
         except (BackendError, BudgetExhausted) as exc:
-            code = EXIT_BACKEND_ERROR if isinstance(exc, BackendError) else EXIT_BUDGET_EXHAUSTED
             stderr.print(f"[red]error:[/red] {exc}; completed steps are kept in {out_root}: run the same command "
                          "again to resume", highlight=False)
-            raise typer.Exit(code=code) from None
+            raise typer.Exit(code=exc.exit_code) from None
     if json_:
         emit_json({"out_root": str(out_root), "resumed": resumed, **summary})
     else:

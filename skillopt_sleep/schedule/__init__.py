@@ -23,7 +23,7 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
-from skillopt_sleep.errors import SleepError
+from skillopt_sleep.errors import ScheduleError
 from skillopt_sleep.paths import project_key
 
 DEFAULT_AT = "03:17"
@@ -34,10 +34,6 @@ PASSED_VARIABLES = ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "OPENAI_BASE_URL")
 INSTALLER_VARIABLES = ("SKILLOPT_SLEEP_CRONTAB",)
 _SECRET_SUFFIXES = ("_KEY", "_TOKEN", "_SECRET", "_PASSWORD")
 _AT_PATTERN = re.compile(r"^(\d{1,2}):(\d{2})$")
-
-
-class ScheduleError(SleepError):
-    """Installing, removing or reading a schedule failed (the message names the command and its stderr)."""
 
 
 def parse_at(at: str) -> tuple[int, int]:

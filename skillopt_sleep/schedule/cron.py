@@ -25,8 +25,9 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from skillopt_sleep.errors import ScheduleError
 from skillopt_sleep.paths import state_dir
-from skillopt_sleep.schedule import ScheduleError, night_environment, parse_at, run_now_argv, schedule_key
+from skillopt_sleep.schedule import night_environment, parse_at, run_now_argv, schedule_key
 
 TAG_PREFIX = "# skillopt-sleep:"
 #: Longest command Vixie/Debian cron accepts (``MAX_COMMAND`` 1000, terminator included).

@@ -30,9 +30,10 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
+from skillopt_sleep.errors import LockedError, ScheduleError
 from skillopt_sleep.fsio import read_json, write_json_atomic, write_text_atomic
 from skillopt_sleep.paths import state_dir
-from skillopt_sleep.schedule import DEFAULT_AT, ScheduleError, parse_at, schedule_key
+from skillopt_sleep.schedule import DEFAULT_AT, parse_at, schedule_key
 
 LOGGER_NAME = "skillopt_sleep.daemon"
 MISFIRE_GRACE_S = 3600
@@ -138,7 +139,7 @@ class NightRunner:
                             self.project, report["status"], exit_code, report.get("night_dir"), seconds)
             return
         lines = [line for line in stderr.strip().splitlines() if line.strip()]
-        status = "locked" if exit_code == 4 else "error"
+        status = "locked" if exit_code == LockedError.exit_code else "error"
         self.logger.error("night project=%s status=%s exit=%d night_dir=- seconds=%.1f error=%s", self.project,
                           status, exit_code, seconds, lines[-1] if lines else "no output")
 

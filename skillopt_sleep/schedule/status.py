@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from skillopt_sleep.errors import ScheduleError
 from skillopt_sleep.fsio import read_json
 from skillopt_sleep.paths import ProjectPaths
-from skillopt_sleep.schedule import ScheduleError, next_fire_time, parse_at, schedule_key
+from skillopt_sleep.schedule import next_fire_time, parse_at, schedule_key
 from skillopt_sleep.schedule.cron import crontab_binary, find_line, line_time, read_crontab
 from skillopt_sleep.schedule.daemon import daemon_files, running_daemon
 from skillopt_sleep.schedule.systemd import parse_on_calendar, unit_state

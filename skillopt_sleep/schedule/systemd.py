@@ -25,9 +25,10 @@ from importlib import resources
 from pathlib import Path
 from string import Template
 
+from skillopt_sleep.errors import ScheduleError
 from skillopt_sleep.fsio import write_text_atomic
 from skillopt_sleep.paths import config_dir
-from skillopt_sleep.schedule import ScheduleError, night_environment, parse_at, run_now_argv, schedule_key
+from skillopt_sleep.schedule import night_environment, parse_at, run_now_argv, schedule_key
 
 TEMPLATE_NAMES = ("skillopt-sleep.service", "skillopt-sleep.timer")
 DEFAULT_RANDOMIZED_DELAY_S = 600

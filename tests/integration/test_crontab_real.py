@@ -20,7 +20,7 @@ import typer
 from typer.testing import CliRunner
 
 from skillopt_sleep.cli.schedule_cmd import register
-from skillopt_sleep.schedule import ScheduleError
+from skillopt_sleep.errors import ScheduleError
 from skillopt_sleep.schedule.cron import install_cron, read_crontab, uninstall_cron
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "unit"))

@@ -7,6 +7,7 @@ The fakes (tests/fixtures/fake_bins/) record what they received (argv, stdin, cw
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 import time
@@ -17,7 +18,7 @@ import pytest
 
 from skillopt_sleep.backends.base import SESSION_MARKER, CallLedger, ChatMessage, ChatRequest
 from skillopt_sleep.backends.claude_cli import CLAUDE_FLAGS, ClaudeCLIBackend, claude_logged_in
-from skillopt_sleep.backends.codex_cli import CodexCLIBackend, codex_logged_in
+from skillopt_sleep.backends.codex_cli import CODEX_FLAGS, CodexCLIBackend, codex_logged_in
 from skillopt_sleep.backends.subprocess_call import find_binary, render_prompt, run_contained
 from skillopt_sleep.errors import BackendError
 
@@ -114,6 +115,8 @@ def test_claude_sends_the_marked_prompt_on_stdin_with_its_flags_from_an_empty_te
     assert not any("Summarize the diff" in arg for arg in call["argv"])
     assert call["argv"][:len(CLAUDE_FLAGS)] == list(CLAUDE_FLAGS)
     assert call["argv"][call["argv"].index("--tools") + 1] == ""
+    assert call["argv"][call["argv"].index("--setting-sources") + 1] == ""  # no user/project settings or CLAUDE.md
+    assert "--strict-mcp-config" in call["argv"]
     assert call["argv"][call["argv"].index("--model") + 1] == "claude-sonnet-4-5"
     assert call["cwd_entries"] == []
     assert Path(call["cwd"]).resolve() != Path.cwd().resolve()
@@ -239,6 +242,8 @@ def test_codex_exec_reads_the_marked_prompt_from_stdin_and_the_reply_from_the_ou
     assert argv[0] == "exec"
     assert argv[argv.index("--sandbox") + 1] == "read-only"
     assert "--skip-git-repo-check" in argv
+    assert "--ignore-user-config" in argv and "--ignore-rules" in argv  # no config.toml MCP servers, notify, rules
+    assert argv[:len(CODEX_FLAGS)] == list(CODEX_FLAGS)
     assert argv[argv.index("-m") + 1] == "gpt-5-codex"
     assert argv[-1] == "-"
     output_file = Path(argv[argv.index("-o") + 1])
@@ -279,6 +284,29 @@ def test_codex_failure_is_not_taken_for_an_auth_error_because_the_prompt_mention
 
     assert result.error_kind == "transient"
     assert "500 Internal Server Error" in result.error
+
+
+def test_codex_not_logged_in_stops_before_running_exec_with_the_login_fix(fake_agents, monkeypatch):
+    monkeypatch.setenv("FAKE_LOGIN_STATUS", "out")
+    monkeypatch.delenv("CODEX_API_KEY", raising=False)
+    backend = make("codex", max_retries=2)
+
+    first, second = backend.chat(request()), backend.chat(request())
+
+    for result in (first, second):
+        assert result.error_kind == "fatal"
+        assert "codex login" in result.fix and "not logged in" in result.error
+    assert fake_agents.calls() == []  # `codex exec` never ran (unauthenticated, it would retry until the timeout)
+
+
+def test_codex_api_key_in_the_environment_skips_the_login_check(fake_agents, monkeypatch):
+    monkeypatch.setenv("FAKE_LOGIN_STATUS", "out")
+    monkeypatch.setenv("CODEX_API_KEY", "sk-test")
+
+    result = make("codex").chat(request())
+
+    assert result.ok, result.error
+    assert len(fake_agents.calls()) == 1
 
 
 # --------------------------------------------------------------------------- both
@@ -372,6 +400,43 @@ def test_structured_request_without_json_in_the_reply_is_a_transient_invalid_jso
     assert result.error_kind == "transient"
     assert "invalid JSON reply" in result.error
     assert result.attempts == 2
+
+
+@pytest.mark.parametrize("name", ["claude", "codex"])
+def test_an_older_cli_than_the_tested_version_is_a_warning_and_a_note(fake_agents, name, caplog):
+    backend = make(name)
+    fake_agents.mode("ok", FAKE_AGENT_VERSION="0.0.1")
+
+    with caplog.at_level(logging.WARNING, logger="skillopt_sleep.backends"):
+        note = backend.version_note()
+
+    assert f"{name} 0.0.1 is older than {backend.tested_version}" in note
+    assert "update" in note
+    assert [record.getMessage() for record in caplog.records] == [note]
+    assert fake_agents.calls() == []  # `--version` is not a model call
+
+
+@pytest.mark.parametrize("name", ["claude", "codex"])
+@pytest.mark.parametrize("version", ["tested", "newer", "unreadable"])
+def test_the_tested_or_a_newer_cli_gives_no_note(fake_agents, name, version, caplog):
+    backend = make(name)
+    shown = {"tested": backend.tested_version, "newer": "99.0.0", "unreadable": "dev build"}[version]
+    fake_agents.mode("ok", FAKE_AGENT_VERSION=shown)
+
+    with caplog.at_level(logging.WARNING, logger="skillopt_sleep.backends"):
+        assert backend.version_note() == ""
+    assert caplog.records == []
+
+
+def test_the_version_note_reaches_the_backend_choice(fake_agents, monkeypatch):
+    from skillopt_sleep.backends.select import choose_backend
+    from skillopt_sleep.config import SleepConfig
+
+    fake_agents.mode("ok", FAKE_AGENT_VERSION="2.0.0")
+
+    choice = choose_backend(SleepConfig(backend="claude"), ["claude"])
+
+    assert "claude 2.0.0 is older than" in choice.note
 
 
 # --------------------------------------------------------------------------- probes and lookup

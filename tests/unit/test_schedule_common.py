@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from tzlocal import get_localzone
 
+from skillopt_sleep.errors import ScheduleError
 from skillopt_sleep.schedule import (
-    ScheduleError,
     captured_path,
     night_command,
     night_environment,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from skillopt_sleep.schedule import ScheduleError
+from skillopt_sleep.errors import ScheduleError
 from skillopt_sleep.schedule.cron import (
     MAX_COMMAND_CHARS,
     cron_line,

@@ -14,7 +14,7 @@ import time
 import pytest
 from filelock import FileLock
 
-from skillopt_sleep.schedule import ScheduleError
+from skillopt_sleep.errors import ScheduleError
 from skillopt_sleep.schedule.daemon import NightRunner, daemon_files, run_daemon, running_daemon
 
 

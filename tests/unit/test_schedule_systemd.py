@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from skillopt_sleep.schedule import ScheduleError
+from skillopt_sleep.errors import ScheduleError
 from skillopt_sleep.schedule.systemd import (
     TEMPLATE_NAMES,
     environment_line,
