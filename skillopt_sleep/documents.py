@@ -26,13 +26,13 @@ only when an accepted edit changes it.
 from __future__ import annotations
 
 import difflib
-import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from skillopt_sleep.engine.edits import BLOCK_BEGIN, BLOCK_END, ensure_block, new_skill_document
 from skillopt_sleep.errors import SleepError
 from skillopt_sleep.fsio import write_text_atomic
+from skillopt_sleep.hashing import sha256_text
 
 DEFAULT_SKILL_PATH = ".claude/skills/skillopt-sleep/SKILL.md"
 #: The memory file each agent reads, relative to the project.
@@ -75,10 +75,6 @@ class Document:
     @property
     def display(self) -> str:
         return str(self.path)
-
-
-def sha256_text(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def read_document(path: Path) -> str:
@@ -183,13 +179,22 @@ def mirror_candidates(documents: dict[str, Document], candidate: dict[str, str])
     return out
 
 
+def is_within(path: Path, root: Path) -> bool:
+    """True when ``path`` is ``root`` or lies below it, compared by path components (``/a/bc`` is not below
+    ``/a/b``) and as given: resolve both first where symlinks must be followed. The one containment test of the
+    package (the managed targets here, the adopted and reverted files in ``adopt.py``)."""
+    return path.is_relative_to(root)
+
+
 def check_target(project: Path, path: Path) -> None:
     """Refuse a target outside the project or a symlink that points elsewhere. Raises SleepError."""
     resolved_project = project.resolve()
-    if path.is_symlink() and not str(path.resolve()).startswith(str(resolved_project) + "/"):
-        raise SleepError(f"refusing to manage {path}: it is a symlink that points outside {resolved_project}")
+    if path.is_symlink():
+        pointed = path.resolve()
+        if pointed == resolved_project or not is_within(pointed, resolved_project):
+            raise SleepError(f"refusing to manage {path}: it is a symlink that points outside {resolved_project}")
     parent = path.parent.resolve() if path.parent.exists() else path.parent
-    if not (str(parent) + "/").startswith(str(resolved_project) + "/") and parent != resolved_project:
+    if not is_within(parent, resolved_project):
         raise SleepError(f"refusing to manage {path}: it is outside the project {resolved_project}")
 
 

@@ -70,9 +70,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from skillopt_sleep.control_commands import CONTROL_COMMANDS
 from skillopt_sleep.engine.judges import check_passes
 from skillopt_sleep.errors import BackendError, BudgetExhausted
-from skillopt_sleep.harvest.claude_code import CONTROL_COMMANDS
 from skillopt_sleep.models import Check, Judge, Reaction, Session, Split, TaskEvidence, TaskRecord, Turn
 from skillopt_sleep.provenance import authored_text
 from skillopt_sleep.replayable import inspects, needs_repo_state, not_replayable_reason, pasted_reason

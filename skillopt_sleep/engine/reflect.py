@@ -38,6 +38,7 @@ from skillopt_sleep.backends.jsonextract import extract_json
 from skillopt_sleep.engine.edits import managed_block
 from skillopt_sleep.engine.prompts import load_prompt, quote_data, render_prompt
 from skillopt_sleep.models import EditRecord, ReplayResult, TaskRecord
+from skillopt_sleep.words import STOPWORDS, content_words, words
 
 #: Most tasks shown to the optimizer in one call.
 MAX_TASKS_PER_CALL = 12
@@ -78,15 +79,6 @@ RETRY_MESSAGE = (
     '{"edits": [...]}, nothing else.'
 )
 
-STOPWORDS = frozenset(
-    "a an and are as at be been but by can could do does for from had has have he her his how i if in into is it "
-    "its me my of on or our should so than that the their them then there these they this those to too us was we "
-    "were what when where which while who why will with would you your yours also just only any all each every "
-    "some such here".split()
-)
-
-_WORD = re.compile(r"[a-z0-9_]+(?:['.-][a-z0-9_]+)*")
-
 
 class ReflectOutcome(BaseModel):
     """What reflection produced.
@@ -105,16 +97,6 @@ class ReflectOutcome(BaseModel):
 
 
 # --------------------------------------------------------------------------- text helpers
-
-
-def words(text: str) -> list[str]:
-    """Lower-cased word tokens of ``text`` (letters, digits, ``_``; inner ``'.-`` kept: ``don't``, ``v1.2``)."""
-    return _WORD.findall(text.lower())
-
-
-def content_words(text: str) -> set[str]:
-    """Distinct words of ``text`` that carry meaning: not a stopword, at least 3 characters."""
-    return {word for word in words(text) if word not in STOPWORDS and len(word) >= 3}
 
 
 def _head(text: str, limit: int = HEAD_CHARS) -> str:

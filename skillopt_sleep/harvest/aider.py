@@ -49,7 +49,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from skillopt_sleep.backends.base import SESSION_MARKER
 from skillopt_sleep.harvest.base import (
     ANSWER_MAX_CHARS,
     READ_CHUNK,
@@ -61,6 +60,7 @@ from skillopt_sleep.harvest.base import (
     finish_turns,
     plan_read,
 )
+from skillopt_sleep.marker import SESSION_MARKER
 from skillopt_sleep.models import FileCheckpoint, HarvestStats, Session
 
 SOURCE = "aider"

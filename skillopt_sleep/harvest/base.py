@@ -1,4 +1,4 @@
-"""What both harvesters share: the streaming JSONL reader, the per-file read plan (checkpoint, lookback), scope
+"""What the harvesters share: the streaming JSONL reader, the per-file read plan (checkpoint, lookback), scope
 tests, timestamps, and the draft turn that becomes a redacted, size-bounded ``Turn``.
 
 Reading never loads a whole file: lines are found in a buffer filled ``READ_CHUNK`` bytes at a time with no
@@ -22,10 +22,12 @@ import sys
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, BinaryIO, Callable, Iterator
+from typing import BinaryIO, Callable, Iterator
 
 import orjson
 
+from skillopt_sleep.errors import HarvestError
+from skillopt_sleep.marker import SESSION_MARKER
 from skillopt_sleep.models import FileCheckpoint, HarvestStats, ToolUse, Turn
 from skillopt_sleep.redact import REDACTED_PREFIX, redact_many
 
@@ -45,6 +47,8 @@ TOOLS_KEPT = 20
 """Bounds on what one turn keeps (characters; queued messages and tool uses per turn)."""
 TOOLS_MAX_COUNT = 300
 """Tool calls of one turn followed while its span is read (the ``TOOLS_KEPT`` kept are chosen among them)."""
+HEAD_MAX_LINES = 2_000
+"""Most records read from the start of a grown file to learn its session again (``read_head``)."""
 _REDACT_MARGIN = 512
 """Extra characters redacted beyond a bound before cutting, so a secret that starts inside the bound is seen whole
 (token-shaped secrets are far shorter; a PEM block cut before its END line is still recognized)."""
@@ -114,6 +118,17 @@ def cwd_in_scope(cwd: str | None, roots: tuple[str, ...]) -> bool:
         if normalized == root or normalized.startswith(root.rstrip(os.sep) + os.sep):
             return True
     return False
+
+
+def lists_sessions(listing: Callable[[], object]) -> bool:
+    """A source's ``has_sessions``: ``bool(listing())``, never raising. True when the listing raises HarvestError
+    (the folder is there but cannot be listed: the harvest itself then says why), False on any other OSError."""
+    try:
+        return bool(listing())
+    except HarvestError:
+        return True
+    except OSError:
+        return False
 
 
 def text_of_blocks(content: object, block_types: tuple[str, ...] = ("text",)) -> str:
@@ -483,6 +498,32 @@ def file_mtime(plan: ReadPlan) -> datetime:
     return datetime.fromtimestamp(plan.mtime_ns / 1e9, tz=timezone.utc)
 
 
+def kept_unchanged(plan: ReadPlan, context: HarvestContext, stats: HarvestStats) -> bool:
+    """True (counted ``files_unchanged``, last night's checkpoint carried over) when ``plan`` says the file did not
+    change since last night."""
+    if plan.action != "unchanged":
+        return False
+    stats.files_unchanged += 1
+    context.new_checkpoints[plan.key] = plan.previous  # type: ignore[assignment]
+    return True
+
+
+def keep_previous_checkpoint(plan: ReadPlan, context: HarvestContext) -> None:
+    """Carry last night's checkpoint over (a file that could not be read is read again from there next night)."""
+    if plan.previous is not None:
+        context.new_checkpoints[plan.key] = plan.previous
+
+
+def checkpoint_unread(path: Path, context: HarvestContext, stats: HarvestStats, reason: str) -> None:
+    """Count a file that is never read (skip ``reason``, e.g. ``subagent``) once: checkpointed at its end; an
+    unchanged one keeps its checkpoint."""
+    plan = plan_read(path, context, stats)
+    if plan is None or kept_unchanged(plan, context, stats):
+        return
+    stats.skip(reason)
+    context.new_checkpoints[plan.key] = FileCheckpoint(size=plan.size, mtime_ns=plan.mtime_ns, offset=plan.size)
+
+
 # --------------------------------------------------------------------------- turns
 
 
@@ -642,7 +683,6 @@ def finish_turns(drafts: list[DraftTurn], context: HarvestContext, fallback_time
     return turns, dropped
 
 
-
 def harvested_turns(drafts: list[DraftTurn], context: HarvestContext, fallback_time: datetime,
                     stats: HarvestStats) -> list[Turn] | None:
     """``finish_turns``, counted: the finished turns of one session, added to ``stats`` (a session harvested, its
@@ -655,22 +695,100 @@ def harvested_turns(drafts: list[DraftTurn], context: HarvestContext, fallback_t
     stats.requests += len(turns)
     return turns
 
-def read_planned_file(path: Path, plan: ReadPlan, parser: Any, context: HarvestContext, stats: HarvestStats, *,
-                      peek: Any, skip_reason: Any, read_head: Any, default_session_id: str,
+
+# --------------------------------------------------------------------------- one streamed transcript file
+
+
+class TranscriptParser:
+    """What ``read_planned_file`` asks of a source's streaming parser, and what every such parser shares.
+
+    A parser is fed one record at a time (``feed``), drafts ``turns`` (``current`` is the open one) and learns
+    ``session_id`` and ``cwd``. Flags, set as the records reveal them, decide whether the session is skipped
+    (``skip_reason``): ``not_a_session`` (the file is not a transcript of this source), ``subagent`` (a sub-agent's,
+    review or compaction session: never the user's), ``headless`` (a non-interactive run: ``exec``, the SDK, ``-p``;
+    skipped unless ``include_sdk_sessions``) and ``own_marker`` (a request carries ``SESSION_MARKER``: skillopt-sleep's
+    own call). While ``head_mode`` is set (``read_head``) a parser learns the flags and drafts no turn.
+    """
+
+    HEADLESS_REASON = "headless"
+    """The skip reason of a headless session (Claude Code's SDK runs are ``sdk_cli``)."""
+
+    cwd: str | None = None
+
+    def __init__(self, stats: HarvestStats):
+        self.stats = stats
+        self.session_id: str | None = None
+        self.turns: list[DraftTurn] = []
+        self.current: DraftTurn | None = None
+        self.not_a_session = False
+        self.subagent = False
+        self.headless: bool | None = False
+        self.own_marker = False
+        self.saw_request = False
+        self.head_mode = False
+
+    def note_request(self, text: str) -> bool:
+        """Note that the user typed a request (``own_marker`` when ``text`` carries ``SESSION_MARKER``). Returns
+        True when its turn is to be drafted, False while only the head is read."""
+        if SESSION_MARKER in text:
+            self.own_marker = True
+        self.saw_request = True
+        return not self.head_mode
+
+    def feed(self, record: dict) -> None:
+        raise NotImplementedError
+
+    def head_complete(self) -> bool:
+        """True once the start of a file read so far settles the skip decision (by default: the first request)."""
+        return self.saw_request
+
+    def skip_reason(self, context: HarvestContext) -> str | None:
+        """Why the session is skipped, as soon as the records read so far decide it (None: not decided)."""
+        if self.not_a_session:
+            return "not_a_session"
+        if self.subagent:
+            return "subagent"
+        cwd = self.cwd
+        if cwd is not None and not context.in_scope(cwd):
+            return "out_of_scope"
+        if self.headless and not context.include_sdk_sessions:
+            return self.HEADLESS_REASON
+        if self.own_marker:
+            return "own_marker"
+        return None
+
+
+def read_head(path: Path, parser: TranscriptParser, limit: int, buffer: bytearray, *, peek: LinePeek | None,
+              compressed: bool = False, read_errors: tuple[type[BaseException], ...] = (OSError,)) -> None:
+    """Learn a grown file's session (cwd, flags, first request) from its start, without keeping any turn, so the
+    new part is judged like the whole session: up to ``limit`` (decompressed) bytes, ``HEAD_MAX_LINES`` records,
+    or until ``parser.head_complete()``. A head that cannot be read is left unread."""
+    parser.head_mode = True
+    try:
+        with open_binary(path) as handle:
+            reader = RecordReader(handle, 0, HarvestStats(), compressed=compressed, peek=peek, buffer=buffer)
+            for record in reader.records():
+                parser.feed(record)
+                if reader.offset >= limit or reader.lines >= HEAD_MAX_LINES or parser.head_complete():
+                    break
+    except read_errors:
+        pass
+    parser.head_mode = False
+
+
+def read_planned_file(path: Path, plan: ReadPlan, parser: TranscriptParser, context: HarvestContext,
+                      stats: HarvestStats, *, peek: LinePeek | None, default_session_id: str,
                       compressed: bool = False, read_errors: tuple[type[BaseException], ...] = (OSError,)
                       ) -> tuple[list[Turn], str] | None:
     """Read one planned transcript file with a source's ``parser`` and return ``(turns, session id)``.
 
-    The flow both sources share: unchanged and too-old files are only checkpointed; a grown file's head is read
-    again (``read_head``) so scope and marker decisions see the whole session; records stream from the planned
-    offset until ``skip_reason(parser, context)`` decides the session is skipped; the new checkpoint is set (an
+    The flow the streamed sources share: unchanged and too-old files are only checkpointed; a grown file's head is
+    read again (``read_head``) so scope and marker decisions see the whole session; records stream from the planned
+    offset until ``parser.skip_reason(context)`` decides the session is skipped; the new checkpoint is set (an
     unreadable file keeps its previous one); the turns are bounded and filtered by ``finish_turns``. Returns None
-    for a skipped session (the reason is counted in ``stats``). parser: has ``feed(record)``, ``turns``, ``cwd``
-    and ``session_id``.
+    for a skipped session (the reason is counted in ``stats``).
     """
-    if plan.action == "unchanged":
-        stats.files_unchanged += 1
-        context.new_checkpoints[plan.key] = plan.previous  # type: ignore[assignment]
+    if kept_unchanged(plan, context, stats):
         return None
     if plan.action == "too_old":
         stats.skip("too_old")
@@ -679,7 +797,8 @@ def read_planned_file(path: Path, plan: ReadPlan, parser: Any, context: HarvestC
     if plan.grown:
         stats.files_grown += 1
     if plan.start > 0:
-        read_head(path, parser, plan.start, context.read_buffer)
+        read_head(path, parser, plan.start, context.read_buffer, peek=peek, compressed=compressed,
+                  read_errors=read_errors)
     reason: str | None = None
     try:
         with open_binary(path) as handle:
@@ -687,7 +806,7 @@ def read_planned_file(path: Path, plan: ReadPlan, parser: Any, context: HarvestC
                                   buffer=context.read_buffer)
             for record in reader.records():
                 parser.feed(record)
-                reason = skip_reason(parser, context)
+                reason = parser.skip_reason(context)
                 if reason is not None:
                     break  # decided: the rest of the file is not parsed
             offset = reader.offset
@@ -695,8 +814,7 @@ def read_planned_file(path: Path, plan: ReadPlan, parser: Any, context: HarvestC
             offset = last_line_end(path, offset, plan.size)
     except read_errors:  # unreadable (or, for .zst, a corrupt stream): keep the previous checkpoint
         stats.skip("unreadable")
-        if plan.previous is not None:
-            context.new_checkpoints[plan.key] = plan.previous
+        keep_previous_checkpoint(plan, context)
         return None
     session_id = parser.session_id or default_session_id
     context.new_checkpoints[plan.key] = FileCheckpoint(size=plan.size, mtime_ns=plan.mtime_ns, offset=offset,

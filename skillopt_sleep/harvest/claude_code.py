@@ -38,33 +38,24 @@ from pathlib import Path
 
 import orjson
 
-from skillopt_sleep.backends.base import SESSION_MARKER
+from skillopt_sleep.control_commands import CONTROL_COMMANDS
 from skillopt_sleep.errors import HarvestError
 from skillopt_sleep.harvest.base import (
     DraftTurn,
     SKIP,
     HarvestContext,
-    RecordReader,
+    TranscriptParser,
+    checkpoint_unread,
     compact_json,
-    open_binary,
+    lists_sessions,
     parse_timestamp,
     plan_read,
     read_planned_file,
     text_of_blocks,
 )
-from skillopt_sleep.models import FileCheckpoint, HarvestStats, Session
+from skillopt_sleep.models import HarvestStats, Session
 
 SOURCE = "claude"
-
-CONTROL_COMMANDS = frozenset({
-    "add-dir", "agents", "bashes", "bug", "clear", "compact", "config", "context", "cost", "doctor", "exit",
-    "export", "fast", "feedback", "fork", "help", "hooks", "ide", "install-github-app", "keybindings", "login",
-    "logout", "mcp", "memory", "migrate-installer", "model", "output-style", "permissions", "plugin", "plugins",
-    "privacy-settings", "quit", "release-notes", "rename", "resume", "rewind", "sandbox", "stats", "status",
-    "statusline", "tasks", "terminal-setup", "theme", "todos", "upgrade", "usage", "vim", "effort", "reset",
-    "new", "skills",
-})
-"""Built-in commands that control the session or the UI: control events, never tasks."""
 
 INJECTED_PREFIXES = (
     "<local-command-caveat>", "<local-command-stdout>", "<local-command-stderr>", "<task-notification>",
@@ -85,8 +76,6 @@ KNOWN_TYPES = frozenset({
     "attachment", "permission-mode", "mode", "agent-name", "custom-title", "ai-title", "pr-link", "frame-link",
     "worktree-state", "relocated", "bridge-session", "started", "result", "tag", "atis-latch",
 })
-
-HEAD_MAX_LINES = 2_000
 
 _TYPE_VALUE = re.compile(rb'"type":"(progress"|file-history-snapshot")?')
 """The first ``"type":"`` of a line; the group holds the type when it is one of the skipped record types."""
@@ -214,29 +203,25 @@ def default_root() -> Path:
 
 def has_sessions(root: Path) -> bool:
     """True when ``root`` holds at least one main Claude Code transcript."""
-    try:
-        return bool(list_files(root)[0])
-    except HarvestError:
-        return True
+    return lists_sessions(lambda: list_files(root)[0])
 
 
-class ClaudeTranscript:
+class ClaudeTranscript(TranscriptParser):
     """Reads the records of one Claude Code transcript (main file) into draft turns."""
 
+    HEADLESS_REASON = "sdk_cli"
+
     def __init__(self, stats: HarvestStats):
-        self.stats = stats
-        self.session_id: str | None = None
+        super().__init__(stats)
         self.cwd: str | None = None
         self.version: str | None = None
         self.entrypoint: str | None = None
-        self.sdk = False
-        self.own_marker = False
         self.first_time: str | None = None
         self.last_time: str | None = None
-        self.turns: list[DraftTurn] = []
-        self.current: DraftTurn | None = None
-        self.head_mode = False
-        self.saw_request = False
+
+    def head_complete(self) -> bool:
+        """The head settles the session once its cwd and first request are known."""
+        return self.cwd is not None and self.saw_request
 
     # ------------------------------------------------------------------ records
 
@@ -291,7 +276,7 @@ class ClaudeTranscript:
             if self.entrypoint is None:
                 self.entrypoint = entrypoint
             if entrypoint == "sdk-cli":
-                self.sdk = True
+                self.headless = True
                 self.entrypoint = entrypoint
         stamp = record.get("timestamp")
         if isinstance(stamp, str) and stamp[:1].isdigit():
@@ -370,10 +355,7 @@ class ClaudeTranscript:
             return
         elif stripped.startswith(PLAN_PREFIX):
             kind = "plan"
-        if SESSION_MARKER in stripped:
-            self.own_marker = True
-        self.saw_request = True
-        if self.head_mode:
+        if not self.note_request(stripped):
             return
         cwd = record.get("cwd")
         draft = DraftTurn(request=request, kind=kind, timestamp=parse_timestamp(record.get("timestamp")),
@@ -455,36 +437,6 @@ def _between(text: str, start: str, end: str) -> str:
     return text[begin:] if finish == -1 else text[begin:finish]
 
 
-def _skip_reason(transcript: ClaudeTranscript, context: HarvestContext) -> str | None:
-    """Why the session is skipped, as soon as the records read so far decide it (None: not decided)."""
-    if transcript.cwd is not None and not context.in_scope(transcript.cwd):
-        return "out_of_scope"
-    if transcript.sdk and not context.include_sdk_sessions:
-        return "sdk_cli"
-    if transcript.own_marker:
-        return "own_marker"
-    return None
-
-
-def _read_head(path: Path, transcript: ClaudeTranscript, limit: int, buffer: bytearray) -> None:
-    """Learn the session's cwd, entrypoint and first request from the start of a file read before (up to
-    ``limit`` bytes), without keeping any turn: a grown file is then judged like the whole session."""
-    transcript.head_mode = True
-    scratch = HarvestStats()
-    try:
-        with open_binary(path) as handle:
-            reader = RecordReader(handle, 0, scratch, compressed=False, peek=peek_line, buffer=buffer)
-            for record in reader.records():
-                transcript.feed(record)
-                if reader.offset >= limit or reader.lines >= HEAD_MAX_LINES:
-                    break
-                if transcript.cwd is not None and transcript.saw_request:
-                    break
-    except OSError:
-        pass
-    transcript.head_mode = False
-
-
 def harvest_claude(root: Path, context: HarvestContext, stats: HarvestStats) -> list[Session]:
     """Harvest the Claude Code sessions under ``root``; updates ``stats`` and ``context.new_checkpoints``.
 
@@ -493,14 +445,7 @@ def harvest_claude(root: Path, context: HarvestContext, stats: HarvestStats) -> 
     """
     mains, agents = list_files(root)
     for path in agents:
-        plan = plan_read(path, context, stats)
-        if plan is None:
-            continue
-        if plan.action == "unchanged":
-            stats.files_unchanged += 1
-        else:
-            stats.skip("subagent")
-        context.new_checkpoints[plan.key] = FileCheckpoint(size=plan.size, mtime_ns=plan.mtime_ns, offset=plan.size)
+        checkpoint_unread(path, context, stats, "subagent")
     sessions: list[Session] = []
     for path in mains:
         session = _harvest_file(path, context, stats)
@@ -514,8 +459,7 @@ def _harvest_file(path: Path, context: HarvestContext, stats: HarvestStats) -> S
     if plan is None:
         return None
     transcript = ClaudeTranscript(stats)
-    read = read_planned_file(path, plan, transcript, context, stats, peek=peek_line, skip_reason=_skip_reason,
-                             read_head=_read_head, default_session_id=path.stem)
+    read = read_planned_file(path, plan, transcript, context, stats, peek=peek_line, default_session_id=path.stem)
     if read is None:
         return None
     turns, session_id = read

@@ -47,7 +47,6 @@ from pathlib import Path
 
 import orjson
 
-from skillopt_sleep.backends.base import SESSION_MARKER
 from skillopt_sleep.harvest.base import (
     MAX_LINE_BYTES,
     REQUEST_MAX_CHARS,
@@ -57,10 +56,14 @@ from skillopt_sleep.harvest.base import (
     compact_json,
     file_mtime,
     harvested_turns,
+    keep_previous_checkpoint,
+    kept_unchanged,
+    lists_sessions,
     parse_timestamp,
     plan_read,
     text_of_blocks,
 )
+from skillopt_sleep.marker import SESSION_MARKER
 from skillopt_sleep.models import FileCheckpoint, HarvestStats, Session
 
 SOURCE = "cline"
@@ -151,10 +154,7 @@ def list_tasks(root: Path) -> list[tuple[Path, str | None]]:
 
 def has_sessions(root: Path) -> bool:
     """True when ``root`` holds at least one Cline, Roo Code or Kilo Code task folder (listing only)."""
-    try:
-        return bool(list_tasks(root))
-    except OSError:
-        return False
+    return lists_sessions(lambda: list_tasks(root))
 
 
 # --------------------------------------------------------------------------- events
@@ -507,9 +507,7 @@ def _load_task(folder: Path, extension: str | None, context: HarvestContext, sta
     plan = plan_read(main, context, stats)
     if plan is None:
         return None
-    if plan.action == "unchanged":
-        stats.files_unchanged += 1
-        context.new_checkpoints[plan.key] = plan.previous  # type: ignore[assignment]
+    if kept_unchanged(plan, context, stats):
         return None
     if plan.action == "too_old":
         stats.skip("too_old")
@@ -529,8 +527,7 @@ def _load_task(folder: Path, extension: str | None, context: HarvestContext, sta
             stats.malformed(reason)
         else:
             stats.skip(reason)
-        if plan.previous is not None:
-            context.new_checkpoints[plan.key] = plan.previous
+        keep_previous_checkpoint(plan, context)
         return None
     if ui is not None:
         read_ui(ui, task)

@@ -29,15 +29,14 @@ from pathlib import Path
 import orjson
 import zstandard
 
-from skillopt_sleep.backends.base import SESSION_MARKER
 from skillopt_sleep.errors import HarvestError
 from skillopt_sleep.harvest.base import (
     DraftTurn,
     SKIP,
     HarvestContext,
-    RecordReader,
+    TranscriptParser,
     compact_json,
-    open_binary,
+    lists_sessions,
     parse_timestamp,
     plan_read,
     read_planned_file,
@@ -189,10 +188,7 @@ def default_root() -> Path:
 
 def has_sessions(root: Path) -> bool:
     """True when ``root`` holds at least one Codex rollout."""
-    try:
-        return bool(list_files(root))
-    except HarvestError:
-        return True
+    return lists_sessions(lambda: list_files(root))
 
 
 def strip_injected(text: str) -> str:
@@ -253,27 +249,23 @@ def _leading_int(text: str) -> int:
         return 0
 
 
-class CodexRollout:
+class CodexRollout(TranscriptParser):
     """Reads the records of one Codex rollout into draft turns."""
 
     def __init__(self, stats: HarvestStats):
-        self.stats = stats
+        super().__init__(stats)
         self.meta_seen = False
-        self.session_id: str | None = None
         self.cwd: str | None = None
         self.version: str | None = None
         self.entrypoint: str | None = None
-        self.subagent = False
-        self.headless = False
-        self.own_marker = False
         self.started: str | None = None
         self.first_time: str | None = None
         self.last_time: str | None = None
-        self.turns: list[DraftTurn] = []
-        self.current: DraftTurn | None = None
         self.saw_event_prompt = False
-        self.saw_request = False
-        self.head_mode = False
+
+    def head_complete(self) -> bool:
+        """The head settles the rollout once its session_meta and first prompt are read."""
+        return self.meta_seen and self.saw_request
 
     def feed(self, record: dict) -> None:
         kind = record.get("type")
@@ -426,10 +418,7 @@ class CodexRollout:
         request = text.strip() if already_clean else strip_injected(text)
         if not request:
             return
-        if SESSION_MARKER in text:
-            self.own_marker = True
-        self.saw_request = True
-        if self.head_mode:
+        if not self.note_request(text):
             return
         current = self.current
         if origin == "event":
@@ -455,39 +444,6 @@ class CodexRollout:
 def _session_id_from_name(path: Path) -> str:
     stem = _plain_name(path.name)[: -len(".jsonl")] if path.name.endswith((".jsonl", ".jsonl.zst")) else path.stem
     return stem[-36:] if len(stem) > 36 else stem
-
-
-def _skip_reason(rollout: CodexRollout, context: HarvestContext) -> str | None:
-    """Why the rollout is skipped, as soon as the records read so far decide it (None: not decided)."""
-    if rollout.subagent:
-        return "subagent"
-    if rollout.cwd is not None and not context.in_scope(rollout.cwd):
-        return "out_of_scope"
-    if rollout.headless and not context.include_sdk_sessions:
-        return "headless"
-    if rollout.own_marker:
-        return "own_marker"
-    return None
-
-
-def _read_head(path: Path, rollout: CodexRollout, limit: int, buffer: bytearray) -> None:
-    """Learn the session_meta and first prompt of a grown file from its start (up to ``limit`` decompressed
-    bytes) without keeping turns."""
-    rollout.head_mode = True
-    scratch = HarvestStats()
-    try:
-        with open_binary(path) as handle:
-            reader = RecordReader(handle, 0, scratch, compressed=path.name.endswith(".zst"), peek=peek_line,
-                                  buffer=buffer)
-            for record in reader.records():
-                rollout.feed(record)
-                if reader.offset >= limit or reader.lines >= 2_000:
-                    break
-                if rollout.meta_seen and rollout.saw_request:
-                    break
-    except (OSError, zstandard.ZstdError):
-        pass
-    rollout.head_mode = False
 
 
 def harvest_codex(root: Path, context: HarvestContext, stats: HarvestStats) -> list[Session]:
@@ -517,8 +473,8 @@ def _harvest_file(path: Path, context: HarvestContext, stats: HarvestStats,
     if plan is None:
         return None
     rollout = CodexRollout(stats)
-    read = read_planned_file(path, plan, rollout, context, stats, peek=peek_line, skip_reason=_skip_reason,
-                             read_head=_read_head, default_session_id=_session_id_from_name(path),
+    read = read_planned_file(path, plan, rollout, context, stats, peek=peek_line,
+                             default_session_id=_session_id_from_name(path),
                              compressed=path.name.endswith(".zst"), read_errors=(OSError, zstandard.ZstdError))
     if read is None:
         return None

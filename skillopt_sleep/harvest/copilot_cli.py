@@ -50,28 +50,30 @@ from pathlib import Path
 
 import orjson
 
-from skillopt_sleep.backends.base import SESSION_MARKER
 from skillopt_sleep.errors import HarvestError
 from skillopt_sleep.harvest.base import (
     SKIP,
     DraftTurn,
     HarvestContext,
     ReadPlan,
-    RecordReader,
+    TranscriptParser,
     compact_json,
     file_mtime,
     harvested_turns,
+    keep_previous_checkpoint,
+    kept_unchanged,
+    lists_sessions,
     open_binary,
     parse_timestamp,
     plan_read,
     read_planned_file,
 )
+from skillopt_sleep.marker import SESSION_MARKER
 from skillopt_sleep.models import FileCheckpoint, HarvestStats, Session
 
 SOURCE = "copilot"
 
 EVENTS_NAME = "events.jsonl"
-HEAD_MAX_LINES = 2_000
 LEGACY_MAX_BYTES = 256 << 20
 """A legacy JSON session larger than this (256 MiB) is not read (``too_large``)."""
 WORKSPACE_MAX_BYTES = 64 << 10
@@ -143,13 +145,7 @@ def list_files(root: Path) -> tuple[list[Path], list[Path]]:
 
 def has_sessions(root: Path) -> bool:
     """True when ``root`` holds at least one Copilot CLI session file (listing only). Never raises."""
-    try:
-        logs, legacy = list_files(root)
-    except HarvestError:
-        return True
-    except OSError:
-        return False
-    return bool(logs or legacy)
+    return lists_sessions(lambda: any(list_files(root)))
 
 
 def workspace_cwd(folder: Path) -> str | None:
@@ -194,13 +190,12 @@ def _exit_error(content: object) -> str | None:
     return content if match is not None and int(match.group(1)) != 0 else None
 
 
-class CopilotEvents:
+class CopilotEvents(TranscriptParser):
     """Reads the events of one Copilot CLI session log into draft turns."""
 
     def __init__(self, stats: HarvestStats, *, fallback_cwd: str | None = None,
                  not_before: datetime | None = None):
-        self.stats = stats
-        self.session_id: str | None = None
+        super().__init__(stats)
         self.version: str | None = None
         self.started: str | None = None
         self.first_time: str | None = None
@@ -209,17 +204,10 @@ class CopilotEvents:
         self.prompt_cwd: str | None = None
         self.fallback_cwd = fallback_cwd
         self.current_cwd: str | None = None
-        self.headless: bool | None = None
-        self.subagent = False
-        self.own_marker = False
-        self.not_session = False
+        self.headless = None  # unknown until a system message tells
         self.records = 0
-        self.saw_request = False
-        self.head_mode = False
         self.not_before = not_before
         """Turns typed at or before this moment were harvested from an earlier copy of the file."""
-        self.turns: list[DraftTurn] = []
-        self.current: DraftTurn | None = None
         self.turn_of_event: dict[str, int] = {}
 
     @property
@@ -235,7 +223,7 @@ class CopilotEvents:
         data = record.get("data")
         if not isinstance(kind, str) or not isinstance(data, dict):
             if self.records == 0:
-                self.not_session = True  # not a Copilot event log
+                self.not_a_session = True  # not a Copilot event log
             if not self.head_mode:
                 self.stats.records_unknown += 1
             return
@@ -295,10 +283,7 @@ class CopilotEvents:
         text = _human_text(data)
         if text is None:
             return
-        if SESSION_MARKER in text:
-            self.own_marker = True
-        self.saw_request = True
-        if self.head_mode:
+        if not self.note_request(text):
             return
         if data.get("delivery") == "steering" and self.current is not None:
             self.current.add_queued(text)  # typed while the agent was busy, injected into the running turn
@@ -401,38 +386,6 @@ _HANDLERS = {
 }
 
 
-def _skip_reason(events: CopilotEvents, context: HarvestContext) -> str | None:
-    """Why the session is skipped, as soon as the records read so far decide it (None: not decided)."""
-    if events.not_session:
-        return "not_a_session"
-    if events.subagent:
-        return "subagent"
-    cwd = events.cwd
-    if cwd is not None and not context.in_scope(cwd):
-        return "out_of_scope"
-    if events.headless and not context.include_sdk_sessions:
-        return "headless"
-    if events.own_marker:
-        return "own_marker"
-    return None
-
-
-def _read_head(path: Path, events: CopilotEvents, limit: int, buffer: bytearray) -> None:
-    """Learn the session's start, mode and first request from the start of a file read before (up to ``limit``
-    bytes), without keeping turns: a grown file is then judged like the whole session."""
-    events.head_mode = True
-    try:
-        with open_binary(path) as handle:
-            reader = RecordReader(handle, 0, HarvestStats(), compressed=False, peek=peek_line, buffer=buffer)
-            for record in reader.records():
-                events.feed(record)
-                if reader.offset >= limit or reader.lines >= HEAD_MAX_LINES or events.saw_request:
-                    break
-    except OSError:
-        pass
-    events.head_mode = False
-
-
 def _rewritten_since(plan: ReadPlan) -> datetime | None:
     """For a file read again from the start although it has a checkpoint (rewritten, e.g. by a rewind): the
     modification time of the copy read last time; turns typed by then were harvested."""
@@ -462,8 +415,7 @@ def _harvest_log(path: Path, context: HarvestContext, stats: HarvestStats) -> Se
     fallback = workspace_cwd(path.parent) if in_folder and plan.action == "read" else None
     events = CopilotEvents(stats, fallback_cwd=fallback, not_before=_rewritten_since(plan))
     default_id = path.parent.name if in_folder else path.stem
-    read = read_planned_file(path, plan, events, context, stats, peek=peek_line, skip_reason=_skip_reason,
-                             read_head=_read_head, default_session_id=default_id)
+    read = read_planned_file(path, plan, events, context, stats, peek=peek_line, default_session_id=default_id)
     if read is None:
         return None
     turns, session_id = read
@@ -477,9 +429,7 @@ def _harvest_legacy(path: Path, context: HarvestContext, stats: HarvestStats) ->
     plan = plan_read(path, context, stats)
     if plan is None:
         return None
-    if plan.action == "unchanged":
-        stats.files_unchanged += 1
-        context.new_checkpoints[plan.key] = plan.previous  # type: ignore[assignment]
+    if kept_unchanged(plan, context, stats):
         return None
     checkpoint = FileCheckpoint(size=plan.size, mtime_ns=plan.mtime_ns, offset=0)
     if plan.action == "too_old" or not context.scope_all:
@@ -496,8 +446,7 @@ def _harvest_legacy(path: Path, context: HarvestContext, stats: HarvestStats) ->
             raw = handle.read()
     except OSError:
         stats.skip("unreadable")
-        if plan.previous is not None:
-            context.new_checkpoints[plan.key] = plan.previous
+        keep_previous_checkpoint(plan, context)
         return None
     stats.bytes_read += len(raw)
     try:

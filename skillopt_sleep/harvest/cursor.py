@@ -54,17 +54,20 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from skillopt_sleep.backends.base import SESSION_MARKER
 from skillopt_sleep.errors import HarvestError
 from skillopt_sleep.harvest.base import (
     ANSWER_MAX_CHARS,
     DraftTool,
     DraftTurn,
     HarvestContext,
-    RecordReader,
+    TranscriptParser,
+    checkpoint_unread,
     compact_json,
     file_mtime,
     harvested_turns,
+    keep_previous_checkpoint,
+    kept_unchanged,
+    lists_sessions,
     plan_read,
     read_planned_file,
     text_of_blocks,
@@ -82,7 +85,6 @@ CONTROL_QUERIES = (
 """Text Cursor writes in the user's name (inside ``<user_query>`` too): never a request."""
 CANCEL_STATUSES = frozenset({"cancelled", "canceled", "aborted", "interrupted", "stopped", "user_cancelled"})
 ERROR_STATUSES = frozenset({"error", "failed", "failure"})
-HEAD_MAX_LINES = 2_000
 _ARG_CHARS = 1_000
 """Characters kept of one ``.txt`` tool argument (only the head of a tool input is stored)."""
 
@@ -171,11 +173,12 @@ def list_files(root: Path) -> CursorFiles:
 
 def has_sessions(root: Path) -> bool:
     """True when ``root`` holds at least one agent transcript or cursor-agent store. Never raises."""
-    try:
+
+    def listed() -> bool:
         files = list_files(root)
-    except HarvestError:
-        return True
-    return bool(files.mains or files.stores)
+        return bool(files.mains or files.stores)
+
+    return lists_sessions(listed)
 
 
 # --------------------------------------------------------------------------- scope
@@ -257,21 +260,14 @@ def user_request(text: str, envelopes_seen: bool) -> tuple[str | None, bool, dat
     return body, True, stamp
 
 
-class Conversation:
+class Conversation(TranscriptParser):
     """Draft turns of one transcript, fed message by message by the ``.txt`` or the JSONL reader."""
 
     def __init__(self, cwd: str | None, fallback_time: datetime, stats: HarvestStats):
+        super().__init__(stats)
         self.cwd = cwd
         self.fallback_time = fallback_time
-        self.stats = stats
-        self.session_id: str | None = None
-        self.turns: list[DraftTurn] = []
-        self.current: DraftTurn | None = None
         self.envelopes = False
-        self.own_marker = False
-        self.saw_request = False
-        self.head_mode = False
-        self.foreign = False
         self.records = 0
 
     def user(self, text: str, emit: bool = True) -> None:
@@ -280,10 +276,7 @@ class Conversation:
         self.envelopes = self.envelopes or envelope
         if request is None:
             return
-        if SESSION_MARKER in request:
-            self.own_marker = True
-        self.saw_request = True
-        if self.head_mode or not emit:
+        if not self.note_request(request) or not emit:
             self.current = None
             return
         self.current = DraftTurn(request=request, timestamp=stamp or self.fallback_time, cwd=self.cwd)
@@ -305,7 +298,7 @@ class Conversation:
         self.records += 1
         role = record.get("role")
         if self.records == 1 and role not in ("user", "assistant") and record.get("type") != "turn_ended":
-            self.foreign = True  # a JSON Lines file, but not a Cursor transcript
+            self.not_a_session = True  # a JSON Lines file, but not a Cursor transcript
             return
         message = record.get("message")
         content = message.get("content") if isinstance(message, dict) else record.get("content")
@@ -512,42 +505,24 @@ def harvest_cursor(root: Path, context: HarvestContext, stats: HarvestStats) -> 
     never raises: it is counted (``unreadable``, ``not_a_session``, malformed lines) and keeps its checkpoint."""
     files = list_files(root)
     for path in files.subagents:
-        _checkpoint_unread(path, context, stats, "subagent")
+        checkpoint_unread(path, context, stats, "subagent")
     transcript_ids = {path.stem for _folder, path in files.mains}
     hashes = {hashlib.md5(spelling.encode("utf-8")).hexdigest() for spelling in context.roots}
     for store in files.stores:
         if store.parent.name not in transcript_ids:
             in_scope = context.scope_all or store.parent.parent.name in hashes
-            _checkpoint_unread(store, context, stats, "unsupported_format" if in_scope else "out_of_scope")
+            checkpoint_unread(store, context, stats, "unsupported_format" if in_scope else "out_of_scope")
     sessions: list[Session] = []
     cache: dict[str, str | None] = {}
     for folder, path in files.mains:
         cwd = folder_cwd(folder, context, cache)
         if cwd is None and not context.scope_all:
-            _checkpoint_unread(path, context, stats, "out_of_scope")
+            checkpoint_unread(path, context, stats, "out_of_scope")
             continue
         session = (_harvest_txt if path.suffix == ".txt" else _harvest_jsonl)(path, cwd, context, stats)
         if session is not None:
             sessions.append(session)
     return sessions
-
-
-def _kept_unchanged(plan, context: HarvestContext, stats: HarvestStats) -> bool:
-    """True (and the checkpoint carried over) when ``plan`` says the file did not change since last night."""
-    if plan.action != "unchanged":
-        return False
-    stats.files_unchanged += 1
-    context.new_checkpoints[plan.key] = plan.previous
-    return True
-
-
-def _checkpoint_unread(path: Path, context: HarvestContext, stats: HarvestStats, reason: str) -> None:
-    """Count a file that is not read (``reason``) once; an unchanged one keeps its checkpoint."""
-    plan = plan_read(path, context, stats)
-    if plan is None or _kept_unchanged(plan, context, stats):
-        return
-    stats.skip(reason)
-    context.new_checkpoints[plan.key] = FileCheckpoint(size=plan.size, mtime_ns=plan.mtime_ns, offset=plan.size)
 
 
 def _session(path: Path, session_id: str, cwd: str | None, turns: list, plan) -> Session:
@@ -560,34 +535,13 @@ def _harvest_jsonl(path: Path, cwd: str | None, context: HarvestContext, stats: 
     if plan is None:
         return None
     conversation = Conversation(cwd, file_mtime(plan), stats)
-    read = read_planned_file(path, plan, conversation, context, stats, peek=None, skip_reason=_skip_reason,
-                             read_head=_read_head, default_session_id=path.stem)
+    read = read_planned_file(path, plan, conversation, context, stats, peek=None, default_session_id=path.stem)
     return None if read is None else _session(path, read[1], cwd, read[0], plan)
-
-
-def _skip_reason(conversation: Conversation, context: HarvestContext) -> str | None:
-    return "not_a_session" if conversation.foreign else "own_marker" if conversation.own_marker else None
-
-
-def _read_head(path: Path, conversation: Conversation, limit: int, buffer: bytearray) -> None:
-    """Learn, from the start of a grown JSONL file, whether it uses envelopes and whether its first request
-    carries the replay marker, without keeping turns."""
-    conversation.head_mode = True
-    try:
-        with open(path, "rb") as handle:
-            reader = RecordReader(handle, 0, HarvestStats(), compressed=False, buffer=buffer)
-            for record in reader.records():
-                conversation.feed(record)
-                if reader.offset >= limit or reader.lines >= HEAD_MAX_LINES or conversation.saw_request:
-                    break
-    except OSError:
-        pass
-    conversation.head_mode = False
 
 
 def _harvest_txt(path: Path, cwd: str | None, context: HarvestContext, stats: HarvestStats) -> Session | None:
     plan = plan_read(path, context, stats)
-    if plan is None or _kept_unchanged(plan, context, stats):
+    if plan is None or kept_unchanged(plan, context, stats):
         return None
     previous = plan.previous
     if previous is not None and plan.size != previous.size:
@@ -599,8 +553,7 @@ def _harvest_txt(path: Path, cwd: str | None, context: HarvestContext, stats: Ha
         count, is_session = read_txt(path, conversation, harvested, stats)
     except OSError:
         stats.skip("unreadable")
-        if previous is not None:
-            context.new_checkpoints[plan.key] = previous
+        keep_previous_checkpoint(plan, context)
         return None
     context.new_checkpoints[plan.key] = FileCheckpoint(size=plan.size, mtime_ns=plan.mtime_ns,
                                                        offset=count, session_id=path.stem)

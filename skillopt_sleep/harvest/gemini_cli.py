@@ -50,7 +50,6 @@ from pathlib import Path
 
 import orjson
 
-from skillopt_sleep.backends.base import SESSION_MARKER
 from skillopt_sleep.errors import HarvestError
 from skillopt_sleep.harvest.base import (
     MAX_LINE_BYTES,
@@ -60,10 +59,14 @@ from skillopt_sleep.harvest.base import (
     compact_json,
     file_mtime,
     harvested_turns,
+    keep_previous_checkpoint,
+    kept_unchanged,
+    lists_sessions,
     open_binary,
     parse_timestamp,
     plan_read,
 )
+from skillopt_sleep.marker import SESSION_MARKER
 from skillopt_sleep.models import FileCheckpoint, HarvestStats, Session
 
 SOURCE = "gemini"
@@ -143,12 +146,7 @@ def list_files(root: Path) -> tuple[list[Path], list[Path]]:
 
 def has_sessions(root: Path) -> bool:
     """True when ``root`` holds at least one Gemini CLI session file (listing only)."""
-    try:
-        return bool(list_files(root)[0])
-    except HarvestError:
-        return True
-    except OSError:
-        return False
+    return lists_sessions(lambda: list_files(root)[0])
 
 
 def load_registry(root: Path) -> dict[str, str]:
@@ -466,9 +464,7 @@ def _harvest_file(path: Path, folder_cwd: str | None, hashes: dict[str, str], tw
         context.new_checkpoints[plan.key] = FileCheckpoint(size=plan.size, mtime_ns=plan.mtime_ns, offset=offset,
                                                            session_id=session_id)
 
-    if plan.action == "unchanged":
-        stats.files_unchanged += 1
-        context.new_checkpoints[plan.key] = plan.previous  # type: ignore[assignment]
+    if kept_unchanged(plan, context, stats):
         return None
     if plan.action == "too_old":
         stats.skip("too_old")
@@ -490,12 +486,10 @@ def _harvest_file(path: Path, folder_cwd: str | None, hashes: dict[str, str], tw
         complete = read_recording(path, recording, context, stats)
     except OSError:
         stats.skip("unreadable")
-        if plan.previous is not None:
-            context.new_checkpoints[plan.key] = plan.previous
+        keep_previous_checkpoint(plan, context)
         return None
     if not complete:
-        if plan.previous is not None:
-            context.new_checkpoints[plan.key] = plan.previous
+        keep_previous_checkpoint(plan, context)
         return None
     meta = recording.meta
     session_id = meta.get("sessionId") if isinstance(meta.get("sessionId"), str) else _session_id_from_name(path)

@@ -52,8 +52,15 @@ from urllib.parse import quote
 
 import orjson
 
-from skillopt_sleep.backends.base import SESSION_MARKER
-from skillopt_sleep.harvest.base import DraftTurn, HarvestContext, compact_json, harvested_turns, parse_timestamp
+from skillopt_sleep.harvest.base import (
+    DraftTurn,
+    HarvestContext,
+    compact_json,
+    harvested_turns,
+    lists_sessions,
+    parse_timestamp,
+)
+from skillopt_sleep.marker import SESSION_MARKER
 from skillopt_sleep.models import FileCheckpoint, HarvestStats, Session
 
 SOURCE = "opencode"
@@ -111,10 +118,7 @@ def list_legacy_sessions(root: Path) -> list[Path]:
 
 def has_sessions(root: Path) -> bool:
     """True when ``root`` holds an OpenCode database or a session file of the JSON tree."""
-    try:
-        return bool(list_databases(root) or list_legacy_sessions(root))
-    except OSError:
-        return False
+    return lists_sessions(lambda: list_databases(root) or list_legacy_sessions(root))
 
 
 # --------------------------------------------------------------------------- messages to turns
@@ -465,12 +469,16 @@ def _harvest_legacy(path: Path, root: Path, context: HarvestContext, stats: Harv
     key = str(path)
     storage = root / "storage"
     previous = (context.old_checkpoints or {}).get(key)
-    try:
-        info = path.stat()
-    except OSError:
+
+    def unreadable() -> None:  # counted; last night's checkpoint carried over, so the file is read again
         stats.skip("unreadable")
         if previous is not None:
             context.new_checkpoints[key] = previous
+
+    try:
+        info = path.stat()
+    except OSError:
+        unreadable()
         return None
     folder_id = previous.session_id if previous is not None and previous.session_id else path.stem
     try:  # a new message adds a file to the session's message folder
@@ -485,9 +493,7 @@ def _harvest_legacy(path: Path, root: Path, context: HarvestContext, stats: Harv
     try:
         raw = path.read_bytes()
     except OSError:
-        stats.skip("unreadable")
-        if previous is not None:
-            context.new_checkpoints[key] = previous
+        unreadable()
         return None
     data = _json_object(raw, stats)
     session_id = data.get("id") if data is not None else None

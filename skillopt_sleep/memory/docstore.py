@@ -8,18 +8,13 @@ in the state refers to any more.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from pathlib import Path
 
 from skillopt_sleep.fsio import write_text_atomic
+from skillopt_sleep.hashing import sha256_text
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
-
-
-def text_sha256(text: str) -> str:
-    """Hex sha256 of ``text`` encoded as UTF-8 (the same hash as ``documents.sha256_text``)."""
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 class DocumentStore:
@@ -30,7 +25,7 @@ class DocumentStore:
 
     def put(self, text: str) -> str:
         """Store ``text`` (once per content) and return its sha256."""
-        digest = text_sha256(text)
+        digest = sha256_text(text)
         path = self.root / digest
         if not path.exists():
             self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -45,7 +40,7 @@ class DocumentStore:
             text = (self.root / digest).read_bytes().decode("utf-8")
         except (OSError, UnicodeDecodeError):
             return None
-        return text if text_sha256(text) == digest else None
+        return text if sha256_text(text) == digest else None
 
     def prune(self, keep: set[str]) -> list[str]:
         """Delete stored texts whose hash is not in ``keep``; returns the deleted hashes (sorted)."""

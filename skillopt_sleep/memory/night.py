@@ -28,7 +28,8 @@ from typing import Any
 from skillopt_sleep.memory.archive import TaskArchive
 from skillopt_sleep.backends.base import CallLedger
 from skillopt_sleep.config import SleepConfig
-from skillopt_sleep.memory.docstore import DocumentStore, text_sha256
+from skillopt_sleep.hashing import sha256_text
+from skillopt_sleep.memory.docstore import DocumentStore
 from skillopt_sleep.memory.dream import DreamOutcome, dream_variants
 from skillopt_sleep.engine.gate import EVIDENCE_CLAUSES
 from skillopt_sleep.engine.step import StepResult, StepSettings
@@ -230,15 +231,15 @@ class NightMemory:
         if archive is not None:
             counts = archive.record_tasks(tasks, night_id=night_id)
             split_of = {task.id: task.split for task in tasks}
-            base = {kind: text_sha256(text) for kind, text in self.baseline_for(step).items()}
+            base = {kind: sha256_text(text) for kind, text in self.baseline_for(step).items()}
             archive.record_scores(step.train_results, night_id=night_id, split_of=split_of, documents=base)
             archive.record_scores(step.baseline_val, night_id=night_id, split_of=split_of, documents=base)
             if step.candidate_val:
                 archive.record_scores(step.candidate_val, night_id=night_id, split_of=split_of,
-                                      documents={k: text_sha256(t) for k, t in step.candidate.items()})
+                                      documents={k: sha256_text(t) for k, t in step.candidate.items()})
             for side, results in test_results.items():
                 archive.record_scores(results, night_id=night_id, split_of=split_of,
-                                      documents={k: text_sha256(t) for k, t in test_documents[side].items()})
+                                      documents={k: sha256_text(t) for k, t in test_documents[side].items()})
             self.archived = {"new": counts.new, "recurring": counts.recurring, "total": archive.count()}
         record_night_documents(state, self.store, night_id=night_id, baseline=self.baseline,
                                accepted=outcome.candidate if outcome.accepted else None)

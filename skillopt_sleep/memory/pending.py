@@ -26,7 +26,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from skillopt_sleep.memory.docstore import DocumentStore, text_sha256
+from skillopt_sleep.hashing import sha256_text
+from skillopt_sleep.memory.docstore import DocumentStore
 from skillopt_sleep.documents import prompt_view
 from skillopt_sleep.engine.evaluate import replay_pair
 from skillopt_sleep.engine.gate import decide
@@ -99,7 +100,7 @@ def retest_pending(pending: PendingCandidate, *, documents: dict[str, str], val:
     replay_kwargs: ``ledger``, ``workers``, ``cache``, ``rubric_judge``, ``seed`` for ``replay_tasks``.
     Raises ``BackendError`` / ``BudgetExhausted`` from the ledger.
     """
-    tonight = {kind: text_sha256(text) for kind, text in documents.items()}
+    tonight = {kind: sha256_text(text) for kind, text in documents.items()}
     if tonight != pending.baseline:
         changed = sorted(kind for kind in set(tonight) | set(pending.baseline)
                          if tonight.get(kind) != pending.baseline.get(kind))

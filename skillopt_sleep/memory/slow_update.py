@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from skillopt_sleep.memory.archive import ArchivedTask, TaskArchive
-from skillopt_sleep.memory.docstore import DocumentStore, text_sha256
+from skillopt_sleep.hashing import sha256_text
+from skillopt_sleep.memory.docstore import DocumentStore
 from skillopt_sleep.documents import prompt_view
 from skillopt_sleep.engine.replay import replay_tasks
 from skillopt_sleep.models import EditRecord, ReplayResult, TaskRecord
@@ -124,7 +125,7 @@ def run_slow_update(state: ProjectState, *, every: int, max_tasks: int, archive:
         return SlowUpdate(False, f"the documents of night {entry.night_id} are no longer stored",
                           compared_night=entry.night_id)
     old_texts = {kind: text for kind, text in old.items() if text is not None}
-    if {kind: text_sha256(text) for kind, text in documents.items()} == entry.baseline:
+    if {kind: sha256_text(text) for kind, text in documents.items()} == entry.baseline:
         return SlowUpdate(False, f"the documents did not change since night {entry.night_id}",
                           compared_night=entry.night_id)
     sample = _sample(archive, old_hashes=entry.baseline, exclude_ids=exclude_ids, limit=max_tasks)

@@ -18,8 +18,6 @@ from pathlib import Path
 
 import pytest
 
-from skillopt_sleep.backends.base import SESSION_MARKER
-
 from skillopt_sleep.harvest.aider import (
     HISTORY_NAME,
     default_root,
@@ -28,6 +26,7 @@ from skillopt_sleep.harvest.aider import (
     session_id,
 )
 from skillopt_sleep.harvest.base import HarvestContext
+from skillopt_sleep.marker import SESSION_MARKER
 from skillopt_sleep.models import HarvestStats
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "transcripts" / "aider"

@@ -14,8 +14,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from skillopt_sleep.backends.base import SESSION_MARKER
 from skillopt_sleep.harvest import harvest
+from skillopt_sleep.marker import SESSION_MARKER
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "transcripts" / "claude_code"
 KIMUSON_INIT = "d-kimuson__claude-code-viewer__1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl"

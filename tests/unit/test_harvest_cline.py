@@ -27,7 +27,6 @@ from pathlib import Path
 
 import orjson
 
-from skillopt_sleep.backends.base import SESSION_MARKER
 from skillopt_sleep.harvest import cline
 from skillopt_sleep.harvest.base import HarvestContext
 from skillopt_sleep.harvest.cline import (
@@ -36,6 +35,7 @@ from skillopt_sleep.harvest.cline import (
     harvest_cline,
     has_sessions,
 )
+from skillopt_sleep.marker import SESSION_MARKER
 from skillopt_sleep.models import HarvestStats
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "transcripts" / "cline"

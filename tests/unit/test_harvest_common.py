@@ -12,10 +12,10 @@ import orjson
 import pytest
 import zstandard
 
-from skillopt_sleep.backends.base import SESSION_MARKER
 from skillopt_sleep.errors import HarvestError
 from skillopt_sleep.harvest import base, claude_code, harvest, resolve_claude_home, resolve_codex_home
 from skillopt_sleep.harvest.checkpoint import load_checkpoints, save_checkpoints
+from skillopt_sleep.marker import SESSION_MARKER
 from skillopt_sleep.models import FileCheckpoint, HarvestStats
 
 NOW = datetime(2026, 3, 2, 0, 0, tzinfo=timezone.utc)
@@ -206,8 +206,8 @@ def test_lookback_applies_only_on_the_first_night(tmp_path):
 
 
 def forbid_opening_files(monkeypatch) -> None:
-    for module in (base, claude_code):  # base reads the files; claude_code reads a grown file's head
-        monkeypatch.setattr(module, "open_binary", lambda path: pytest.fail(f"opened {path}"))
+    # base reads the files and a grown file's head (read_head)
+    monkeypatch.setattr(base, "open_binary", lambda path: pytest.fail(f"opened {path}"))
 
 
 def test_first_night_skips_files_untouched_since_the_window_without_opening_them(tmp_path, monkeypatch):

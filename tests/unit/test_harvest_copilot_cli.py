@@ -30,7 +30,6 @@ from pathlib import Path
 import orjson
 import pytest
 
-from skillopt_sleep.backends.base import SESSION_MARKER
 from skillopt_sleep.harvest import base as harvest_base
 from skillopt_sleep.harvest import copilot_cli
 from skillopt_sleep.harvest.base import HarvestContext
@@ -39,6 +38,7 @@ from skillopt_sleep.harvest.copilot_cli import (
     harvest_copilot,
     has_sessions,
 )
+from skillopt_sleep.marker import SESSION_MARKER
 from skillopt_sleep.models import HarvestStats
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "transcripts" / "copilot_cli"

@@ -24,10 +24,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from skillopt_sleep.backends.base import SESSION_MARKER
 from skillopt_sleep.harvest import cursor
 from skillopt_sleep.harvest.base import HarvestContext
 from skillopt_sleep.harvest.cursor import harvest_cursor, message_time, project_folder_name, user_request
+from skillopt_sleep.marker import SESSION_MARKER
 from skillopt_sleep.models import HarvestStats
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "transcripts" / "cursor"

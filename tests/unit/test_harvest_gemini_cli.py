@@ -26,10 +26,11 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import orjson
-from skillopt_sleep.backends.base import SESSION_MARKER
+
 from skillopt_sleep.harvest import gemini_cli
 from skillopt_sleep.harvest.base import HarvestContext
 from skillopt_sleep.harvest.gemini_cli import UNCOUNTED, default_root, harvest_gemini, has_sessions
+from skillopt_sleep.marker import SESSION_MARKER
 from skillopt_sleep.models import HarvestStats
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "transcripts" / "gemini_cli"

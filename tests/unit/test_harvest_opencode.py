@@ -25,10 +25,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from skillopt_sleep.backends.base import SESSION_MARKER
 from skillopt_sleep.harvest import opencode
 from skillopt_sleep.harvest.base import HarvestContext
 from skillopt_sleep.harvest.opencode import harvest_opencode
+from skillopt_sleep.marker import SESSION_MARKER
 from skillopt_sleep.models import FileCheckpoint, HarvestStats
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "transcripts" / "opencode"

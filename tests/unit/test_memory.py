@@ -10,7 +10,8 @@ import pytest
 
 from skillopt_sleep.backends.base import CallLedger, ChatMessage, ChatRequest
 from skillopt_sleep.backends.mock import MockBackend
-from skillopt_sleep.memory.docstore import DocumentStore, text_sha256
+from skillopt_sleep.hashing import sha256_text
+from skillopt_sleep.memory.docstore import DocumentStore
 from skillopt_sleep.memory.dream import dream_variants, variant_id
 from skillopt_sleep.engine.reflect import edits_schema
 from skillopt_sleep.engine.replay import ReplayCache
@@ -89,7 +90,7 @@ def test_render_ledger_shows_each_rejected_edit_with_its_night():
 def test_the_document_store_keeps_texts_by_hash_privately_and_prunes_unreferenced_ones(tmp_path):
     store = DocumentStore(tmp_path / "documents")
     keep, drop = store.put("# notes\nUse pnpm\n"), store.put("# old notes\n")
-    assert keep == text_sha256("# notes\nUse pnpm\n")
+    assert keep == sha256_text("# notes\nUse pnpm\n")
     assert store.get(keep) == "# notes\nUse pnpm\n"
     assert stat.S_IMODE((tmp_path / "documents" / keep).stat().st_mode) == 0o600
     assert store.prune({keep}) == [drop]
@@ -209,5 +210,5 @@ def test_night_documents_are_recorded_and_unreferenced_texts_pruned(tmp_path):
         state.nights_completed += 1
     assert len(state.document_history) == HISTORY_NIGHTS
     assert state.document_history[0].night_id == "n2" and state.document_history[0].number == 3
-    assert store.get(text_sha256("night 0\n")) is None
-    assert store.get(text_sha256(f"night {HISTORY_NIGHTS + 1}\n")) == f"night {HISTORY_NIGHTS + 1}\n"
+    assert store.get(sha256_text("night 0\n")) is None
+    assert store.get(sha256_text(f"night {HISTORY_NIGHTS + 1}\n")) == f"night {HISTORY_NIGHTS + 1}\n"
