@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Literal, TypeVar, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from skillopt_sleep import paths
 from skillopt_sleep.errors import ConfigError
@@ -26,7 +28,8 @@ else:  # pragma: no cover
 
 ENV_PREFIX = "SKILLOPT_SLEEP_"
 #: Environment variables with our prefix that are not config keys.
-_NON_KEY_ENV = {"CONFIG", "CONFIG_DIR", "STATE_DIR", "DATA_DIR", "HOME", "RAISE_ERRORS", "CRONTAB", "REPLAY"}
+_NON_KEY_ENV = {"CONFIG", "CONFIG_DIR", "STATE_DIR", "DATA_DIR", "HOME", "RAISE_ERRORS", "CRONTAB", "REPLAY",
+                "AGENT_CLIS"}  # AGENT_CLIS: the real agent CLIs of the tests (.ci/install-agent-clis)
 
 
 def _source_names() -> tuple[str, ...]:
@@ -35,8 +38,125 @@ def _source_names() -> tuple[str, ...]:
     return get_args(SourceName)
 
 
-class SleepConfig(BaseModel):
-    """Every setting of skillopt-sleep. Attribute docstrings are the reference (``config show``)."""
+#: Most val tasks a night's gate may replay (``gate_max_val``; the trainer's step has no such cap).
+MAX_NIGHT_VAL = 100
+#: Keys renamed, old name -> its one name. The old name is still accepted where users could have it (deprecated).
+RENAMED_KEYS = {"lr_scheduler": "edit_budget_schedule"}
+
+_Settings = TypeVar("_Settings", bound="StepConfig")
+
+
+class StepConfig(BaseModel):
+    """How a SkillOpt step rolls out, reflects, merges and gates: the keys a night (``SleepConfig``), the trainer
+    (``trainer.SkillOptConfig``) and one step (``engine.step.StepSettings``) share, each defined here once."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    # -- the step
+    rollouts_k: int = Field(1, ge=1, le=8)
+    """Samples per train task; > 1 enables K-rollout contrastive reflection."""
+    rollout_temperature: float = Field(0.7, ge=0, le=2)
+    """Sampling temperature for K > 1 rollouts."""
+    minibatch_size: int = Field(8, ge=1, le=12)
+    """Most train tasks one reflect call sees (at most 12, what one reflect prompt shows); more train tasks are
+    reflected on in parallel minibatches (failing tasks first) whose edits are then merged. One minibatch = one
+    reflect call."""
+    merge_batch_size: int = Field(4, ge=2, le=16)
+    """Patch lists (one per minibatch) merged by one optimizer call; more are merged hierarchically."""
+    failure_only: bool = False
+    """Reflect only on failing train tasks (default: failing and passing ones)."""
+    propose_user_rules: bool = True
+    """Rule mining from corrections: propose the rules users stated in their corrections of failing train tasks,
+    in their own words, as edits (first in line for the edit budget; the gate still decides)."""
+
+    # -- the gate
+    gate_metric: Literal["hard", "soft", "mixed"] = "hard"
+    """Score the gate compares: hard, soft, or ``(1-w)*hard + w*soft``."""
+    gate_mixed_weight: float = Field(0.3, ge=0, le=1)
+    """w of the mixed metric."""
+    gate_rule: Literal["strict", "paired"] = "paired"
+    """``paired``: per val task win/loss/tie (baseline and candidate replayed tonight on the same tasks); accept
+    iff wins - losses >= ``gate_margin``, a one-sided sign test gives p <= ``gate_alpha``, and no task the baseline
+    passed in every sample fails. ``strict`` (SkillOpt's rule): the candidate's mean gate score must be strictly
+    higher than the baseline's, and no val task the baseline passed in every sample may fail."""
+    gate_margin: int = Field(1, ge=0)
+    """``paired`` gate: least (won val tasks - lost val tasks) to accept."""
+    gate_alpha: float = Field(0.5, ge=0, le=1)
+    """``paired`` gate: largest one-sided exact sign-test p-value (wins vs losses, ties left out) to accept. At
+    0.5 the test blocks nothing beyond ``gate_margin = 1``; lower it (0.25) for more caution, fewer acceptances."""
+    gate_samples: int = Field(4, ge=1, le=8)
+    """``paired`` gate: samples per side for a val task whose outcome could be noise (a win, a loss, or samples
+    that disagree); other val tasks are replayed once. A task whose second samples repeat the first ones word for
+    word on both sides (a deterministic backend) stops at two."""
+    gate_repair: bool = True
+    """When the gate rejects a candidate that won some val tasks and lost one to three, find the edits to blame
+    (the candidate without each edit, replayed on the lost tasks) and gate the candidate without them once more
+    (``engine/repair.py``). Costs about edits x lost tasks + val tasks extra target calls, only on such nights."""
+
+    # -- calls and sampling
+    workers: int = Field(4, ge=1, le=64)
+    """Concurrent replay calls."""
+    seed: int = 0
+    """Seed for sampling and splits."""
+
+    @classmethod
+    def from_config(cls: type[_Settings], config: BaseModel, **values: Any) -> _Settings:
+        """Return a ``cls`` holding every setting it shares (by name) with ``config``, ``values`` on top: the
+        trainer's settings from a night's config (``SkillOptConfig.from_config(sleep_config, num_epochs=2)``), one
+        step's from either. Names no field, so a key added to these models needs no copying code."""
+        shared = cls.model_fields.keys() & type(config).model_fields.keys()
+        return cls.model_validate({**{name: getattr(config, name) for name in shared}, **values})
+
+
+class NightStepConfig(StepConfig):
+    """The step keys a night sets and the trainer fixes (it trains the skill document only, always gates, on its
+    whole selection split)."""
+
+    evolve_skill: bool = True
+    """Let the night edit the skill document."""
+    evolve_memory: bool = True
+    """Let the night edit the memory document (CLAUDE.md / AGENTS.md)."""
+    gate_mode: Literal["on", "off"] = "on"
+    """``on``: accept only if held-out (val) tasks improve; ``off``: accept greedily (daily use)."""
+    gate_max_val: int = Field(12, ge=1)
+    """Most val tasks the gate replays a night: tonight's, then those of earlier nights from the task archive (the
+    ones that test what tonight's edits state first), newest first. Only tasks with validated checks count. A night
+    allows at most 100 (``MAX_NIGHT_VAL``); the trainer gates on its whole selection split."""
+    gate_stated_rules: Literal["own_tasks", "held_out"] = "own_tasks"
+    """How a candidate made only of rules you stated is gated. ``own_tasks``: a val tie is no evidence against your
+    own rule; when the candidate lost no val task and regressed none, it is replayed on the train tasks the rules came
+    from and accepted if it passes one the baseline failed and fails none it passed. ``held_out``: it must win val
+    tasks like any other edit."""
+
+
+class EditBudgetConfig(BaseModel):
+    """The edit budget (the textual learning rate) and its schedule across nights or a run's steps: the keys a night
+    and the trainer share (one step gets the resolved budget, ``StepSettings.edit_budget``)."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    edit_budget: int = Field(3, ge=1)
+    """Most edits a night may apply (the textual learning rate; max of the scheduler)."""
+    min_edit_budget: int = Field(1, ge=1)
+    """Floor of the edit-budget scheduler."""
+    edit_budget_schedule: Literal["constant", "linear", "cosine", "autonomous"] = Field(
+        "constant", validation_alias=AliasChoices("edit_budget_schedule", "lr_scheduler"))
+    """How the budget changes across nights (the trainer: across its steps).
+    ``lr_scheduler``, the trainer's old name for this key, is still accepted (deprecated)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _warn_renamed(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for old, new in RENAMED_KEYS.items():
+                if old in data:
+                    warnings.warn(f"{old!r} is deprecated: use {new!r}", DeprecationWarning, stacklevel=2)
+        return data
+
+
+class SleepConfig(NightStepConfig, EditBudgetConfig):
+    """Every setting of skillopt-sleep. Attribute docstrings are the reference (``config show``); the step and gate
+    keys are defined once, in ``StepConfig``, ``NightStepConfig`` and ``EditBudgetConfig``."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True, use_attribute_docstrings=True)
 
@@ -104,71 +224,10 @@ class SleepConfig(BaseModel):
     """Seconds before one LLM call times out (then retried as transient)."""
     max_retries: int = Field(3, ge=0)
     """Retries for transient errors (429, 5xx, timeouts, empty replies), exponential backoff with jitter."""
-    workers: int = Field(4, ge=1, le=64)
-    """Concurrent replay calls."""
 
-    # -- the step
-    edit_budget: int = Field(3, ge=1)
-    """Most edits a night may apply (the textual learning rate; max of the scheduler)."""
-    min_edit_budget: int = Field(1, ge=1)
-    """Floor of the edit-budget scheduler."""
-    edit_budget_schedule: Literal["constant", "linear", "cosine", "autonomous"] = "constant"
-    """How the budget changes across nights."""
+    # -- the step (the other step and gate keys: StepConfig, NightStepConfig, EditBudgetConfig)
     edit_budget_horizon: int = Field(30, ge=1)
     """Nights over which ``linear``/``cosine`` decay from ``edit_budget`` to ``min_edit_budget``."""
-    rollouts_k: int = Field(1, ge=1, le=8)
-    """Samples per train task; > 1 enables K-rollout contrastive reflection."""
-    rollout_temperature: float = Field(0.7, ge=0, le=2)
-    """Sampling temperature for K > 1 rollouts."""
-    minibatch_size: int = Field(8, ge=1, le=12)
-    """Most train tasks one reflect call sees (at most 12, what one reflect prompt shows); more train tasks are
-    reflected on in parallel minibatches (failing tasks first) whose edits are then merged. One minibatch = one
-    reflect call."""
-    merge_batch_size: int = Field(4, ge=2, le=16)
-    """Patch lists (one per minibatch) merged by one optimizer call; more are merged hierarchically."""
-    failure_only: bool = False
-    """Reflect only on failing train tasks (default: failing and passing ones)."""
-    propose_user_rules: bool = True
-    """Rule mining from corrections: propose the rules users stated in their corrections of failing train tasks,
-    in their own words, as edits (first in line for the edit budget; the gate still decides)."""
-    evolve_skill: bool = True
-    """Let the night edit the skill document."""
-    evolve_memory: bool = True
-    """Let the night edit the memory document (CLAUDE.md / AGENTS.md)."""
-
-    # -- the gate
-    gate_mode: Literal["on", "off"] = "on"
-    """``on``: accept only if held-out (val) tasks improve; ``off``: accept greedily (daily use)."""
-    gate_metric: Literal["hard", "soft", "mixed"] = "hard"
-    """Score the gate compares: hard, soft, or ``(1-w)*hard + w*soft``."""
-    gate_mixed_weight: float = Field(0.3, ge=0, le=1)
-    """w of the mixed metric."""
-    gate_rule: Literal["strict", "paired"] = "paired"
-    """``paired``: per val task win/loss/tie (baseline and candidate replayed tonight on the same tasks); accept
-    iff wins - losses >= ``gate_margin``, a one-sided sign test gives p <= ``gate_alpha``, and no task the baseline
-    passed in every sample fails. ``strict`` (SkillOpt's rule): the candidate's mean gate score must be strictly
-    higher than the baseline's, and no val task the baseline passed in every sample may fail."""
-    gate_margin: int = Field(1, ge=0)
-    """``paired`` gate: least (won val tasks - lost val tasks) to accept."""
-    gate_alpha: float = Field(0.5, ge=0, le=1)
-    """``paired`` gate: largest one-sided exact sign-test p-value (wins vs losses, ties left out) to accept. At
-    0.5 the test blocks nothing beyond ``gate_margin = 1``; lower it (0.25) for more caution, fewer acceptances."""
-    gate_samples: int = Field(4, ge=1, le=8)
-    """``paired`` gate: samples per side for a val task whose outcome could be noise (a win, a loss, or samples
-    that disagree); other val tasks are replayed once. A task whose second samples repeat the first ones word for
-    word on both sides (a deterministic backend) stops at two."""
-    gate_max_val: int = Field(12, ge=1, le=100)
-    """Most val tasks the gate replays a night: tonight's, then those of earlier nights from the task archive (the
-    ones that test what tonight's edits state first), newest first. Only tasks with validated checks count."""
-    gate_stated_rules: Literal["own_tasks", "held_out"] = "own_tasks"
-    """How a candidate made only of rules you stated is gated. ``own_tasks``: a val tie is no evidence against your
-    own rule; when the candidate lost no val task and regressed none, it is replayed on the train tasks the rules came
-    from and accepted if it passes one the baseline failed and fails none it passed. ``held_out``: it must win val
-    tasks like any other edit."""
-    gate_repair: bool = True
-    """When the gate rejects a candidate that won some val tasks and lost one to three, find the edits to blame
-    (the candidate without each edit, replayed on the lost tasks) and gate the candidate without them once more
-    (``engine/repair.py``). Costs about edits x lost tasks + val tasks extra target calls, only on such nights."""
 
     # -- memory across nights
     recall_k: int = Field(3, ge=0, le=12)
@@ -215,8 +274,6 @@ class SleepConfig(BaseModel):
     """Price used for ``max_usd_per_night``."""
 
     # -- misc
-    seed: int = 0
-    """Seed for sampling and splits."""
     keep_nights: int = Field(60, ge=1)
     """Night directories kept per project."""
 
@@ -226,6 +283,14 @@ class SleepConfig(BaseModel):
     def _expand(cls, value: Any) -> Any:
         if isinstance(value, str) and value:
             return Path(value).expanduser()
+        return value
+
+    @field_validator("gate_max_val")
+    @classmethod
+    def _night_val_cap(cls, value: int) -> int:
+        if value > MAX_NIGHT_VAL:
+            raise PydanticCustomError("less_than_equal", "Input should be less than or equal to {le}",
+                                      {"le": MAX_NIGHT_VAL})
         return value
 
     @field_validator("targets")

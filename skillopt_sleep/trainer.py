@@ -37,7 +37,6 @@ it): an identical candidate is never evaluated twice, within a run or across a r
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import math
 import random
@@ -46,12 +45,13 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from skillopt_sleep.backends.base import Backend, Budget, CallLedger, ChatRequest, ChatResult
+from skillopt_sleep.config import RENAMED_KEYS, EditBudgetConfig, StepConfig
 from skillopt_sleep.documents import prompt_view
 from skillopt_sleep.engine import prompts
 from skillopt_sleep.engine.edit_budget import EditBudgetState, next_edit_budget, update_edit_budget_state
@@ -60,6 +60,7 @@ from skillopt_sleep.engine.replay import ReplayCache, doc_hash, replay_tasks
 from skillopt_sleep.engine.step import StepResult, StepSettings, run_step
 from skillopt_sleep.envs.base import RolloutClient, RolloutResult, SkillEnv, default_task_for
 from skillopt_sleep.errors import ConfigError
+from skillopt_sleep.hashing import sha256_text
 from skillopt_sleep.fsio import read_json, write_json_atomic, write_text_atomic
 from skillopt_sleep.models import ReplayResult, Role, Scores, TaskRecord
 
@@ -79,50 +80,31 @@ Event = dict[str, Any]
 
 #: The trainer gates on the environment's whole val split (a night caps its val pool with ``gate_max_val``).
 TRAINER_MAX_VAL = 1_000_000
+#: The night-only step keys (``config.NightStepConfig``) as the trainer fixes them: every step gates, on the whole
+#: selection split, and evolves the skill document only.
+TRAINER_STEP = {"gate_mode": "on", "gate_max_val": TRAINER_MAX_VAL, "evolve_skill": True, "evolve_memory": False}
 
 
-class SkillOptConfig(BaseModel):
+class SkillOptConfig(StepConfig, EditBudgetConfig):
     """How ``SkillOptTrainer`` trains. Invalid values raise pydantic's ``ValidationError``, naming the field.
 
-    num_epochs: passes over the train split; batch_size: train items per step; minibatch_size: most train items per
-    reflect call (<= 12); merge_batch_size: patch lists per merge call; edit_budget: L, most edits applied per step;
-    min_edit_budget: the floor of the decaying schedules; lr_scheduler: the edit budget schedule over the run's steps
-    (``constant`` | ``linear`` | ``cosine`` | ``autonomous``, see ``engine/edit_budget.py``; horizon: the run's
-    steps); gate_metric: ``hard`` | ``soft`` | ``mixed``; gate_mixed_weight: w of mixed = (1 - w) hard + w soft;
-    gate_rule: ``strict`` | ``paired`` (see ``engine/gate.py``); gate_margin, gate_alpha, gate_samples: the paired
-    rule's margin, sign-test alpha, and samples per side for a val item whose outcome rests on one sample;
-    rollouts_k: samples per train item (K > 1: contrastive reflection at rollout_temperature); failure_only: reflect
-    on failing items only; workers: concurrent calls; seed: shuffling and sampling seed; shuffle: shuffle the train
-    items each epoch; out_root: the run directory; selection_split: the env split the gate holds out (not
-    ``train``); test_split: the split scored at the end; eval_test: score it; save_every_step: write
-    ``steps/step_NNNN/`` and ``skills/`` (resume works either way); max_calls: most LLM calls of the whole run
-    (0 = no limit); extras: free-form metadata kept in config.json (e.g. a dataset name).
+    The step and gate keys and the edit budget are the night's, defined once in ``config.StepConfig`` and
+    ``config.EditBudgetConfig`` with the same defaults (``edit_budget_schedule`` runs over the run's steps: the
+    horizon is the run's length; ``lr_scheduler``, its old name here, is still accepted, deprecated);
+    ``SkillOptConfig.from_config(sleep_config, **overrides)`` takes them from a night's ``SleepConfig``. Each step
+    gates (``gate_mode`` on) on the whole selection split and evolves the skill document only.
+
+    The trainer's own keys: num_epochs: passes over the train split; batch_size: train items per step; shuffle:
+    shuffle the train items each epoch (with ``seed``); out_root: the run directory; selection_split: the env split
+    the gate holds out (not ``train``); test_split: the split scored at the end; eval_test: score it;
+    save_every_step: write ``steps/step_NNNN/`` and ``skills/`` (resume works either way); max_calls: most LLM calls
+    of the whole run (0 = no limit); extras: free-form metadata kept in config.json (e.g. a dataset name).
     """
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
     num_epochs: int = Field(1, ge=1)
     batch_size: int = Field(8, ge=1)
-    minibatch_size: int = Field(8, ge=1, le=12)
-    merge_batch_size: int = Field(4, ge=2, le=16)
-    edit_budget: int = Field(3, ge=1)
-    min_edit_budget: int = Field(1, ge=1)
-    lr_scheduler: Literal["constant", "linear", "cosine", "autonomous"] = "constant"
-    gate_metric: Literal["hard", "soft", "mixed"] = "hard"
-    gate_mixed_weight: float = Field(0.3, ge=0, le=1)
-    gate_rule: Literal["strict", "paired"] = "paired"
-    gate_margin: int = Field(1, ge=0)
-    gate_alpha: float = Field(0.5, ge=0, le=1)
-    gate_samples: int = Field(3, ge=1, le=8)
-    rollouts_k: int = Field(1, ge=1, le=8)
-    rollout_temperature: float = Field(0.7, ge=0, le=2)
-    failure_only: bool = False
-    propose_user_rules: bool = True
-    """Propose the rules stated in failing items' ``rules`` verbatim, first in line for the edit budget."""
-    gate_repair: bool = True
-    """Drop the edits to blame for lost val items and gate the rest once more (``engine/repair.py``)."""
-    workers: int = Field(4, ge=1, le=64)
-    seed: int = 0
     shuffle: bool = True
     out_root: Path = Path("skillopt-runs/run")
     selection_split: str = Field("val", min_length=1)
@@ -140,32 +122,6 @@ class SkillOptConfig(BaseModel):
             raise ValueError(f"test_split must differ from 'train' and from selection_split "
                              f"({self.selection_split!r})")
         return self
-
-    @classmethod
-    def from_sleep_config(cls, config: Any, **overrides: Any) -> SkillOptConfig:
-        """The trainer settings matching a night's ``SleepConfig`` (edit budget and schedule, step and gate keys,
-        workers, seed), with ``overrides`` on top."""
-        values = dict(edit_budget=config.edit_budget, min_edit_budget=config.min_edit_budget,
-                      lr_scheduler=config.edit_budget_schedule, minibatch_size=config.minibatch_size,
-                      merge_batch_size=config.merge_batch_size, failure_only=config.failure_only,
-                      propose_user_rules=config.propose_user_rules, gate_repair=config.gate_repair,
-                      gate_metric=config.gate_metric, gate_mixed_weight=config.gate_mixed_weight,
-                      gate_rule=config.gate_rule, gate_margin=config.gate_margin, gate_alpha=config.gate_alpha,
-                      gate_samples=config.gate_samples, rollouts_k=config.rollouts_k,
-                      rollout_temperature=config.rollout_temperature, workers=config.workers, seed=config.seed)
-        return cls(**{**values, **overrides})
-
-    def step_settings(self, edit_budget: int) -> StepSettings:
-        """The ``StepSettings`` of one step with ``edit_budget`` (gate on, skill document only)."""
-        return StepSettings(edit_budget=edit_budget, rollouts_k=self.rollouts_k,
-                            rollout_temperature=self.rollout_temperature, minibatch_size=self.minibatch_size,
-                            merge_batch_size=self.merge_batch_size, failure_only=self.failure_only,
-                            propose_user_rules=self.propose_user_rules, gate_repair=self.gate_repair,
-                            gate_mode="on",
-                            gate_metric=self.gate_metric, gate_mixed_weight=self.gate_mixed_weight,
-                            gate_rule=self.gate_rule, gate_margin=self.gate_margin, gate_alpha=self.gate_alpha,
-                            gate_samples=self.gate_samples, evolve_skill=True, evolve_memory=False,
-                            gate_max_val=TRAINER_MAX_VAL, workers=self.workers, seed=self.seed)
 
 
 class RoleRouterBackend:
@@ -243,10 +199,6 @@ class TrainState(BaseModel):
     selection_scores: dict[str, Scores] = Field(default_factory=dict)
     """sha256 of a skill document -> its selection scores (every skill the gate evaluated)."""
     history: list[dict[str, Any]] = Field(default_factory=list)
-
-
-def sha256_text(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def _scores_dict(scores: Scores) -> dict[str, Any]:
@@ -389,6 +341,7 @@ class SkillOptTrainer:
             raise ConfigError(f"{out} holds a trainer state but no readable config.json ({CONFIG_FORMAT}); "
                               "use another out_root", key="out_root")
         old, new = stored.get("config", {}), record["config"]
+        old = {RENAMED_KEYS.get(key, key): value for key, value in old.items()}  # a run saved under an old key name
         changed = sorted(key for key in set(old) | set(new)
                          if key not in RESUMABLE_CHANGES and old.get(key) != new.get(key))
         problems = [f"{key} {old.get(key)!r} -> {new.get(key)!r}" for key in changed]
@@ -443,7 +396,7 @@ class SkillOptTrainer:
     def _run_step(self, out: Path, state: TrainState, *, number: int, epoch: int, batch: int, ids: list[str],
                   total: int, selection: list[TaskRecord], cache: ReplayCache, rollout_key: str) -> None:
         config = self.config
-        budget = next_edit_budget(config.lr_scheduler, max_budget=config.edit_budget,
+        budget = next_edit_budget(config.edit_budget_schedule, max_budget=config.edit_budget,
                                   min_budget=min(config.min_edit_budget, config.edit_budget),
                                   horizon=max(1, total - 1), state=state.edit_budget)
         self._step = number
@@ -454,10 +407,11 @@ class SkillOptTrainer:
             self._emit("stage", step=number, stage=stage, phase=phase)
 
         assert self.ledger is not None
+        settings = StepSettings.from_config(config, edit_budget=budget, **TRAINER_STEP)
         step = run_step(train=[self._tasks[item_id] for item_id in ids], val=selection,
-                        documents={"skill": state.current_skill}, settings=config.step_settings(budget),
-                        ledger=self.ledger, cache=cache, best_gate_score=state.best_score, rollout=self._rollout,
-                        rollout_key=rollout_key, on_stage=on_stage)
+                        documents={"skill": state.current_skill}, settings=settings, ledger=self.ledger, cache=cache,
+                        best_gate_score=state.best_score, rollout=self._rollout, rollout_key=rollout_key,
+                        on_stage=on_stage)
         gate = step.gate
         candidate = step.candidate.get("skill", state.current_skill)
         accepted, new_best = step.accepted, gate.verdict == "accept_new_best"

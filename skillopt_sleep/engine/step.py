@@ -54,24 +54,22 @@ import functools
 import math
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from contextlib import contextmanager
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from skillopt_sleep.backends.base import CallLedger
-from skillopt_sleep.config import SleepConfig
+from skillopt_sleep.config import NightStepConfig
 from skillopt_sleep.documents import prompt_view
 from skillopt_sleep.engine import repair
 from skillopt_sleep.engine.aggregate import PatchList, dedupe_edits, merge_patches, rank_edits
 from skillopt_sleep.engine.edits import apply_edits
 from skillopt_sleep.engine.evaluate import Evaluation, replay_pair
-from skillopt_sleep.engine.gate import DEFAULT_ALPHA, DEFAULT_MARGIN, DEFAULT_SAMPLES, decide, summarize
-from skillopt_sleep.engine.val_pool import DEFAULT_GATE_MAX_VAL, select_val
+from skillopt_sleep.engine.gate import decide, summarize
+from skillopt_sleep.engine.val_pool import select_val
 from skillopt_sleep.engine.reflect import (
     MAX_PASSING_TASKS,
-    MAX_TASKS_PER_CALL,
     ContentScreen,
     Minibatch,
     plan_minibatches,
@@ -80,6 +78,7 @@ from skillopt_sleep.engine.reflect import (
 )
 from skillopt_sleep.engine.replay import ReplayCache, Rollout, replay_tasks
 from skillopt_sleep.models import EditRecord, GateDecision, ReplayResult, TaskRecord
+from skillopt_sleep.parallel import map_parallel
 from skillopt_sleep.provenance import UserText, provenance_reason
 from skillopt_sleep.rulebook import StatedRule, restated_rule_reason, stated_rules, user_rule_edits
 
@@ -87,61 +86,27 @@ DOCUMENT_KINDS = ("skill", "memory")
 STAGES = ("rollout", "reflect", "aggregate", "select", "update", "gate")
 
 _Item = TypeVar("_Item")
-_Out = TypeVar("_Out")
 
 
-class StepSettings(BaseModel):
-    """What one step may do. edit_budget: L, the most edits applied (0 = reflect nothing); rollouts_k: samples per
-    train task; rollout_temperature: used when K > 1; minibatch_size: most train tasks per reflect call;
-    merge_batch_size: patch lists per merge call (>= 2); failure_only: reflect on failing tasks only;
-    propose_user_rules: propose the rules users stated (``rulebook.stated_rules``), in their words, whether or not
-    tonight's replays failed; gate_max_val: most val tasks the gate replays (tonight's, then archived ones);
-    gate_stated_rules: ``own_tasks`` accepts a candidate of the users' own rules that ties on val without a loss when it
-    wins the train tasks the rules came from (``_stated_rules_stage``), ``held_out`` gates them like any edit;
-    gate_repair: drop the edits to blame for lost val tasks and gate the rest once more (``engine/repair.py``);
-    gate_mode, gate_metric, gate_mixed_weight, gate_rule, gate_margin, gate_alpha: see ``gate.decide``;
-    gate_samples: samples per side for a val task ``gate.tasks_to_resample`` names; gate_temperature: their
-    sampling temperature (0 = the first pass's; no config key yet); evolve_skill / evolve_memory: which documents
-    may change; workers: concurrent calls; seed: sampling seed."""
+class StepSettings(NightStepConfig):
+    """What one step may do: the step and gate keys (``config.StepConfig``, ``config.NightStepConfig``: defined
+    there once, with the night's defaults), this step's edit budget, and the gate's resampling temperature.
 
-    model_config = ConfigDict(extra="forbid")
+    Made with ``StepSettings.from_config(config, edit_budget=...)`` from a ``SleepConfig`` (a night) or a
+    ``SkillOptConfig`` (the trainer, which fixes the night-only keys), or directly in tests."""
 
     edit_budget: int = Field(ge=0)
-    rollouts_k: int = Field(1, ge=1)
-    rollout_temperature: float = Field(0.7, ge=0)
-    minibatch_size: int = Field(8, ge=1, le=MAX_TASKS_PER_CALL)
-    merge_batch_size: int = Field(4, ge=2)
-    failure_only: bool = False
-    propose_user_rules: bool = True
-    gate_repair: bool = True
-    gate_mode: Literal["on", "off"] = "on"
-    gate_metric: str = "hard"
-    gate_mixed_weight: float = Field(0.3, ge=0, le=1)
-    gate_rule: str = "paired"
-    gate_margin: int = Field(DEFAULT_MARGIN, ge=0)
-    gate_alpha: float = Field(DEFAULT_ALPHA, ge=0, le=1)
-    gate_samples: int = Field(DEFAULT_SAMPLES, ge=1)
+    """L: the most edits this step applies (0 = reflect nothing); a night's or a trainer step's value of the edit
+    budget schedule (``engine/edit_budget.py``)."""
     gate_temperature: float = Field(0.0, ge=0)
-    gate_max_val: int = Field(DEFAULT_GATE_MAX_VAL, ge=1)
-    gate_stated_rules: Literal["own_tasks", "held_out"] = "own_tasks"
-    evolve_skill: bool = True
-    evolve_memory: bool = True
-    workers: int = Field(4, ge=1)
-    seed: int = 0
+    """Sampling temperature of the gate's extra samples (``gate.tasks_to_resample``); 0 = the first pass's. No
+    config key yet."""
 
     @classmethod
-    def from_config(cls, config: SleepConfig, *, edit_budget: int) -> StepSettings:
-        """The settings a night uses: the config's step and gate keys, with tonight's ``edit_budget``."""
-        return cls(edit_budget=edit_budget, rollouts_k=config.rollouts_k,
-                   rollout_temperature=config.rollout_temperature, minibatch_size=config.minibatch_size,
-                   merge_batch_size=config.merge_batch_size, failure_only=config.failure_only,
-                   propose_user_rules=config.propose_user_rules, gate_repair=config.gate_repair,
-                   gate_mode=config.gate_mode, gate_metric=config.gate_metric,
-                   gate_mixed_weight=config.gate_mixed_weight, gate_rule=config.gate_rule,
-                   gate_margin=config.gate_margin, gate_alpha=config.gate_alpha, gate_samples=config.gate_samples,
-                   gate_max_val=config.gate_max_val, gate_stated_rules=config.gate_stated_rules,
-                   evolve_skill=config.evolve_skill, evolve_memory=config.evolve_memory, workers=config.workers,
-                   seed=config.seed)
+    def from_config(cls, config: BaseModel, *, edit_budget: int, **values: Any) -> StepSettings:
+        """The settings of one step: the step and gate keys ``config`` holds, this step's ``edit_budget`` (not the
+        config's maximum), ``values`` on top."""
+        return super().from_config(config, edit_budget=edit_budget, **values)
 
 
 class StepResult(BaseModel):
@@ -195,25 +160,6 @@ class StepResult(BaseModel):
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def map_parallel(function: Callable[[_Item], _Out], items: list[_Item], workers: int) -> list[_Out]:
-    """``[function(item) for item in items]`` with at most ``workers`` threads; results in item order.
-
-    The first exception (in item order among those raised) is re-raised after the calls not yet started are
-    cancelled, so a fatal backend error or an exhausted budget stops the stage.
-    """
-    if len(items) <= 1 or workers <= 1:
-        return [function(item) for item in items]
-    with ThreadPoolExecutor(max_workers=min(workers, len(items)), thread_name_prefix="step") as pool:
-        futures = [pool.submit(function, item) for item in items]
-        done, not_done = wait(futures, return_when=FIRST_EXCEPTION)
-        failed = [future for future in futures if future in done and future.exception() is not None]
-        if failed:
-            for future in not_done:
-                future.cancel()
-            raise failed[0].exception()  # type: ignore[misc]
-        return [future.result() for future in futures]
 
 
 def _chunks(items: list[_Item], size: int) -> list[list[_Item]]:

@@ -99,3 +99,17 @@ def test_set_rejects_an_invalid_value_and_leaves_the_file_unchanged(tmp_path):
 def test_public_dump_masks_the_api_key():
     config = SleepConfig(api_key="sk-secret-value-123456")
     assert config.public_dump()["api_key"] == "***"
+
+
+def test_lr_scheduler_the_old_name_of_edit_budget_schedule_is_read_from_a_file_with_a_warning(tmp_path):
+    config_file = write(tmp_path / "c.toml", 'lr_scheduler = "cosine"\n')
+    with pytest.warns(DeprecationWarning, match="edit_budget_schedule"):
+        config = load_config(config_file, environ={})
+    assert config.edit_budget_schedule == "cosine"
+    assert "lr_scheduler" not in config.public_dump()
+
+
+def test_a_night_replays_at_most_100_val_tasks():
+    with pytest.raises(ConfigError, match="less than or equal to 100"):
+        load_config(environ={"SKILLOPT_SLEEP_GATE_MAX_VAL": "101"})
+    assert load_config(environ={"SKILLOPT_SLEEP_GATE_MAX_VAL": "100"}).gate_max_val == 100

@@ -96,11 +96,25 @@ def test_assigning_an_invalid_value_is_refused_too():
         config.num_epochs = -1
 
 
-def test_from_sleep_config_takes_the_nights_step_and_gate_settings():
+def test_from_config_takes_the_nights_step_and_gate_settings():
     night = SleepConfig(edit_budget=5, edit_budget_schedule="cosine", gate_rule="strict", gate_samples=2, seed=9)
-    config = SkillOptConfig.from_sleep_config(night, num_epochs=3)
-    assert (config.edit_budget, config.lr_scheduler, config.gate_rule, config.gate_samples, config.seed,
+    config = SkillOptConfig.from_config(night, num_epochs=3)
+    assert (config.edit_budget, config.edit_budget_schedule, config.gate_rule, config.gate_samples, config.seed,
             config.num_epochs) == (5, "cosine", "strict", 2, 9, 3)
+
+
+def test_the_trainer_and_the_night_share_every_step_and_gate_default():
+    night, run = SleepConfig(), SkillOptConfig()
+    shared = SkillOptConfig.model_fields.keys() & SleepConfig.model_fields.keys()
+    assert {"edit_budget_schedule", "gate_samples", "gate_rule", "minibatch_size", "workers", "seed"} <= shared
+    assert {name: getattr(run, name) for name in shared} == {name: getattr(night, name) for name in shared}
+
+
+def test_lr_scheduler_the_old_name_of_edit_budget_schedule_is_still_accepted():
+    with pytest.warns(DeprecationWarning, match="lr_scheduler"):
+        config = SkillOptConfig(lr_scheduler="cosine")
+    assert config.edit_budget_schedule == "cosine"
+    assert "lr_scheduler" not in config.model_dump()
 
 
 # --------------------------------------------------------------------------- learning and the gate
@@ -201,7 +215,7 @@ def test_target_calls_go_to_the_target_client_and_the_others_to_the_optimizer_cl
 
 
 def test_the_linear_schedule_lowers_the_edit_budget_step_by_step(tmp_path):
-    trainer(tmp_path, lr_scheduler="linear", edit_budget=3, min_edit_budget=1).train()
+    trainer(tmp_path, edit_budget_schedule="linear", edit_budget=3, min_edit_budget=1).train()
     # 3 steps, horizon 2: 3 - 2 * (n / 2) for n = 0, 1, 2
     assert [step["edit_budget"] for step in history(tmp_path / "run")] == [3, 2, 1]
 
@@ -247,6 +261,17 @@ def test_resuming_with_other_settings_is_refused_and_names_what_changed(tmp_path
         trainer(tmp_path, edit_budget=2).train()
     with pytest.raises(ConfigError, match="environment or its items changed"):
         trainer(tmp_path, env=qa_env(test_items=[])).train()
+
+
+def test_a_run_saved_under_the_old_key_lr_scheduler_resumes(tmp_path):
+    trainer(tmp_path).train()
+    config_file = tmp_path / "run" / "config.json"
+    record = json.loads(config_file.read_text())
+    record["config"]["lr_scheduler"] = record["config"].pop("edit_budget_schedule")
+    config_file.write_text(json.dumps(record))
+    backend = MockBackend()
+    trainer(tmp_path, backend=backend).train()
+    assert backend.calls == 0
 
 
 def test_a_finished_run_run_again_changes_nothing_and_returns_the_same_summary(tmp_path):
@@ -323,8 +348,8 @@ def test_the_trainer_and_the_night_decide_the_same_on_the_nights_tasks(tmp_path)
 
     env = TaskFileEnv(night.night_dir / "tasks.jsonl")
     train_count = len(env.get_items("train"))
-    settings = SkillOptConfig.from_sleep_config(config, out_root=tmp_path / "run", batch_size=train_count,
-                                                shuffle=False)
+    settings = SkillOptConfig.from_config(config, out_root=tmp_path / "run", batch_size=train_count,
+                                       shuffle=False)
     SkillOptTrainer(config=settings, env=env, optimizer_client=MockBackend()).train()
     [step] = history(tmp_path / "run")
     assert step["verdict"] == diagnostics.gate.verdict
