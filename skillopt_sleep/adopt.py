@@ -31,14 +31,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable, Literal
 
-from filelock import FileLock, Timeout
+from filelock import FileLock
 from pydantic import BaseModel, Field
 
 from skillopt_sleep.documents import is_within, managed_block_segments, read_document, sha256_text
 from skillopt_sleep.engine.edits import ensure_block
-from skillopt_sleep.errors import (AdoptError, LiveFileChanged, LockedError, NothingToAdopt, ProposalTampered,
+from skillopt_sleep.errors import (AdoptError, LiveFileChanged, NothingToAdopt, ProposalTampered,
                                    SleepError, TargetRefused)
 from skillopt_sleep.fsio import read_json, write_json_atomic, write_text_atomic
+from skillopt_sleep.lock import take_project_lock
 from skillopt_sleep.state import ProjectPaths
 
 LEDGER_FORMAT = "skillopt-sleep-adoptions/1"
@@ -136,14 +137,7 @@ def _live_sha(path: Path) -> str | None:
 
 
 def _lock(paths: ProjectPaths) -> FileLock:
-    paths.root.mkdir(parents=True, exist_ok=True, mode=0o700)
-    lock = FileLock(str(paths.lock), timeout=0)
-    try:
-        lock.acquire()
-    except Timeout:
-        raise LockedError(f"a night (or another adopt/revert) is running for this project (lock {paths.lock})",
-                          fix="try again when it has finished") from None
-    return lock
+    return take_project_lock(paths, "a night (or another adopt/revert) is running for this project")
 
 
 def _night_ids(paths: ProjectPaths) -> list[str]:

@@ -228,6 +228,12 @@ def load_documents(project: Path, sources: list[str], *, skill_path: str | None,
     return documents
 
 
+def prompt_views(documents: dict[str, str | None]) -> dict[str, str]:
+    """``{"skill": ..., "memory": ...}``: the ``prompt_view`` of each document (a missing one is ``""``), as
+    ``replay_tasks`` takes them."""
+    return {"skill": prompt_view(documents.get("skill") or ""), "memory": prompt_view(documents.get("memory") or "")}
+
+
 def prompt_view(text: str) -> str:
     """Return the part of a document shown to the target, about MAX_DOCUMENT_CHARS long.
 

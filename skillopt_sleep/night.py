@@ -17,8 +17,6 @@ from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
-from filelock import FileLock, Timeout
-
 from skillopt_sleep import __version__
 from skillopt_sleep.adopt import adopt_night
 from skillopt_sleep.backends.base import Budget, CallLedger
@@ -31,10 +29,11 @@ from skillopt_sleep.engine.edit_budget import next_edit_budget, update_edit_budg
 from skillopt_sleep.engine.judges import gate_score, make_rubric_judge
 from skillopt_sleep.engine.replay import ReplayCache, replay_tasks
 from skillopt_sleep.engine.step import StepSettings, planned_optimizer_calls, run_step
-from skillopt_sleep.errors import BackendError, BudgetExhausted, LockedError, SleepError
+from skillopt_sleep.errors import BackendError, BudgetExhausted, SleepError
 from skillopt_sleep.fsio import write_json_atomic, write_jsonl_atomic
 from skillopt_sleep.harvest import harvest_for_config
 from skillopt_sleep.harvest.checkpoint import load_checkpoints, save_checkpoints
+from skillopt_sleep.lock import take_project_lock
 from skillopt_sleep.mine import MineResult, mine_tasks, wants_miner
 from skillopt_sleep.notify import notify
 from skillopt_sleep.models import Diagnostics, ReplayResult, Scores, TaskRecord
@@ -192,12 +191,7 @@ def run_night(config: SleepConfig, *, project: Path, dry_run: bool = False, appl
     """
     project = Path(project).expanduser().resolve()
     paths = ProjectPaths(project if config.scope == "project" else project, state_root)
-    paths.root.mkdir(parents=True, exist_ok=True, mode=0o700)
-    lock = FileLock(str(paths.lock), timeout=0)
-    try:
-        lock.acquire()
-    except Timeout:
-        raise LockedError(f"another night is running for {project} (lock {paths.lock}); try again later") from None
+    lock = take_project_lock(paths, f"another night is running for {project}")
     try:
         return _run_locked(config, project=project, paths=paths, dry_run=dry_run, apply=apply, now=now,
                            progress=progress)

@@ -61,7 +61,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from skillopt_sleep.backends.base import CallLedger
 from skillopt_sleep.config import NightStepConfig
-from skillopt_sleep.documents import prompt_view
+from skillopt_sleep.documents import prompt_views
 from skillopt_sleep.engine import repair
 from skillopt_sleep.engine.aggregate import PatchList, dedupe_edits, merge_patches, rank_edits
 from skillopt_sleep.engine.edits import apply_edits
@@ -508,10 +508,7 @@ def run_step(*, train: list[TaskRecord], val: list[TaskRecord], documents: dict[
     def screen(content: str) -> str | None:
         return provenance_reason(content, user_text)
 
-    def views(docs: dict[str, str]) -> dict[str, str]:
-        return {"skill": prompt_view(docs.get("skill", "")), "memory": prompt_view(docs.get("memory", ""))}
-
-    baseline_views = views(texts)
+    baseline_views = prompt_views(texts)
 
     # 1. rollout
     with clock.stage("rollout"):
@@ -604,7 +601,7 @@ def run_step(*, train: list[TaskRecord], val: list[TaskRecord], documents: dict[
                                      best_gate_score=best_gate_score,
                                      request_heads={task.id: task.request[:120] for task in pool},
                                      margin=settings.gate_margin, alpha=settings.gate_alpha)
-            tester = _Tester(val=pool, texts=texts, settings=settings, replay_kwargs=replay_kwargs, views=views,
+            tester = _Tester(val=pool, texts=texts, settings=settings, replay_kwargs=replay_kwargs, views=prompt_views,
                              gate=gate)
             if settings.gate_mode == "on":
                 evaluation, decision = tester.test(candidate)

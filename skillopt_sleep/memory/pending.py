@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 from skillopt_sleep.hashing import sha256_text
 from skillopt_sleep.memory.docstore import DocumentStore
-from skillopt_sleep.documents import prompt_view
+from skillopt_sleep.documents import prompt_views
 from skillopt_sleep.engine.evaluate import replay_pair
 from skillopt_sleep.engine.gate import decide
 from skillopt_sleep.engine.val_pool import select_val
@@ -117,10 +117,7 @@ def retest_pending(pending: PendingCandidate, *, documents: dict[str, str], val:
     if not fresh:
         return PendingOutcome("kept", "no fresh val task tonight: waiting for one", pending)
 
-    def views(docs: dict[str, str | None]) -> dict[str, str]:
-        return {"skill": prompt_view(docs.get("skill") or ""), "memory": prompt_view(docs.get("memory") or "")}
-
-    evaluation = replay_pair(fresh, baseline_views=views(documents), candidate_views=views(candidate),
+    evaluation = replay_pair(fresh, baseline_views=prompt_views(documents), candidate_views=prompt_views(candidate),
                              gate_samples=settings.gate_samples, gate_temperature=settings.gate_temperature,
                              metric=settings.gate_metric, mixed_weight=settings.gate_mixed_weight,
                              replay_kwargs=replay_kwargs)

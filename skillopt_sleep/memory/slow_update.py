@@ -19,7 +19,7 @@ from typing import Any
 from skillopt_sleep.memory.archive import ArchivedTask, TaskArchive
 from skillopt_sleep.hashing import sha256_text
 from skillopt_sleep.memory.docstore import DocumentStore
-from skillopt_sleep.documents import prompt_view
+from skillopt_sleep.documents import prompt_views
 from skillopt_sleep.engine.replay import replay_tasks
 from skillopt_sleep.models import EditRecord, ReplayResult, TaskRecord
 from skillopt_sleep.state import NightDocuments, ProjectState
@@ -133,11 +133,8 @@ def run_slow_update(state: ProjectState, *, every: int, max_tasks: int, archive:
         return SlowUpdate(False, "no archived train task to replay", compared_night=entry.night_id)
     tasks = [archived.task.model_copy(update={"split": "train"}) for archived in sample]
 
-    def views(docs: dict[str, str]) -> dict[str, str]:
-        return {"skill": prompt_view(docs.get("skill", "")), "memory": prompt_view(docs.get("memory", ""))}
-
-    old_results = replay_tasks(tasks, **views(old_texts), **replay_kwargs)
-    new_results = replay_tasks(tasks, **views(documents), **replay_kwargs)
+    old_results = replay_tasks(tasks, **prompt_views(old_texts), **replay_kwargs)
+    new_results = replay_tasks(tasks, **prompt_views(documents), **replay_kwargs)
     forgotten = [task for task in tasks if _passed(old_results, task.id) and _failed(new_results, task.id)]
     update = SlowUpdate(True, f"compared the documents of night {entry.night_id} with tonight's on "
                               f"{len(tasks)} archived train task(s): {len(forgotten)} forgotten",
