@@ -125,7 +125,7 @@ def _rule_mining(variant: str) -> contextlib.AbstractContextManager:
 
 
 def _rules_table(state_dir: Path) -> list[dict]:
-    """The archive's rules after a night (``memory/rule_history.py``): text, status, times stated, wins/losses."""
+    """The archive's rules after a night (``archive/rule_history.py``): text, status, times stated, wins/losses."""
     import sqlite3
 
     found = list(state_dir.glob("projects/*/archive.sqlite3"))

@@ -3,7 +3,7 @@
 A night that passes the gate stages ``<night dir>/proposed/`` (see ``documents.stage_proposal``): the proposed
 documents, a diff beside each and ``manifest.json``. ``adopt_night`` writes them onto the live targets,
 ``revert_adoption`` puts the pre-adoption versions back, and both record what they did in the project's
-adoptions ledger (``<project state dir>/adoptions.json``)::
+adoption records (``<project state dir>/adoptions.json``, format ``ADOPTIONS_FORMAT``)::
 
     {"format": "skillopt-sleep-adoptions/1",
      "adoptions": [{"night_id", "status": "pending|adopted|reverted", "adopted_at", "reverted_at",
@@ -20,7 +20,7 @@ Safety rules:
   proposal is re-applied only if the live managed block is still byte-identical to the block the proposal was
   computed from: the user's edits outside the block are kept and the block is replaced by the proposed one.
   Otherwise adoption is refused, naming the file.
-- The ledger records an adoption as ``pending`` before the first document is written and ``adopted`` after
+- ``adoptions.json`` records an adoption as ``pending`` before the first document is written and ``adopted`` after
   the last; a ``pending`` record left by a killed process is settled by the next adopt or revert (finished when
   every document was written, rolled back from the backups otherwise).
 """
@@ -42,7 +42,8 @@ from skillopt_sleep.fsio import read_json, write_json_atomic, write_text_atomic
 from skillopt_sleep.lock import take_project_lock
 from skillopt_sleep.state import ProjectPaths
 
-LEDGER_FORMAT = "skillopt-sleep-adoptions/1"
+#: The ``format`` of ``adoptions.json`` (users have these files: a change of format is a new value).
+ADOPTIONS_FORMAT = "skillopt-sleep-adoptions/1"
 MANIFEST_FORMAT = "skillopt-sleep-proposal/1"
 #: Mode of a document that adoption creates (it is the user's project file, not private state).
 NEW_DOCUMENT_MODE = 0o644
@@ -81,29 +82,30 @@ class Adoption(BaseModel):
         return [document.target for document in self.documents]
 
 
-# --------------------------------------------------------------------------- ledger
+# --------------------------------------------------------------------------- adoption records (adoptions.json)
 
 
-def ledger_path(paths: ProjectPaths) -> Path:
+def adoptions_path(paths: ProjectPaths) -> Path:
     """``<project state dir>/adoptions.json``."""
     return paths.root / "adoptions.json"
 
 
 def load_adoptions(paths: ProjectPaths) -> list[Adoption]:
-    """Return the ledger's records, oldest first ([] when there is none). Raises SleepError for a corrupt ledger."""
+    """Return the adoption records, oldest first ([] when there is none). Raises SleepError for a corrupt
+    ``adoptions.json``."""
     try:
-        data = read_json(ledger_path(paths), default=None)
+        data = read_json(adoptions_path(paths), default=None)
     except ValueError as exc:
-        raise SleepError(f"{ledger_path(paths)} is not valid JSON ({exc})",
-                         fix="move it aside to start a new ledger (the backups under the state dir are kept)") from None
+        raise SleepError(f"{adoptions_path(paths)} is not valid JSON ({exc})",
+                         fix="move it aside to start a new one (the backups under the state dir are kept)") from None
     if not data:
         return []
     return [Adoption.model_validate(record) for record in data.get("adoptions", [])]
 
 
 def _save_adoptions(paths: ProjectPaths, adoptions: list[Adoption]) -> None:
-    write_json_atomic(ledger_path(paths), {"format": LEDGER_FORMAT,
-                                           "adoptions": [a.model_dump(mode="json") for a in adoptions]}, mode=0o600)
+    write_json_atomic(adoptions_path(paths), {"format": ADOPTIONS_FORMAT,
+                                              "adoptions": [a.model_dump(mode="json") for a in adoptions]}, mode=0o600)
 
 
 def active_adoption(adoptions: Iterable[Adoption], night_id: str) -> Adoption | None:
@@ -327,7 +329,7 @@ def adopt_night(project: Path, *, paths: ProjectPaths, night_id: str | None = No
     project: the project directory (every target must resolve inside it). night_id: default
     ``default_night_to_adopt``. allowed_targets: the configured target paths (None: any path inside the
     project). take_lock: False when the caller already holds the project's night lock (the night itself).
-    Backups go to ``<state dir>/backups/<night id>/<UTC stamp>/<file>``. Returns the ledger record.
+    Backups go to ``<state dir>/backups/<night id>/<UTC stamp>/<file>``. Returns the adoption record.
     Raises (nothing written) NothingToAdopt for an unknown, unaccepted or already adopted night, TargetRefused for
     a target outside the project or not configured, ProposalTampered for a tampered proposal, LiveFileChanged for
     a live file that changed in a way the proposal cannot be re-applied to (each an ``AdoptError``); LockedError
@@ -389,7 +391,7 @@ def revert_adoption(project: Path, *, paths: ProjectPaths, night_id: str | None 
     night_id: default the most recently adopted, not reverted night. Each live document must still be exactly
     what the adoption wrote (sha256), else LiveFileChanged naming it, unless ``force``. A document already back
     to its pre-adoption version is left as is (so a revert killed halfway can be run again). Returns the updated
-    ledger record. Raises NothingToAdopt when there is nothing to revert, AdoptError when a backup is missing,
+    adoption record. Raises NothingToAdopt when there is nothing to revert, AdoptError when a backup is missing,
     TargetRefused when a target is outside the project; LockedError while a night runs.
     """
     project = Path(project).expanduser().resolve()
@@ -439,7 +441,7 @@ def is_adopted(paths: ProjectPaths, night_id: str) -> bool:
 
 
 __all__ = [
-    "AdoptedDocument", "Adoption", "active_adoption", "adopt_night", "default_night_to_adopt", "history",
-    "is_adopted", "ledger_path", "load_adoptions", "night_sort_key", "protected_nights", "rebase_proposal",
+    "AdoptedDocument", "Adoption", "active_adoption", "adopt_night", "adoptions_path", "default_night_to_adopt",
+    "history", "is_adopted", "load_adoptions", "night_sort_key", "protected_nights", "rebase_proposal",
     "revert_adoption",
 ]

@@ -440,9 +440,10 @@ class Diagnostics(_Model):
     """Calls and tokens by role (miner, target, judge, optimizer)."""
     stage_seconds: dict[str, float] = Field(default_factory=dict)
     memory: dict[str, Any] = Field(default_factory=dict)
-    """Memory across nights: ``archive`` (search backend, tasks new / recurring / total), ``recalled`` (past
-    train task ids shown to the optimizer), ``ledger`` (edits shown as already rejected, edits blocked),
-    ``slow_update`` and ``dream`` (what they did)."""
+    """The archive across nights (``archive.around_step.AcrossNights.report``; the field keeps its name, a
+    diagnostics.json format): ``archive`` (search backend, tasks new / recurring / total), ``recalled`` (past
+    train task ids shown to the optimizer), ``ledger`` (the rejected-edit ledger: edits shown as already rejected,
+    edits blocked), ``slow_update`` and ``dream`` (what they did)."""
     pending: dict[str, Any] | None = None
     """The gate's pending candidate: ``from_night``, ``action`` (``promoted``, ``dropped``, ``kept``, or
     ``stored`` for tonight's own), ``reason``, earlier and re-test wins / losses. None when there was none."""

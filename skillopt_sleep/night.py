@@ -10,8 +10,6 @@ from __future__ import annotations
 import logging
 import platform
 import sqlite3
-import time
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from importlib import metadata
@@ -19,6 +17,7 @@ from pathlib import Path
 
 from skillopt_sleep import __version__
 from skillopt_sleep.adopt import adopt_night
+from skillopt_sleep.archive.around_step import AcrossNights, Outcome
 from skillopt_sleep.backends.base import Budget, CallLedger
 from skillopt_sleep.backends.select import choose_backend
 from skillopt_sleep.changes import changes_sentence, file_changes
@@ -38,12 +37,12 @@ from skillopt_sleep.mine import MineResult, mine_tasks, wants_miner
 from skillopt_sleep.notify import notify
 from skillopt_sleep.models import Diagnostics, ReplayResult, Scores, TaskRecord
 from skillopt_sleep.progress import NullProgress, Progress, watch_ledger
-from skillopt_sleep.memory.night import NightMemory, Outcome
 from skillopt_sleep.provenance import UserText, blocked_summary, unsupported_lines
 from skillopt_sleep.redact import redact_text
 from skillopt_sleep.retention import prune_nights
 from skillopt_sleep.rule_ledger import drop_forgotten
 from skillopt_sleep.rulebook import stated_rules
+from skillopt_sleep.stage_clock import StageClock
 from skillopt_sleep.rules import make_llm_miner
 from skillopt_sleep.state import ProjectPaths, load_state, save_state
 
@@ -65,33 +64,21 @@ class NightResult:
     exit_code: int
 
 
-class _Stages:
-    """Wall-clock seconds per stage; each stage, the step's stages and the ledger's calls are also told to ``progress``
-    (``progress.Progress``; None: nobody)."""
+class _Stages(StageClock):
+    """The night's ``StageClock``: each stage, and the step's stages (``step_stage``, ``run_step``'s ``on_stage``),
+    is told to ``progress`` (``progress.Progress``; None: nobody), and so are the ledger's calls (``watch``)."""
 
     def __init__(self, progress: Progress | None = None) -> None:
-        self.seconds: dict[str, float] = {}
         self.progress: Progress = progress if progress is not None else NullProgress()
+        super().__init__(on_stage=self.step_stage)
 
     def step_stage(self, name: str, phase: str) -> None:
-        """``run_step``'s ``on_stage``."""
         if phase == "begin":
             self.progress.stage(name)
 
     def watch(self, ledger: CallLedger, planned: int | None = None) -> None:
         """Report the ledger's calls and tokens, out of ``planned`` calls (an estimate: ``_planned_calls``)."""
         watch_ledger(ledger, self.progress, planned)
-
-    @contextmanager
-    def stage(self, name: str):
-        start = time.monotonic()
-        logger.info("stage %s ...", name)
-        self.progress.stage(name)
-        try:
-            yield
-        finally:
-            self.seconds[name] = round(self.seconds.get(name, 0.0) + time.monotonic() - start, 3)
-            logger.info("stage %s done in %.1fs", name, time.monotonic() - start)
 
 
 def _versions() -> dict[str, str]:
@@ -209,13 +196,13 @@ def _run_locked(config: SleepConfig, *, project: Path, paths: ProjectPaths, dry_
     diagnostics = Diagnostics(night_id=night_id, status="no_sessions", summary="", project=str(project),
                               started_at=started, config=config.public_dump(), versions=_versions())
 
-    night_memory: NightMemory | None = None
+    across_nights: AcrossNights | None = None
 
     def finish(status: str, exit_code: int = 0, commit_checkpoints: dict | None = None) -> NightResult:
-        if night_memory is not None:
-            diagnostics.memory = night_memory.report_with_edits(diagnostics.edits)
-            diagnostics.pending = night_memory.pending_report()
-            night_memory.close()
+        if across_nights is not None:
+            diagnostics.memory = across_nights.report_with_edits(diagnostics.edits)
+            diagnostics.pending = across_nights.pending_report()
+            across_nights.close()
         diagnostics.status = status
         diagnostics.finished_at = datetime.now(timezone.utc)
         diagnostics.stage_seconds = stages.seconds
@@ -284,7 +271,7 @@ def _run_locked(config: SleepConfig, *, project: Path, paths: ProjectPaths, dry_
                                    horizon=config.edit_budget_horizon, state=state.edit_budget)
     diagnostics.edit_budget = edit_budget
     train, val, test = _replayed(tasks)
-    night_memory = NightMemory(config, paths, state, night_id=night_id)
+    across_nights = AcrossNights(config, paths, state, night_id=night_id)
 
     try:
         # auto: mine with the optimizer model, except on the simulator and on the tiny embedded model
@@ -311,20 +298,20 @@ def _run_locked(config: SleepConfig, *, project: Path, paths: ProjectPaths, dry_
                              seed=config.seed)
         skill_view, memory_view = prompt_view(skill), prompt_view(memory)
 
-        # -------------------------------------------------------------- memory across nights (night_memory.py)
+        # ------------------------------------------------------------ across nights (archive/around_step.py)
         step_documents = {kind: text for kind, text in (("skill", skill), ("memory", memory)) if kind in documents}
         settings = StepSettings.from_config(config, edit_budget=edit_budget)
         with stages.stage("memory"):
-            prepared = night_memory.before_step(train=train, val=val, test=test, documents=step_documents,
-                                                settings=settings, ledger=ledger, replay_kwargs=replay_kwargs,
-                                                rules=drop_forgotten(stated_rules(tasks), tasks, paths),
-                                                tonight_ids={task.id for task in tasks})
+            prepared = across_nights.before_step(train=train, val=val, test=test, documents=step_documents,
+                                                 settings=settings, ledger=ledger, replay_kwargs=replay_kwargs,
+                                                 rules=drop_forgotten(stated_rules(tasks), tasks, paths),
+                                                 tonight_ids={task.id for task in tasks})
 
         # what users typed, tonight and on earlier nights, and the documents the agent obeys: the only source an
         # edit's commands, URLs and paths may come from (provenance.py)
         user_text = UserText.of_tasks(tasks, rules=[text for rule in prepared.rules
                                                     for text in (rule.phrasings or [rule.text])],
-                                      documents=step_documents.values(), earlier=night_memory.authored_texts())
+                                      documents=step_documents.values(), earlier=across_nights.authored_texts())
 
         # -------------------------------------------------------------- the step (engine/step.py)
         step = run_step(train=prepared.train, val=val, documents=prepared.documents, settings=settings,
@@ -344,10 +331,10 @@ def _run_locked(config: SleepConfig, *, project: Path, paths: ProjectPaths, dry_
         diagnostics.optimizer_raw_head = redact_text(step.optimizer_raw_head)
         diagnostics.errors.extend({"stage": error["stage"], "message": redact_text(error["message"])}
                                   for error in step.errors)
-        diagnostics.edits = [*step.edits, *night_memory.blocked_edits]
+        diagnostics.edits = [*step.edits, *across_nights.blocked_edits]
         diagnostics.candidate = _scores(step.candidate_val, config) if step.candidate_val else Scores()
         diagnostics.gate = step.gate
-        outcome = night_memory.decide(step)  # the step's candidate, or a promoted pending one
+        outcome = across_nights.decide(step)  # the step's candidate, or a promoted pending one
         if outcome.accepted:
             # the last check, whatever built the candidate: no new line may name what no user typed
             unsupported = unsupported_lines(step_documents, outcome.candidate, user_text)
@@ -410,14 +397,14 @@ def _run_locked(config: SleepConfig, *, project: Path, paths: ProjectPaths, dry_
                 diagnostics.errors.append({"stage": "adopt", "message": str(exc)})
     diagnostics.changes = file_changes(project, documents, staged, diagnostics.applied)
 
-    # ------------------------------------------------------------------ memory: archive, ledger, pending, rules
+    # ------------------------------------------------------------ the archive: tasks, rejected edits, pending, rules
     live = {kind: (candidate.get(kind, text) if diagnostics.applied else text)
             for kind, text in step_documents.items()}
     try:
-        night_memory.after_step(step, tasks=tasks, val=val, outcome=outcome, test_results=test_results,
-                                test_documents=test_documents, adopted=bool(diagnostics.applied),
-                                documents_after=live)
-    except (sqlite3.Error, OSError) as exc:  # a memory aid: tonight's result stands without it
+        across_nights.after_step(step, tasks=tasks, val=val, outcome=outcome, test_results=test_results,
+                                 test_documents=test_documents, adopted=bool(diagnostics.applied),
+                                 documents_after=live)
+    except (sqlite3.Error, OSError) as exc:  # an aid: tonight's result stands without it
         diagnostics.errors.append({"stage": "memory", "message": f"could not record the night: {exc}"})
     return finish("accepted" if accepted else "rejected", commit_checkpoints=result.checkpoints)
 

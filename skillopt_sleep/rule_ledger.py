@@ -2,7 +2,7 @@
 
 ``list_rules`` joins three sources:
 
-* the ``rules`` table of the task archive (``memory.rule_history``): the rules the user stated, with the nights and
+* the ``rules`` table of the task archive (``archive.rule_history``): the rules the user stated, with the nights and
   sessions that taught them, how often, held-out wins and losses, the last night a replayed task tested them, and
   the status the nights gave them (adopted, accepted, pending, rejected, stated, retired);
 * the managed blocks of the project's files (every agent's memory file, ``documents.MEMORY_FILES``, and the skill):
@@ -179,7 +179,7 @@ def list_rules(project: Path, paths: ProjectPaths, *, stale_after_nights: int = 
     """Every rule learned or proposed for ``project`` (module docstring): the user's rules most stated first, then
     the lines learned from replays in file order. Reads only; raises SleepError for an unreadable forgotten.json or
     a managed file outside the project."""
-    from skillopt_sleep.memory.archive import TaskArchive
+    from skillopt_sleep.archive.tasks import TaskArchive
     from skillopt_sleep.report import night_ids
 
     project = Path(project).expanduser().resolve()
@@ -248,8 +248,8 @@ def forget_rule(project: Path, paths: ProjectPaths, rule_id: str, *, skill_path:
     docstring). Returns ``{"rule", "change_id", "files", "adoption"}``. Raises SleepError for an unknown rule or one
     that is in no file (naming its status), and whatever ``adopt_night`` raises (nothing written then);
     LockedError while a night runs."""
-    from skillopt_sleep.memory.archive import TaskArchive
-    from skillopt_sleep.memory.ledger import rejected_edit_key
+    from skillopt_sleep.archive.tasks import TaskArchive
+    from skillopt_sleep.archive.rejected_edits import rejected_edit_key
 
     project = Path(project).expanduser().resolve()
     rules = list_rules(project, paths, skill_path=skill_path, memory_path=memory_path)

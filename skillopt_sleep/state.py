@@ -5,8 +5,8 @@ Layout::
     state.json            ProjectState (below), written atomically when a night completes
     checkpoints.json      harvest checkpoints (per file: size, mtime, byte offset)
     replay_cache.jsonl    successful replays keyed by (model, skill hash, memory hash, task, sample, settings hash)
-    archive.sqlite3       the task archive and the rejected-edit ledger (``skillopt_sleep.memory.archive``)
-    documents/<sha256>    document texts the memory features need again (``skillopt_sleep.memory.docstore``)
+    archive.sqlite3       the task archive and the rejected-edit ledger (``skillopt_sleep.archive.tasks``)
+    documents/<sha256>    document texts the archive features need again (``skillopt_sleep.archive.docstore``)
     nights/<night id>/    diagnostics.json, tasks.jsonl, proposed/
     backups/              live documents saved before --apply / auto_adopt wrote over them
     night.lock            one night at a time
@@ -28,7 +28,7 @@ STATE_FORMAT = "skillopt-sleep-state/1"
 
 class PendingCandidate(BaseModel):
     """A candidate the paired gate rejected for lack of evidence only (``details["pending"]``), kept for one
-    re-test on a later night's fresh val tasks (``skillopt_sleep.memory.pending``).
+    re-test on a later night's fresh val tasks (``skillopt_sleep.archive.pending``).
 
     night_id: the night that tested it; documents / baseline: kind -> sha256 of the candidate texts and of the
     baseline texts it was tested against (texts in ``documents/<sha256>``); tested_val_ids: val task ids already

@@ -52,9 +52,7 @@ from __future__ import annotations
 
 import functools
 import math
-import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -81,6 +79,7 @@ from skillopt_sleep.models import EditRecord, GateDecision, ReplayResult, TaskRe
 from skillopt_sleep.parallel import map_parallel
 from skillopt_sleep.provenance import UserText, provenance_reason
 from skillopt_sleep.rulebook import StatedRule, restated_rule_reason, stated_rules, user_rule_edits
+from skillopt_sleep.stage_clock import StageClock
 
 DOCUMENT_KINDS = ("skill", "memory")
 STAGES = ("rollout", "reflect", "aggregate", "select", "update", "gate")
@@ -179,29 +178,6 @@ def planned_optimizer_calls(train_tasks: int, settings: StepSettings) -> int:
         calls += sum(1 for group in groups if len(group) > 1)
         lists = len(groups)
     return calls
-
-
-class _Clock:
-    """Ledger calls and wall-clock seconds per stage."""
-
-    def __init__(self, ledger: CallLedger, on_stage: Callable[[str, str], None] | None = None):
-        self.ledger = ledger
-        self.on_stage = on_stage
-        self.calls: dict[str, int] = {stage: 0 for stage in STAGES}
-        self.seconds: dict[str, float] = {}
-
-    @contextmanager
-    def stage(self, name: str) -> Iterator[None]:
-        if self.on_stage is not None:
-            self.on_stage(name, "begin")
-        calls, started = self.ledger.calls, time.monotonic()
-        try:
-            yield
-        finally:
-            self.calls[name] = self.calls.get(name, 0) + self.ledger.calls - calls
-            self.seconds[name] = round(self.seconds.get(name, 0.0) + time.monotonic() - started, 3)
-        if self.on_stage is not None:
-            self.on_stage(name, "end")
 
 
 def _not_selected(edit: EditRecord, budget: int) -> EditRecord:
@@ -491,7 +467,7 @@ def run_step(*, train: list[TaskRecord], val: list[TaskRecord], documents: dict[
     Raises ``BackendError`` / ``BudgetExhausted`` from the ledger; ValueError for unknown gate settings (from
     ``gate.decide``).
     """
-    clock = _Clock(ledger, on_stage)
+    clock = StageClock(ledger, on_stage, stages=STAGES)
     texts = {kind: documents[kind] for kind in DOCUMENT_KINDS if kind in documents}
     editable = {"skill": settings.evolve_skill and "skill" in texts,
                 "memory": settings.evolve_memory and "memory" in texts}

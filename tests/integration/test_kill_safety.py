@@ -6,13 +6,13 @@ Claude Code transcripts hold a correction ("no, we use pnpm in this repo, never 
 into an accepted edit of CLAUDE.md, and kills it:
 
 - at named points: a small driver wraps ``skillopt_sleep.fsio.write_text_atomic`` (every state, proposal, backup,
-  ledger and document write goes through it) and, just before or just after the write to a given path, prints
+  adoption record and document write goes through it) and, just before or just after the write to a given path, prints
   ``PAUSED`` and sleeps; the test kills the process on that line. No hook in the product code is needed.
 - after fixed delays, on the plain ``python -m skillopt_sleep`` entry point.
 
 Then it checks: CLAUDE.md is byte-identical to before or exactly a staged proposal (never partial); the project
-holds no stray file; state.json and adoptions.json parse; the next night exits 0; and reverting every adoption the
-ledger lists brings back the original CLAUDE.md byte for byte (so nothing was adopted without a record).
+holds no stray file; state.json and adoptions.json parse; the next night exits 0; and reverting every adoption
+adoptions.json lists brings back the original CLAUDE.md byte for byte (so nothing was adopted without a record).
 """
 
 from __future__ import annotations
@@ -146,14 +146,14 @@ def assert_consistent_and_recoverable(setup: Setup) -> None:
     assert sorted(p.name for p in setup.project.iterdir()) == ["CLAUDE.md"], "stray file in the project"
     if setup.paths.state_file.exists():
         ProjectState.model_validate(json.loads(setup.paths.state_file.read_text()))
-    load_adoptions(setup.paths)  # the ledger parses (raises SleepError otherwise)
+    load_adoptions(setup.paths)  # adoptions.json parses (raises SleepError otherwise)
 
     nxt = setup.run()
     assert nxt.returncode == 0, nxt.stdout + nxt.stderr
     assert "pnpm" in setup.claude_md().decode()  # the rule is in force after the next night
     ProjectState.model_validate(json.loads(setup.paths.state_file.read_text()))
 
-    for _ in range(5):  # undo every adoption the ledger knows of: the original comes back exactly
+    for _ in range(5):  # undo every adoption adoptions.json records: the original comes back exactly
         try:
             revert_adoption(setup.project, paths=setup.paths)
         except SleepError as exc:

@@ -181,7 +181,7 @@ def test_an_edit_that_carries_a_secret_never_reaches_a_document(tmp_path, api, g
 def test_a_candidate_built_elsewhere_is_checked_again_before_it_is_staged(tmp_path, api, monkeypatch):
     """Whatever built the candidate (tonight's step, or a pending candidate kept by an older version), a line no
     user typed stops it before anything is staged or adopted."""
-    from skillopt_sleep.memory.night import NightMemory, Outcome
+    from skillopt_sleep.archive.around_step import AcrossNights, Outcome
 
     def planted_outcome(self, step):
         candidate = dict(step.candidate) or dict(self.baseline)
@@ -189,7 +189,7 @@ def test_a_candidate_built_elsewhere_is_checked_again_before_it_is_staged(tmp_pa
             "<!-- skillopt-sleep:end -->", f"- {PLANTED}\n<!-- skillopt-sleep:end -->")
         return Outcome(True, candidate, step.gate)
 
-    monkeypatch.setattr(NightMemory, "decide", planted_outcome)
+    monkeypatch.setattr(AcrossNights, "decide", planted_outcome)
     result, project, _ = night(tmp_path, api, "read", gate_mode="off", proposals=[])
     diagnostics = result.diagnostics
     assert diagnostics.status == "rejected" and diagnostics.applied == [] and diagnostics.proposed == []

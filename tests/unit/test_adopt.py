@@ -1,5 +1,5 @@
-"""Adopting a staged proposal, reverting it, and the adoptions ledger, on night directories built with the real
-staging code (documents.stage_proposal) and the real managed-block edits."""
+"""Adopting a staged proposal, reverting it, and the adoption records (adoptions.json), on night directories built
+with the real staging code (documents.stage_proposal) and the real managed-block edits."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ import stat
 
 import pytest
 
-from skillopt_sleep.memory.archive import MIGRATIONS, TaskArchive, fts5_available
+from skillopt_sleep.archive.tasks import MIGRATIONS, TaskArchive, fts5_available
 from skillopt_sleep.models import ReplayResult, TaskRecord
 
 

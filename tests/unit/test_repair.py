@@ -133,20 +133,20 @@ def test_wants_repair_needs_a_win_a_few_losses_on_two_samples_and_two_edits():
 
 def test_a_night_puts_the_blamed_edit_in_the_rejected_edit_ledger_and_not_the_kept_one(tmp_path):
     from skillopt_sleep.config import SleepConfig
-    from skillopt_sleep.memory.ledger import ledger_keys, rejected_edit_key
-    from skillopt_sleep.memory.night import NightMemory, Outcome
+    from skillopt_sleep.archive.around_step import AcrossNights, Outcome
+    from skillopt_sleep.archive.rejected_edits import rejected_edit_key, rejected_keys
     from skillopt_sleep.state import ProjectPaths, load_state
 
     result, _ = run(HELPFUL, HARMFUL)
     assert result.accepted
     paths = ProjectPaths(tmp_path / "project", tmp_path / "state")
-    memory = NightMemory(SleepConfig(backend="mock"), paths, load_state(paths), night_id="n1")
+    memory = AcrossNights(SleepConfig(backend="mock"), paths, load_state(paths), night_id="n1")
     memory.baseline = {"memory": MEMORY}
     memory.after_step(result, tasks=[tool_task("train"), tool_task("val"), visitor_task()],
                       val=[tool_task("val"), visitor_task()],
                       outcome=Outcome(True, result.candidate, result.gate), test_results={}, test_documents={})
     [blamed] = result.blamed
     applied = next(edit for edit in result.edits if edit.content == HELPFUL)
-    keys = ledger_keys(memory.archive)
+    keys = rejected_keys(memory.archive)
     assert keys == {rejected_edit_key(blamed): "n1"} and rejected_edit_key(applied) not in keys
     memory.close()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from skillopt_sleep.adopt import AdoptedDocument, Adoption, ledger_path
+from skillopt_sleep.adopt import AdoptedDocument, Adoption, adoptions_path
 from skillopt_sleep.fsio import write_json_atomic
 from skillopt_sleep.retention import DELETING_PREFIX, prune_nights
 from skillopt_sleep.state import ProjectPaths
@@ -45,7 +45,7 @@ def test_prune_keeps_the_newest_nights_and_deletes_older_ones_with_their_backups
 
 def test_an_adopted_night_is_never_pruned_but_a_reverted_one_is(paths):
     make_nights(paths, "2025-01-01T000000Z", "2025-01-02T000000Z", "2025-01-03T000000Z")
-    write_json_atomic(ledger_path(paths), {"format": "skillopt-sleep-adoptions/1", "adoptions": [
+    write_json_atomic(adoptions_path(paths), {"format": "skillopt-sleep-adoptions/1", "adoptions": [
         record("2025-01-01T000000Z", "adopted").model_dump(mode="json"),
         record("2025-01-02T000000Z", "reverted").model_dump(mode="json")]})
 

@@ -1,4 +1,4 @@
-"""Rules and val tasks across nights in the task archive: the ``rules`` table (memory/rule_history.py), the archived
+"""Rules and val tasks across nights in the task archive: the ``rules`` table (archive/rule_history.py), the archived
 val tasks and the gate's val pool (engine/val_pool.py)."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 from skillopt_sleep.engine.val_pool import select_val, touches
-from skillopt_sleep.memory.archive import TaskArchive
-from skillopt_sleep.memory.rule_history import record_night, with_history
+from skillopt_sleep.archive.tasks import TaskArchive
+from skillopt_sleep.archive.rule_history import record_night, with_history
 from skillopt_sleep.models import Check, EditRecord, Judge, TaskComparison, TaskRecord
 from skillopt_sleep.rulebook import rule_line, stated_rules
 

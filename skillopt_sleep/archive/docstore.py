@@ -1,6 +1,6 @@
 """Document texts kept by sha256 in the project state dir (``<state dir>/documents/<sha256>``, mode 0600).
 
-The memory features need documents again on a later night: the slow update replays the documents of N nights
+The archive features need documents again on a later night: the slow update replays the documents of N nights
 ago, and a pending candidate is re-tested with the texts it was proposed with. ``ProjectState`` stores only
 hashes; the texts live here, written atomically, deduplicated by content. ``prune`` removes the texts no hash
 in the state refers to any more.

@@ -18,7 +18,7 @@ On a later night, ``retest_pending`` runs before the step:
 
 A candidate kept on a night that started from a promoted one was tested against that promoted text; unless the
 user adopts it, the next night's live documents differ and it is dropped for a changed baseline. With the gate
-off, a pending candidate is dropped (``night_memory``): there is nothing to re-test it against.
+off, a pending candidate is dropped (``around_step.AcrossNights.before_step``): there is nothing to re-test it against.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from skillopt_sleep.hashing import sha256_text
-from skillopt_sleep.memory.docstore import DocumentStore
+from skillopt_sleep.archive.docstore import DocumentStore
 from skillopt_sleep.documents import prompt_views
 from skillopt_sleep.engine.evaluate import replay_pair
 from skillopt_sleep.engine.gate import decide

@@ -11,8 +11,9 @@ entry at the end of ``MIGRATIONS``, never an edit of an old one):
 * ``sightings``: (task, night) -> split and recurrence that night (a night is counted once per task).
 * ``scores``: the score history: per (task, night, documents) the split, mean hard and soft over the scored
   samples, the sample count and the documents replayed (kind -> sha256, as JSON).
-* ``rejected_edits``: the rejected-edit ledger (``skillopt_sleep.memory.ledger``): key -> first night, edit, reason.
-* ``rules``: the user's rules across nights (``skillopt_sleep.memory.rule_history``): what each demands (its check
+* ``rejected_edits``: the rejected-edit ledger (``skillopt_sleep.archive.rejected_edits``): key -> first night,
+  edit, reason.
+* ``rules``: the user's rules across nights (``skillopt_sleep.archive.rule_history``): what each demands (its check
   keys), its phrasings, the sessions and nights that stated it, how often, its status and its held-out record.
 * ``tasks_fts``: an FTS5 index of the requests, searched with BM25 (``recall``). When this SQLite has no FTS5
   (``PRAGMA compile_options`` lacks ``ENABLE_FTS5``), ``recall`` falls back to a LIKE scorer (count of the
@@ -20,7 +21,7 @@ entry at the end of ``MIGRATIONS``, never an edit of an old one):
   runs on the first open with an FTS5-enabled SQLite, indexing what is already stored.
 
 A corrupt database file is moved aside (``archive.sqlite3.corrupt-<timestamp>``) and a new one started: the
-archive is a memory aid, a damaged one must not stop a night. Use it from one thread, with the night lock held.
+archive is an aid, a damaged one must not stop a night. Use it from one thread, with the night lock held.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from pydantic import ValidationError
 from skillopt_sleep.models import ReplayResult, TaskRecord
 from skillopt_sleep.words import content_words
 
-logger = logging.getLogger("skillopt_sleep.memory.archive")
+logger = logging.getLogger("skillopt_sleep.archive.tasks")
 
 #: (name, SQL script, needs FTS5). Append only.
 MIGRATIONS: list[tuple[str, str, bool]] = [

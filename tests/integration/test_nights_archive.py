@@ -1,4 +1,5 @@
-"""Memory across nights, through ``run_night`` with the mock simulator, night after night.
+"""The archive across nights (``skillopt_sleep.archive``), through ``run_night`` with the mock simulator, night
+after night.
 
 The world (``tests/transcripts.write_claude_sessions``): each session is one request, an answer, the
 user's reaction and an apology. Requests about "this repo" carry the correction "no, we use pnpm in this repo,
@@ -21,7 +22,7 @@ from pathlib import Path
 import pytest
 
 import skillopt_sleep.night as night_module
-from skillopt_sleep.memory.archive import TaskArchive
+from skillopt_sleep.archive.tasks import TaskArchive
 from skillopt_sleep.backends.base import ChatRequest, ChatResult
 from skillopt_sleep.backends.mock import MockBackend
 from skillopt_sleep.backends.select import BackendChoice
@@ -334,7 +335,7 @@ def test_a_pending_candidate_that_does_not_win_is_dropped_and_never_retested_aga
 
 def test_a_stated_user_rule_the_gate_rejected_is_not_proposed_again_the_next_night(world):
     # The users' rules are proposed by the step itself (not by an optimizer reply): the ledger must screen them too.
-    from skillopt_sleep.memory.ledger import RejectedEditScreen, rejected_edit_key
+    from skillopt_sleep.archive.rejected_edits import RejectedEditScreen, rejected_edit_key
     from skillopt_sleep.models import EditRecord, TaskRecord
     from skillopt_sleep.rulebook import stated_rules, user_rule_edits
 
@@ -347,14 +348,14 @@ def test_a_stated_user_rule_the_gate_rejected_is_not_proposed_again_the_next_nig
 
 
 def test_a_rule_the_user_keeps_stating_is_retested_until_rejected_on_two_nights(tmp_path):
-    from skillopt_sleep.memory.archive import TaskArchive
-    from skillopt_sleep.memory.ledger import STATED_RULE_REJECTIONS, ledger_keys, stated_rule_keys
+    from skillopt_sleep.archive.tasks import TaskArchive
+    from skillopt_sleep.archive.rejected_edits import STATED_RULE_REJECTIONS, rejected_keys, stated_rule_keys
 
     archive = TaskArchive(tmp_path / "archive.sqlite3")
     entry = dict(key="memory|append|use pnpm, never npm", target="memory", op="append", anchor=None,
                  content="- Use pnpm, never npm.", reason="paired gate: regression")
     assert archive.add_rejected_edit(night_id="n1", **entry) is True
-    assert ledger_keys(archive) == {entry["key"]: "n1"}  # the optimizer's identical edit is blocked at once
+    assert rejected_keys(archive) == {entry["key"]: "n1"}  # the optimizer's identical edit is blocked at once
     assert stated_rule_keys(archive) == {}  # the user's own rule gets another test
     assert archive.add_rejected_edit(night_id="n1", **entry) is False  # the same night counts once
     assert stated_rule_keys(archive) == {}

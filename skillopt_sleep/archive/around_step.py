@@ -1,18 +1,18 @@
-"""The memory features of one night, in the order ``night.run_night`` calls them.
+"""The archive features of one night, in the order ``night.run_night`` calls them around the step.
 
-``NightMemory(config, paths, state, night_id)`` opens the task archive (``archive.py``) and the document store
+``AcrossNights(config, paths, state, night_id)`` opens the task archive (``tasks.py``) and the document store
 (``docstore.py``), then:
 
 1. ``before_step(...)`` (inside the night's try block, so backend and budget errors stop the night as usual):
    dream variants (``dream.py``), the pending candidate's re-test (``pending.py``; a promoted candidate becomes
    the step's starting documents), the slow update (``slow_update.py``), recall and the rejected-edit ledger
-   (``memory.py``). Returns a ``Prepared``: the step's train tasks, documents, ``context`` and the ledger to
-   give it (``memory.RejectedEditScreen``).
+   (``context.py``, ``rejected_edits.py``). Returns a ``Prepared``: the step's train tasks, documents, ``context``
+   and the ledger to give it (``rejected_edits.RejectedEditScreen``).
 2. ``decide(step)``: tonight's outcome: the step's candidate when it was accepted, else a promoted pending
    candidate, else nothing.
 3. ``after_step(...)`` (completed nights only): the archive records tonight's tasks and scores, rejected edits
-   go to the ledger, a pending verdict is stored, the documents of the night are recorded; ``report()`` is
-   ``diagnostics.memory``.
+   go to the rejected-edit ledger, a pending verdict is stored, the documents of the night are recorded;
+   ``report()`` is ``diagnostics.memory`` (the field keeps its name: diagnostics.json is a format).
 
 Nothing here writes ``state.json``: the night does, once, at its end. A state dir whose archive cannot be
 opened (e.g. a read-only disk) runs the night without archive features and says so in ``report()["errors"]``.
@@ -25,31 +25,24 @@ import sqlite3
 from dataclasses import dataclass, field
 from typing import Any
 
-from skillopt_sleep.memory.archive import TaskArchive
+from skillopt_sleep.archive.context import MAX_REJECTED_SHOWN, build_context, render_recalled, render_rejected_edits
+from skillopt_sleep.archive.docstore import DocumentStore
+from skillopt_sleep.archive.dream import DreamOutcome, dream_variants
+from skillopt_sleep.archive.pending import PendingOutcome, is_pending, keep_pending, retest_pending
+from skillopt_sleep.archive.rejected_edits import RejectedEditScreen, record_rejected, rejected_keys, stated_rule_keys
+from skillopt_sleep.archive.rule_history import record_night, with_history
+from skillopt_sleep.archive.slow_update import SlowUpdate, record_night_documents, run_slow_update
+from skillopt_sleep.archive.tasks import TaskArchive
 from skillopt_sleep.backends.base import CallLedger
 from skillopt_sleep.config import SleepConfig
-from skillopt_sleep.hashing import sha256_text
-from skillopt_sleep.memory.docstore import DocumentStore
-from skillopt_sleep.memory.dream import DreamOutcome, dream_variants
 from skillopt_sleep.engine.gate import EVIDENCE_CLAUSES
 from skillopt_sleep.engine.step import StepResult, StepSettings
-from skillopt_sleep.memory.ledger import (
-    RejectedEditScreen,
-    build_context,
-    ledger_keys,
-    record_rejected,
-    stated_rule_keys,
-    render_ledger,
-    render_recalled,
-)
+from skillopt_sleep.hashing import sha256_text
 from skillopt_sleep.models import GateDecision, ReplayResult, TaskRecord
-from skillopt_sleep.memory.pending import PendingOutcome, is_pending, keep_pending, retest_pending
-from skillopt_sleep.memory.rule_history import record_night, with_history
-from skillopt_sleep.memory.slow_update import SlowUpdate, record_night_documents, run_slow_update
 from skillopt_sleep.rulebook import StatedRule
 from skillopt_sleep.state import ProjectPaths, ProjectState
 
-logger = logging.getLogger("skillopt_sleep.memory.night")
+logger = logging.getLogger("skillopt_sleep.archive.around_step")
 
 
 
@@ -80,7 +73,7 @@ class Outcome:
     gate: GateDecision | None = None
 
 
-class NightMemory:
+class AcrossNights:
     """See the module docstring. ``use_fts5``: None detects FTS5, False forces the LIKE scorer (tests)."""
 
     def __init__(self, config: SleepConfig, paths: ProjectPaths, state: ProjectState, *, night_id: str,
@@ -96,8 +89,8 @@ class NightMemory:
             if self.archive.moved_aside is not None:
                 self.errors.append(f"the task archive was damaged; moved aside to {self.archive.moved_aside}")
         except (sqlite3.Error, OSError) as exc:
-            self.errors.append(f"task archive unavailable ({exc}); recall, the ledger and the slow update are off "
-                               "tonight")
+            self.errors.append(f"task archive unavailable ({exc}); recall, the rejected-edit ledger and the slow "
+                               "update are off tonight")
             logger.warning("task archive %s unavailable: %s", paths.archive, exc)
         self.screen: RejectedEditScreen | None = None
         self.stated_screen: RejectedEditScreen | None = None
@@ -105,7 +98,7 @@ class NightMemory:
         self.pending: PendingOutcome | None = None
         self.slow: SlowUpdate | None = None
         self.recalled: list[str] = []
-        self.ledger_shown = 0
+        self.rejected_shown = 0
         self.archived: dict[str, int] = {}
         self.stored_pending: dict[str, Any] | None = None
         self.baseline: dict[str, str] = {}
@@ -121,9 +114,10 @@ class NightMemory:
                     documents: dict[str, str], settings: StepSettings, ledger: CallLedger,
                     replay_kwargs: dict[str, Any], rules: list[StatedRule] | None = None,
                     tonight_ids: set[str] | None = None) -> Prepared:
-        """Dream, re-test the pending candidate, slow update, recall, ledger, the rules' history and the archived val
-        tasks (see the module docstring). rules: tonight's stated rules; tonight_ids: every task id mined tonight
-        (default: those of train, val and test). Raises ``BackendError`` / ``BudgetExhausted`` from the ledger."""
+        """Dream, re-test the pending candidate, slow update, recall, the rejected-edit ledger, the rules' history and
+        the archived val tasks (see the module docstring). rules: tonight's stated rules; tonight_ids: every task id
+        mined tonight (default: those of train, val and test). Raises ``BackendError`` / ``BudgetExhausted`` from the
+        ledger."""
         config = self.config
         self.baseline = dict(documents)
         tonight_ids = set(tonight_ids or ()) | {task.id for task in [*train, *val, *test]}
@@ -152,7 +146,7 @@ class NightMemory:
             if self.pending.promoted:
                 step_documents = {kind: self.pending.documents.get(kind, text) for kind, text in documents.items()}
             elif self.pending.action == "dropped" and self.pending.gate is not None and self.archive is not None:
-                # into the ledger now, so that tonight's step cannot propose the same edits again
+                # into the rejected-edit ledger now, so that tonight's step cannot propose the same edits again
                 record_rejected(self.archive, self.pending.pending.edits, night_id=self.night_id,
                                 reason=f"pending candidate of night {self.pending.pending.night_id} dropped "
                                        f"after its re-test: {self.pending.gate.reason}")
@@ -165,13 +159,13 @@ class NightMemory:
             step_train += self.slow.forgotten_tasks
             sections.append(self.slow.context)
             entries = self.archive.rejected_edits()
-            self.ledger_shown = min(len(entries), 8)
-            sections.append(render_ledger(entries))
+            self.rejected_shown = min(len(entries), MAX_REJECTED_SHOWN)
+            sections.append(render_rejected_edits(entries))
             recalled = self.archive.recall([task.request for task in train], k=config.recall_k,
                                            exclude_ids=tonight_ids)
             self.recalled = [item.archived.task.id for item in recalled]
             sections.append(render_recalled(recalled))
-            self.screen = RejectedEditScreen(ledger, ledger_keys(self.archive))
+            self.screen = RejectedEditScreen(ledger, rejected_keys(self.archive))
             # the users' own rules are re-tested until rejected on STATED_RULE_REJECTIONS nights
             self.stated_screen = RejectedEditScreen(ledger, stated_rule_keys(self.archive))
         return Prepared(train=step_train, documents=step_documents, context=build_context(*sections),
@@ -272,7 +266,7 @@ class NightMemory:
             "archive": {"search": self.archive.search_backend if self.archive is not None else None,
                         **self.archived},
             "recalled": list(self.recalled),
-            "ledger": {"shown": self.ledger_shown, "blocked": len(self.blocked_edits)},
+            "ledger": {"shown": self.rejected_shown, "blocked": len(self.blocked_edits)},
             "rules": [{"id": rule.id, "text": rule.text, "stated": rule.stated, "stated_total": rule.stated_total,
                        "phrasings": len(rule.phrasings), "checked": rule.checked} for rule in self.rules],
             "dream": self.dream.summary() if self.config.dream_factor > 0 else None,

@@ -1,17 +1,16 @@
-"""Memory across nights, as evidence for tonight's reflection: recall, the rejected-edit ledger, the context.
+"""The rejected-edit ledger: the edits of candidates the gate rejected, kept in the task archive so that no night
+tests them again.
 
-* Recall (``recall_k``): the k past TRAIN tasks of the archive (``archive.TaskArchive.recall``) most similar to
-  tonight's train tasks, with their last score and the user's rules, rendered into the ``context`` that
-  ``engine.step.run_step`` puts into every reflect prompt. Val and test tasks never appear: the archive keeps a
-  task that was ever held out out of recall, and tonight's tasks are excluded (they are in the evidence anyway).
-* The rejected-edit ledger: the edits of a candidate the gate rejected are stored in the archive
-  (``rejected_edit_key``: target, op and normalized content). They are shown to the optimizer as "already tried,
-  did not help", and an identical edit proposed again is not re-tested: ``RejectedEditScreen`` wraps the night's
-  ``CallLedger`` and removes such edits from every reflect and merge reply before the step aggregates them, so
-  they never reach the gate; each is reported with status ``rejected`` and reason
-  ``already rejected on night <id>``.
-* ``build_context``: the sections above (and the slow update's, ``slow_update.py``) as one text, each section
-  cut to its share of ``reflect.CONTEXT_CHARS`` so that none crowds out the others.
+* ``record_rejected``: the edits of a candidate the gate rejected (or that gate repair blamed, or of a pending
+  candidate dropped after its re-test) are stored in the archive's ``rejected_edits`` table
+  (``rejected_edit_key``: target, op and normalized content).
+* ``RejectedEditScreen`` wraps the night's ``CallLedger`` and removes such edits from every reflect and merge reply
+  before the step aggregates them, so an identical edit proposed again never reaches the gate; each is reported
+  with status ``rejected`` and reason ``already rejected on night <id>``. ``rejected_keys`` is what it screens;
+  ``stated_rule_keys`` is the narrower set for the users' own rules (re-tested until rejected on
+  ``STATED_RULE_REJECTIONS`` nights).
+
+The ledger is also shown to the optimizer as "already tried, did not help": ``context.render_rejected_edits``.
 """
 
 from __future__ import annotations
@@ -21,15 +20,10 @@ from typing import Any
 
 import orjson
 
-from skillopt_sleep.memory.archive import Recalled, TaskArchive
+from skillopt_sleep.archive.tasks import TaskArchive
 from skillopt_sleep.backends.base import CallLedger, ChatRequest, ChatResult
-from skillopt_sleep.engine.reflect import CONTEXT_CHARS, parse_edits
+from skillopt_sleep.engine.reflect import parse_edits
 from skillopt_sleep.models import EditRecord
-
-#: Ledger entries shown to the optimizer (newest first).
-MAX_LEDGER_SHOWN = 8
-#: Characters of one request, rule or edit in the context.
-CONTEXT_HEAD_CHARS = 160
 
 
 def _normalized(text: str | None) -> str:
@@ -111,7 +105,7 @@ class RejectedEditScreen:
         return result.model_copy(update={"text": text})
 
 
-def ledger_keys(archive: TaskArchive) -> dict[str, str]:
+def rejected_keys(archive: TaskArchive) -> dict[str, str]:
     """Every ledger key -> the night it was first rejected on."""
     return {entry["key"]: entry["night_id"] for entry in archive.rejected_edits()}
 
@@ -125,56 +119,3 @@ def stated_rule_keys(archive: TaskArchive) -> dict[str, str]:
     """Ledger keys that block a rule the users stated themselves: rejected on ``STATED_RULE_REJECTIONS`` nights."""
     return {entry["key"]: entry["night_id"] for entry in archive.rejected_edits()
             if entry["rejections"] >= STATED_RULE_REJECTIONS}
-
-
-# --------------------------------------------------------------------------- context
-
-
-def _head(text: str | None, limit: int = CONTEXT_HEAD_CHARS) -> str:
-    flat = " ".join((text or "").split())
-    return flat if len(flat) <= limit else flat[: limit - 3].rstrip() + "..."
-
-
-def render_recalled(recalled: list[Recalled]) -> str:
-    """The recall section: one bullet per past train task (request, recurrence, last score, the user's
-    rules); "" when nothing was recalled."""
-    if not recalled:
-        return ""
-    lines = ["Similar past train tasks (earlier nights; what the user asked for before):"]
-    for item in recalled:
-        archived = item.archived
-        last = (f"last score hard {item.last.hard:.2f}, soft {item.last.soft:.2f} (night {item.last.night_id})"
-                if item.last else "not scored yet")
-        lines.append(f"- {_head(archived.task.request)} [asked {archived.recurrence}x over {archived.nights} "
-                     f"night(s); {last}]")
-        for rule in archived.task.rules[:2]:
-            lines.append(f"  their rule: {_head(rule)}")
-    return "\n".join(lines)
-
-
-def render_ledger(entries: list[dict[str, Any]]) -> str:
-    """The ledger section: the edits already tested and rejected; "" when the ledger is empty."""
-    if not entries:
-        return ""
-    lines = ["Edits already tried that did not help (the gate rejected them; do not propose them again):"]
-    for entry in entries[:MAX_LEDGER_SHOWN]:
-        body = entry["anchor"] if entry["op"] == "delete" else entry["content"]
-        lines.append(f"- [{entry['target']} {entry['op']}] {_head(body)} (night {entry['night_id']})")
-    return "\n".join(lines)
-
-
-def build_context(*sections: str, limit: int = CONTEXT_CHARS) -> str:
-    """Join the non-empty sections with blank lines, each cut to an equal share of ``limit`` characters (a
-    section shorter than its share leaves the rest to the others)."""
-    parts = [section.strip() for section in sections if section and section.strip()]
-    if not parts:
-        return ""
-    budget = limit - 2 * (len(parts) - 1)
-    out: list[str] = []
-    for index, part in enumerate(parts):
-        share = budget // (len(parts) - index)
-        if len(part) > share:
-            part = part[: max(0, share - 16)].rstrip() + "\n[... cut]"
-        out.append(part)
-        budget -= len(part)
-    return "\n\n".join(out)

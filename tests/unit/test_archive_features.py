@@ -1,5 +1,5 @@
-"""Memory across nights, unit by unit: the rejected-edit ledger and its screen, the context, the document store,
-dreaming, the pending candidate's re-test rules and the slow update's schedule."""
+"""The archive features (``skillopt_sleep.archive``), unit by unit: the rejected-edit ledger and its screen, the
+context, the document store, dreaming, the pending candidate's re-test rules and the slow update's schedule."""
 
 from __future__ import annotations
 
@@ -8,18 +8,19 @@ import stat
 
 import pytest
 
+from skillopt_sleep.archive.context import build_context, render_rejected_edits
+from skillopt_sleep.archive.docstore import DocumentStore
+from skillopt_sleep.archive.dream import dream_variants, variant_id
+from skillopt_sleep.archive.pending import retest_pending
+from skillopt_sleep.archive.rejected_edits import RejectedEditScreen, rejected_edit_key
+from skillopt_sleep.archive.slow_update import HISTORY_NIGHTS, is_due, record_night_documents
 from skillopt_sleep.backends.base import CallLedger, ChatMessage, ChatRequest
 from skillopt_sleep.backends.mock import MockBackend
 from skillopt_sleep.hashing import sha256_text
-from skillopt_sleep.memory.docstore import DocumentStore
-from skillopt_sleep.memory.dream import dream_variants, variant_id
 from skillopt_sleep.engine.reflect import edits_schema
 from skillopt_sleep.engine.replay import ReplayCache
 from skillopt_sleep.engine.step import StepSettings
-from skillopt_sleep.memory.ledger import RejectedEditScreen, build_context, rejected_edit_key, render_ledger
 from skillopt_sleep.models import Check, EditRecord, Judge, TaskRecord
-from skillopt_sleep.memory.pending import retest_pending
-from skillopt_sleep.memory.slow_update import HISTORY_NIGHTS, is_due, record_night_documents
 from skillopt_sleep.state import PendingCandidate, ProjectState
 
 
@@ -39,7 +40,7 @@ def optimizer_request(schema: dict) -> ChatRequest:
 # --------------------------------------------------------------------------- the ledger
 
 
-def test_ledger_keys_ignore_case_spacing_and_final_punctuation_but_not_target_or_op():
+def test_rejected_edit_keys_ignore_case_spacing_and_final_punctuation_but_not_target_or_op():
     assert rejected_edit_key(edit("Use pnpm,  not npm.")) == rejected_edit_key(edit("use PNPM, not npm"))
     assert rejected_edit_key(edit("Use pnpm")) != rejected_edit_key(edit("Use pnpm", target="skill"))
     assert rejected_edit_key(edit("Use pnpm")) != rejected_edit_key(edit("Use pnpm", op="replace", anchor="x"))
@@ -78,8 +79,8 @@ def test_build_context_gives_every_section_a_share_of_the_limit():
     assert build_context("", "  ") == ""
 
 
-def test_render_ledger_shows_each_rejected_edit_with_its_night():
-    text = render_ledger([{"target": "memory", "op": "append", "anchor": None, "content": "Answer in French",
+def test_render_rejected_edits_shows_each_rejected_edit_with_its_night():
+    text = render_rejected_edits([{"target": "memory", "op": "append", "anchor": None, "content": "Answer in French",
                            "night_id": "n7"}])
     assert "did not help" in text and "[memory append] Answer in French (night n7)" in text
 
