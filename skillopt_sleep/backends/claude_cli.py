@@ -21,6 +21,20 @@ Command (every flag in ``CLAUDE_FLAGS``, ``--model`` added when configured)::
   ``SKILLOPT_SLEEP_REPLAY=1`` and without ``CLAUDECODE`` (so a night started from inside a Claude Code session
   is not refused as a nested session). The prompt's first line carries ``SESSION_MARKER``.
 
+With ``claude_base_url`` (a local model behind an Anthropic Messages-compatible endpoint) the call adds
+``--system-prompt-file SCRATCH/system.md`` and the child gets ``ANTHROPIC_BASE_URL`` (the endpoint),
+``CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1``, ``CLAUDE_CODE_MAX_RETRIES=0`` and, unless ``ANTHROPIC_API_KEY`` or
+``ANTHROPIC_AUTH_TOKEN`` is set (an endpoint that wants a key), ``ANTHROPIC_API_KEY=ENDPOINT_PLACEHOLDER_KEY``, so
+no Claude login is needed:
+
+* the request's system messages (the skill and memory) **replace** Claude Code's long default system prompt
+  and stay out of the stdin prompt, so a small local model answers in seconds; with ``--tools ""`` the request
+  carries no tool. (Checked with the real 2.1.330 binary: the request then holds one SDK line, our system
+  prompt, a short environment note, our prompt and ``"tools": []``.)
+* a file, not ``--system-prompt``, because the skill and memory can be long and argv has limits.
+* no retry of its own: ours apply, and a refused connection is a fatal error naming ``claude_base_url`` after a
+  second (with its own retries Claude Code kept reconnecting for minutes).
+
 Output: one JSON object ``{"type": "result", "subtype": "success", "is_error": false, "result": "...",
 "usage": {"input_tokens": .., "output_tokens": .., "cache_read_input_tokens": .., ...}}`` (format: Claude Code
 2.x ``--output-format json``; a JSON array of events, as printed with ``--verbose``, is read too).
@@ -29,6 +43,7 @@ Output: one JSON object ``{"type": "result", "subtype": "success", "is_error": f
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 from skillopt_sleep.backends.base import ChatMessage, ChatRequest, ChatResult
@@ -38,6 +53,7 @@ from skillopt_sleep.backends.subprocess_call import (
     AttemptReply,
     ProcessOutcome,
     chat_with_retries,
+    check_endpoint_reached,
     child_environment,
     compile_patterns,
     estimate_tokens,
@@ -49,6 +65,7 @@ from skillopt_sleep.backends.subprocess_call import (
     run_contained,
     scratch_dirs,
     structured_text,
+    system_prompt,
     tail,
     without_prompt_echo,
 )
@@ -62,6 +79,10 @@ TESTED_VERSION = "2.1.330"
 #: Environment variables removed for the child (Claude Code refuses to start "inside another session").
 DROPPED_ENV = ("CLAUDECODE",)
 #: Model name reported when none is configured (the CLI's own default model is used).
+#: The key sent to ``claude_base_url`` when the environment has none (local servers ignore it).
+ENDPOINT_PLACEHOLDER_KEY = "skillopt-sleep-local-endpoint"
+#: Name of the ``--system-prompt-file`` inside the scratch directory.
+SYSTEM_PROMPT_FILE = "system.md"
 #: Seconds the ``claude auth status`` probe may take.
 AUTH_STATUS_TIMEOUT_S = 15.0
 
@@ -82,8 +103,10 @@ _INSTALL_HINT = "Install Claude Code (npm install -g @anthropic-ai/claude-code)"
 class ClaudeCLIBackend(AgentCLIBackend):
     """Calls ``claude -p`` once per attempt (see the module docstring for the exact command).
 
-    binary: ``claude`` on PATH or an absolute path (config ``claude_bin``). model: the target model (``--model``;
-    None: the CLI's default). optimizer_model: model of the miner, judge and optimizer roles (default: model).
+    binary: ``claude`` on PATH or an absolute path (config ``claude_bin``). model: the target model (``--model``,
+    config ``claude_model``; None: the CLI's default). optimizer_model: model of the miner, judge and optimizer
+    roles (default: model). base_url: an Anthropic Messages-compatible endpoint replacing Anthropic's (config
+    ``claude_base_url``; see the module docstring).
     timeout_s: seconds per attempt, after which the process group is killed (a transient "timeout").
     max_retries: retries of a transient failure; backoff_base_s: seconds of the first wait (exponential with jitter).
 
@@ -97,16 +120,32 @@ class ClaudeCLIBackend(AgentCLIBackend):
     tested_version = TESTED_VERSION
     update_hint = "update Claude Code (`claude update`)"
 
-    def __init__(self, *, binary: str = "claude", **options):
+    def __init__(self, *, binary: str = "claude", base_url: str | None = None, **options):
         super().__init__(binary=binary, **options)
+        self.base_url = base_url.rstrip("/") if base_url else None
 
-    def command(self, path: str, role: Role) -> list[str]:
-        """The argv of one call (the prompt is not part of it: it goes on stdin)."""
+    def command(self, path: str, role: Role, system_prompt_path: str | None = None) -> list[str]:
+        """The argv of one call (the prompt is not part of it: it goes on stdin).
+
+        system_prompt_path: the file replacing Claude Code's system prompt (``--system-prompt-file``).
+        """
         argv = [path, *CLAUDE_FLAGS]
         model = self._configured_model(role)
         if model:
             argv += ["--model", model]
+        if system_prompt_path:
+            argv += ["--system-prompt-file", system_prompt_path]
         return argv
+
+    def endpoint_environment(self) -> dict[str, str]:
+        """The variables that point the child at ``base_url`` (none without one)."""
+        if not self.base_url:
+            return {}
+        env = {"ANTHROPIC_BASE_URL": self.base_url, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+               "CLAUDE_CODE_MAX_RETRIES": "0"}
+        if not (os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN")):
+            env["ANTHROPIC_API_KEY"] = ENDPOINT_PLACEHOLDER_KEY
+        return env
 
     def chat(self, request: ChatRequest) -> ChatResult:
         """Run the request through ``claude -p``; never raises for a failed call.
@@ -123,21 +162,26 @@ class ClaudeCLIBackend(AgentCLIBackend):
                                                            install_hint=_INSTALL_HINT),
                               error_kind="fatal", model=model,
                               fix=missing_binary_fix(self.binary, setting="claude_bin", install_hint=_INSTALL_HINT))
-        prompt = render_prompt(request)
-        argv = self.command(path, request.role)
-        return chat_with_retries(lambda: self._attempt(argv, prompt, request), model=model,
+        prompt = render_prompt(request, with_system=not self.base_url)
+        return chat_with_retries(lambda: self._attempt(path, prompt, request), model=model,
                                  max_retries=self.max_retries, backoff_base_s=self.backoff_base_s)
 
-    def _attempt(self, argv: list[str], prompt: str, request: ChatRequest) -> AttemptReply:
-        with scratch_dirs("skillopt-sleep-claude-") as (work_dir, _scratch):
+    def _attempt(self, path: str, prompt: str, request: ChatRequest) -> AttemptReply:
+        with scratch_dirs("skillopt-sleep-claude-") as (work_dir, scratch):
+            system_prompt_path = None
+            if self.base_url:
+                system_prompt_path = os.path.join(scratch, SYSTEM_PROMPT_FILE)
+                with open(system_prompt_path, "w", encoding="utf-8") as handle:
+                    handle.write(system_prompt(request))
+            argv = self.command(path, request.role, system_prompt_path)
             try:
                 outcome = run_contained(argv, stdin_text=prompt, cwd=work_dir, timeout_s=self.timeout_s,
-                                        env=child_environment(drop=DROPPED_ENV))
+                                        env=child_environment(drop=DROPPED_ENV, extra=self.endpoint_environment()))
             except OSError as exc:
                 raise AttemptFailed(f"cannot start {argv[0]}: {exc}; check claude_bin", "fatal",
                                     fix=f"set claude_bin to an executable Claude Code binary ({argv[0]} cannot "
                                         "be started)") from None
-        text, usage = read_reply(outcome, timeout_s=self.timeout_s, prompt=prompt)
+        text, usage = read_reply(outcome, timeout_s=self.timeout_s, prompt=prompt, endpoint=self.base_url)
         if request.json_schema is not None:
             text = structured_text(text)
         if usage is None:
@@ -188,10 +232,12 @@ def _usage(result: dict[str, Any]) -> Usage | None:
     return Usage(prompt_tokens=prompt, completion_tokens=completion)
 
 
-def read_reply(outcome: ProcessOutcome, *, timeout_s: float, prompt: str = "") -> tuple[str, Usage | None]:
+def read_reply(outcome: ProcessOutcome, *, timeout_s: float, prompt: str = "",
+               endpoint: str | None = None) -> tuple[str, Usage | None]:
     """Return ``(text, usage or None)`` of a finished ``claude -p`` run; raise ``AttemptFailed`` otherwise.
 
-    prompt: the prompt sent (an echo of it is not taken as evidence of an error kind). The stderr of a failed
+    prompt: the prompt sent (an echo of it is not taken as evidence of an error kind). endpoint:
+    ``claude_base_url``, when set (a refused connection to it is fatal). The stderr of a failed
     run is only ever part of the error message, never the reply.
     """
     if outcome.timed_out:
@@ -210,6 +256,7 @@ def read_reply(outcome: ProcessOutcome, *, timeout_s: float, prompt: str = "") -
             f"stdout: {outcome.stdout_tail(200)}" if result is None and outcome.stdout.strip() else "",
         ) if part) or "no output"
         evidence = without_prompt_echo(f"{said}\n{outcome.stderr}", prompt)
+        check_endpoint_reached(evidence, endpoint, setting="claude_base_url", detail=detail)
         if matches_any(evidence, _AUTH_ERRORS):
             raise AttemptFailed(f"claude is not logged in or its credentials were rejected ({detail}): "
                                 f"{_LOGIN_FIX}", "fatal", fix=_LOGIN_FIX)
@@ -276,4 +323,4 @@ def _logged_in_flag(stdout: str) -> bool | None:
     return None
 
 
-__all__ = ["CLAUDE_FLAGS", "TESTED_VERSION", "ClaudeCLIBackend", "claude_logged_in", "find_binary", "parse_result", "read_reply"]
+__all__ = ["CLAUDE_FLAGS", "ENDPOINT_PLACEHOLDER_KEY", "TESTED_VERSION", "ClaudeCLIBackend", "claude_logged_in", "find_binary", "parse_result", "read_reply"]

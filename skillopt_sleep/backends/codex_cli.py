@@ -23,10 +23,29 @@ Command (every fixed flag in ``CODEX_FLAGS``; ``-m`` added when a model is confi
   used in error messages.
 * The system prompt is folded into the stdin prompt (``subprocess_call.render_prompt``); the first line carries
   ``SESSION_MARKER`` and the child gets ``SKILLOPT_SLEEP_REPLAY=1``.
+
+With ``codex_base_url`` (a local model, or any OpenAI **Responses**-compatible endpoint; Codex 0.169 rejects
+``wire_api = "chat"``) the call adds ``ENDPOINT_FLAGS`` and::
+
+    -c model_provider=skillopt_sleep_endpoint
+    -c 'model_providers.skillopt_sleep_endpoint={name=..., base_url="URL", wire_api="responses", ...}'
+    -c 'model_instructions_file="SCRATCH/instructions.md"'
+
+* the provider has no ``env_key``, so no key is sent and no login is needed (the ``codex login status`` check
+  is skipped); it makes no retry of its own (``request_max_retries=0, stream_max_retries=0``, and
+  ``--disable unbounded_connection_retries``): ours apply, and a refused connection is a fatal error naming
+  ``codex_base_url`` after a second instead of minutes of reconnecting;
+* ``model_instructions_file`` **replaces** Codex's long default instructions with the request's system messages
+  (the skill and memory), which then stay out of the stdin prompt, so a small local model answers in seconds;
+* ``ENDPOINT_FLAGS`` turn off the shell, sub-agent, goal, web-search and ask-the-user tools and Codex's own
+  permission, environment, apps and skills messages. (Checked with the real 0.169.0 binary against a capture
+  server: the request then holds only our instructions and our prompt, and one tool, ``view_image``, which
+  Codex offers every model and no flag removes; the working directory it could read images from is empty.)
 """
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 
@@ -37,6 +56,7 @@ from skillopt_sleep.backends.subprocess_call import (
     AttemptReply,
     ProcessOutcome,
     chat_with_retries,
+    check_endpoint_reached,
     child_environment,
     compile_patterns,
     estimate_tokens,
@@ -48,6 +68,7 @@ from skillopt_sleep.backends.subprocess_call import (
     run_contained,
     scratch_dirs,
     structured_text,
+    system_prompt,
     tail,
     without_prompt_echo,
 )
@@ -64,6 +85,19 @@ API_KEY_ENV = "CODEX_API_KEY"
 LAST_MESSAGE_FILE = "last_message.txt"
 #: Seconds the ``codex login status`` probe may take.
 LOGIN_STATUS_TIMEOUT_S = 15.0
+#: Id of the model provider the ``-c`` overrides define for ``codex_base_url``.
+ENDPOINT_PROVIDER = "skillopt_sleep_endpoint"
+#: Name of the instructions file (``model_instructions_file``) inside the scratch directory.
+INSTRUCTIONS_FILE = "instructions.md"
+#: Flags added with ``codex_base_url``: no tool but ``view_image``, none of Codex's own developer messages, and no
+#: endless reconnecting ("Reconnecting... waiting for network") when nothing answers at the URL.
+ENDPOINT_FLAGS: tuple[str, ...] = (
+    "--disable", "shell_tool", "--disable", "multi_agent", "--disable", "goals",
+    "--disable", "unbounded_connection_retries",
+    "-c", 'web_search="disabled"', "-c", "tools.experimental_request_user_input.enabled=false",
+    "-c", "include_permissions_instructions=false", "-c", "include_environment_context=false",
+    "-c", "include_apps_instructions=false", "-c", "skills.include_instructions=false",
+)
 
 _AUTH_ERRORS = compile_patterns(
     r"not logged in", r"\blog ?in\b", r"\b401\b", r"unauthori[sz]ed", r"invalid[_ ]api[_ ]key",
@@ -84,10 +118,12 @@ _INSTALL_HINT = "Install the Codex CLI (npm install -g @openai/codex)"
 class CodexCLIBackend(AgentCLIBackend):
     """Calls ``codex exec`` once per attempt (see the module docstring for the exact command).
 
-    binary: ``codex`` on PATH or an absolute path (config ``codex_bin``). model: the target model (``-m``; None:
-    the CLI's configured default). optimizer_model: model of the miner, judge and optimizer roles (default:
-    model). timeout_s: seconds per attempt, after which the process group is killed (a transient "timeout").
-    max_retries: retries of a transient failure; backoff_base_s: seconds of the first wait (exponential with jitter).
+    binary: ``codex`` on PATH or an absolute path (config ``codex_bin``). model: the target model (``-m``, config
+    ``codex_model``; None: the CLI's configured default). optimizer_model: model of the miner, judge and optimizer
+    roles (default: model). base_url: a Responses-compatible endpoint replacing OpenAI (config ``codex_base_url``;
+    see the module docstring). timeout_s: seconds per attempt, after which the process group is killed (a transient
+    "timeout"). max_retries: retries of a transient failure; backoff_base_s: seconds of the first wait (exponential
+    with jitter).
 
     Usage tokens are **estimated** (len(text) / 4 for the prompt sent and the reply): ``codex exec`` reports no
     per-call usage in its plain output. ``temperature``, ``max_tokens`` and ``seed`` are ignored.
@@ -98,8 +134,9 @@ class CodexCLIBackend(AgentCLIBackend):
     tested_version = TESTED_VERSION
     update_hint = "update the Codex CLI (npm install -g @openai/codex)"
 
-    def __init__(self, *, binary: str = "codex", **options):
+    def __init__(self, *, binary: str = "codex", base_url: str | None = None, **options):
         super().__init__(binary=binary, **options)
+        self.base_url = base_url.rstrip("/") if base_url else None
         self._login_lock = threading.Lock()
         self._login_checked = False
         self._not_logged_in: str | None = None
@@ -108,7 +145,10 @@ class CodexCLIBackend(AgentCLIBackend):
         """The error when ``codex login status`` says "Not logged in" and ``CODEX_API_KEY`` is unset, else None.
 
         Checked once per backend (the first call); a probe that fails some other way is not taken as an answer.
+        Never with ``base_url``: a provider of our own needs no login.
         """
+        if self.base_url:
+            return None
         with self._login_lock:
             if not self._login_checked:
                 self._login_checked = True
@@ -120,12 +160,23 @@ class CodexCLIBackend(AgentCLIBackend):
                                                f"and {API_KEY_ENV} is not set: {_LOGIN_FIX}")
             return self._not_logged_in
 
-    def command(self, path: str, role: Role, last_message_path: str) -> list[str]:
-        """The argv of one call (the prompt is not part of it: ``-`` makes Codex read stdin)."""
+    def command(self, path: str, role: Role, last_message_path: str,
+                instructions_path: str | None = None) -> list[str]:
+        """The argv of one call (the prompt is not part of it: ``-`` makes Codex read stdin).
+
+        instructions_path: the file replacing Codex's instructions; used (and needed) only with ``base_url``.
+        """
         argv = [path, *CODEX_FLAGS, "-o", last_message_path]
         model = self._configured_model(role)
         if model:
             argv += ["-m", model]
+        if self.base_url:
+            provider = (f"model_providers.{ENDPOINT_PROVIDER}={{name={_toml_string('skillopt-sleep endpoint')}, "
+                        f"base_url={_toml_string(self.base_url)}, wire_api=\"responses\", "
+                        "request_max_retries=0, stream_max_retries=0}")
+            argv += ["-c", f"model_provider={ENDPOINT_PROVIDER}", "-c", provider, *ENDPOINT_FLAGS]
+            if instructions_path:
+                argv += ["-c", f"model_instructions_file={_toml_string(instructions_path)}"]
         return [*argv, "-"]
 
     def chat(self, request: ChatRequest) -> ChatResult:
@@ -146,14 +197,19 @@ class CodexCLIBackend(AgentCLIBackend):
         not_logged_in = self.login_problem(path)
         if not_logged_in:
             return ChatResult(error=not_logged_in, error_kind="fatal", model=model, fix=_LOGIN_FIX)
-        prompt = render_prompt(request)
+        prompt = render_prompt(request, with_system=not self.base_url)
         return chat_with_retries(lambda: self._attempt(path, prompt, request), model=model,
                                  max_retries=self.max_retries, backoff_base_s=self.backoff_base_s)
 
     def _attempt(self, path: str, prompt: str, request: ChatRequest) -> AttemptReply:
         with scratch_dirs("skillopt-sleep-codex-") as (work_dir, scratch):
             last_message_path = os.path.join(scratch, LAST_MESSAGE_FILE)
-            argv = self.command(path, request.role, last_message_path)
+            instructions_path = None
+            if self.base_url:
+                instructions_path = os.path.join(scratch, INSTRUCTIONS_FILE)
+                with open(instructions_path, "w", encoding="utf-8") as handle:
+                    handle.write(system_prompt(request))
+            argv = self.command(path, request.role, last_message_path, instructions_path)
             try:
                 outcome = run_contained(argv, stdin_text=prompt, cwd=work_dir, timeout_s=self.timeout_s,
                                         env=child_environment())
@@ -162,11 +218,16 @@ class CodexCLIBackend(AgentCLIBackend):
                                     fix=f"set codex_bin to an executable Codex CLI binary ({path} cannot be "
                                         "started)") from None
             last_message = _read_text(last_message_path)
-        text = read_reply(outcome, last_message, timeout_s=self.timeout_s, prompt=prompt)
+        text = read_reply(outcome, last_message, timeout_s=self.timeout_s, prompt=prompt, endpoint=self.base_url)
         if request.json_schema is not None:
             text = structured_text(text)
         return AttemptReply(text=text, usage=Usage(prompt_tokens=estimate_tokens(prompt),
                                                    completion_tokens=estimate_tokens(text)))
+
+
+def _toml_string(text: str) -> str:
+    """``text`` as a TOML basic string (JSON's escapes, ASCII only, are valid TOML)."""
+    return json.dumps(text)
 
 
 def _read_text(path: str) -> str | None:
@@ -177,11 +238,13 @@ def _read_text(path: str) -> str | None:
         return None
 
 
-def read_reply(outcome: ProcessOutcome, last_message: str | None, *, timeout_s: float, prompt: str = "") -> str:
+def read_reply(outcome: ProcessOutcome, last_message: str | None, *, timeout_s: float, prompt: str = "",
+               endpoint: str | None = None) -> str:
     """Return the reply of a finished ``codex exec`` run (its ``-o`` file); raise ``AttemptFailed`` otherwise.
 
     last_message: the ``-o`` file's text, or None when Codex wrote none. prompt: the prompt sent (its echo in the
-    output is not taken as evidence of an error kind). stdout/stderr of a failed run are only ever part of the
+    output is not taken as evidence of an error kind). endpoint: ``codex_base_url``, when set (a refused
+    connection to it is fatal). stdout/stderr of a failed run are only ever part of the
     error message, never the reply.
     """
     if outcome.timed_out:
@@ -198,6 +261,7 @@ def read_reply(outcome: ProcessOutcome, last_message: str | None, *, timeout_s: 
         f"stderr: {outcome.stderr_tail()}" if outcome.stderr.strip() else "",
         f"stdout: {outcome.stdout_tail(200)}" if outcome.stdout.strip() else "",
     ) if part) or "no output"
+    check_endpoint_reached(evidence, endpoint, setting="codex_base_url", detail=detail)
     if matches_any(evidence, _AUTH_ERRORS):
         raise AttemptFailed(f"codex is not logged in or its credentials were rejected ({detail}): {_LOGIN_FIX}",
                             "fatal", fix=_LOGIN_FIX)
@@ -244,4 +308,4 @@ def _login_status(path: str) -> str | None:
     return f"{outcome.stdout}\n{outcome.stderr}".strip()
 
 
-__all__ = ["CODEX_FLAGS", "TESTED_VERSION", "CodexCLIBackend", "codex_logged_in", "find_binary", "read_reply"]
+__all__ = ["CODEX_FLAGS", "ENDPOINT_FLAGS", "TESTED_VERSION", "CodexCLIBackend", "codex_logged_in", "find_binary", "read_reply"]

@@ -48,6 +48,8 @@ TAIL_CHARS = 600
 KILL_GRACE_S = 2.0
 #: Most seconds waited between two attempts.
 BACKOFF_MAX_S = 30.0
+#: System prompt of a call without system messages whose CLI's own default prompt is replaced (local endpoints).
+BARE_SYSTEM_PROMPT = "You are a helpful assistant. Answer the user's request directly."
 #: Sentence appended (with the schema) to a structured-output prompt.
 JSON_ONLY_INSTRUCTION = (
     "Reply with JSON only: a single JSON value that satisfies the JSON schema below, "
@@ -288,16 +290,17 @@ def scratch_dirs(prefix: str) -> Iterator[tuple[str, str]]:
 # --------------------------------------------------------------------------- the prompt
 
 
-def render_prompt(request: ChatRequest) -> str:
+def render_prompt(request: ChatRequest, *, with_system: bool = True) -> str:
     """Fold a ``ChatRequest`` into the one text an agent CLI reads on stdin.
 
-    Layout: ``MARKER_LINE``; the system messages inside ``<instructions>``; then the conversation: a lone
-    user message as plain text, several messages each inside ``<user>``/``<assistant>`` tags; with a
-    ``json_schema``, ``JSON_ONLY_INSTRUCTION`` and the schema inside ``<json_schema>``.
+    Layout: ``MARKER_LINE``; the system messages inside ``<instructions>`` (left out with ``with_system=False``,
+    when they go to the CLI as its system prompt: ``system_prompt``); then the conversation: a lone user message
+    as plain text, several messages each inside ``<user>``/``<assistant>`` tags; with a ``json_schema``,
+    ``JSON_ONLY_INSTRUCTION`` and the schema inside ``<json_schema>``.
     """
     parts = [MARKER_LINE]
-    system = "\n\n".join(m.content for m in request.messages if m.role == "system" and m.content.strip())
-    if system:
+    system = system_text(request)
+    if system and with_system:
         parts.append(f"<instructions>\n{system}\n</instructions>")
     turns = [m for m in request.messages if m.role != "system"]
     if len(turns) == 1 and turns[0].role == "user":
@@ -308,6 +311,17 @@ def render_prompt(request: ChatRequest) -> str:
         schema = json.dumps(request.json_schema, ensure_ascii=False, indent=2)
         parts.append(f"{JSON_ONLY_INSTRUCTION}\n<json_schema>\n{schema}\n</json_schema>")
     return "\n\n".join(parts)
+
+
+def system_text(request: ChatRequest) -> str:
+    """The request's system messages (the skill and memory of a replay), joined by blank lines; "" when none."""
+    return "\n\n".join(m.content for m in request.messages if m.role == "system" and m.content.strip())
+
+
+def system_prompt(request: ChatRequest) -> str:
+    """The system prompt that replaces an agent CLI's own default one: the request's system messages, or
+    ``BARE_SYSTEM_PROMPT`` when it has none (an empty one would bring the CLI's long default back)."""
+    return system_text(request) or BARE_SYSTEM_PROMPT
 
 
 def estimate_tokens(text: str) -> int:
@@ -345,6 +359,23 @@ def without_prompt_echo(text: str, prompt: str) -> str:
 def compile_patterns(*patterns: str) -> tuple[re.Pattern[str], ...]:
     """Case-insensitive regular expressions (a small helper so each backend lists its markers in one place)."""
     return tuple(re.compile(pattern, re.IGNORECASE) for pattern in patterns)
+
+
+#: What an agent CLI says when nothing answers at its endpoint (Codex: "Connection failed: error sending request";
+#: Claude Code: "Connection refused ... (ECONNREFUSED)").
+_UNREACHABLE = compile_patterns(r"connection (failed|refused)", r"error sending request", r"econnrefused")
+
+
+def check_endpoint_reached(evidence: str, endpoint: str | None, *, setting: str, detail: str) -> None:
+    """Raise a fatal ``AttemptFailed`` naming ``setting`` when ``evidence`` (a failed call's output) says the CLI
+    could not connect to ``endpoint``, a URL of the user's own; do nothing without one.
+
+    Fatal: a server that refuses connections does not come back within a night's retries, and every later call
+    would fail the same way.
+    """
+    if endpoint and matches_any(evidence, _UNREACHABLE):
+        fix = f"start the model server at {endpoint}, or fix {setting} ('skillopt-sleep config show')"
+        raise AttemptFailed(f"nothing answers at {setting} = {endpoint} ({detail}): {fix}", "fatal", fix=fix)
 
 
 # --------------------------------------------------------------------------- attempts and retries

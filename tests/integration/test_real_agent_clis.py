@@ -280,11 +280,11 @@ class CapturedCodex(CodexCLIBackend):
 
     def __init__(self, capture: HTTPServer, **options):
         super().__init__(**options)
-        self.base_url = capture.url_for("/v1")
+        self.capture_url = capture.url_for("/v1")  # not ``base_url``: that would switch on codex_base_url's mode
 
-    def command(self, path, role, last_message_path):
-        argv = super().command(path, role, last_message_path)
-        provider = (f'model_providers.capture={{name="capture", base_url="{self.base_url}", '
+    def command(self, path, role, last_message_path, instructions_path=None):
+        argv = super().command(path, role, last_message_path, instructions_path)
+        provider = (f'model_providers.capture={{name="capture", base_url="{self.capture_url}", '
                     'env_key="CODEX_API_KEY", wire_api="responses"}')
         return [*argv[:-1], "-c", "model_provider=capture", "-c", provider, argv[-1]]
 
