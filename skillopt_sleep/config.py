@@ -202,7 +202,7 @@ class SleepConfig(NightStepConfig, EditBudgetConfig):
     """Most tasks a night replays (recurring and corrected tasks first)."""
 
     # -- backend
-    backend: Literal["auto", "openai", "local", "claude", "codex", "mock"] = "auto"
+    backend: Literal["auto", "openai", "local", "claude", "codex", "gemini", "copilot", "mock"] = "auto"
     """LLM backend. ``auto``: configured endpoint/key > your agent CLI > embedded local model > error."""
     base_url: str | None = None
     """OpenAI-compatible endpoint (default ``$OPENAI_BASE_URL``)."""
@@ -220,6 +220,26 @@ class SleepConfig(NightStepConfig, EditBudgetConfig):
     """``claude`` executable: a name looked up on PATH or an absolute path."""
     codex_bin: str = "codex"
     """``codex`` executable: a name looked up on PATH or an absolute path."""
+    claude_model: str | None = None
+    """Model of ``backend = claude`` (``--model``, e.g. ``sonnet``); None = Claude Code's own default."""
+    codex_model: str | None = None
+    """Model of ``backend = codex`` (``-m``); None = the Codex CLI's own default."""
+    claude_base_url: str | None = None
+    """Anthropic Messages-compatible endpoint for ``backend = claude`` (e.g. a local model behind a proxy): the
+    replay goes through the real ``claude`` CLI with ``ANTHROPIC_BASE_URL`` set to it, the skill and memory as its
+    whole system prompt and no tools; no Claude login needed. None = Anthropic, with your login."""
+    codex_base_url: str | None = None
+    """OpenAI Responses-compatible endpoint (ending in ``/v1``) for ``backend = codex``: the replay goes through
+    the real ``codex`` CLI with a model provider on it, the skill and memory as its whole instructions and its
+    tools turned off; no Codex login needed. None = OpenAI, with your login."""
+    gemini_bin: str = "gemini"
+    """``gemini`` executable (``backend = gemini``): a name looked up on PATH or an absolute path."""
+    copilot_bin: str = "copilot"
+    """``copilot`` executable (``backend = copilot``): a name looked up on PATH or an absolute path."""
+    gemini_model: str | None = None
+    """Model of ``backend = gemini`` (``--model``, e.g. ``gemini-2.5-flash``); None = the Gemini CLI's default."""
+    copilot_model: str | None = None
+    """Model of ``backend = copilot`` (``--model``); None = the Copilot CLI's default."""
     request_timeout_s: float = Field(120.0, gt=0)
     """Seconds before one LLM call times out (then retried as transient)."""
     max_retries: int = Field(3, ge=0)

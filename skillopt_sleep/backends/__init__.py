@@ -22,6 +22,8 @@ BACKENDS: dict[str, str] = {
     "local": "skillopt_sleep.backends.local.LocalBackend",
     "claude": "skillopt_sleep.backends.claude_cli.ClaudeCLIBackend",
     "codex": "skillopt_sleep.backends.codex_cli.CodexCLIBackend",
+    "gemini": "skillopt_sleep.backends.gemini_cli.GeminiCLIBackend",
+    "copilot": "skillopt_sleep.backends.copilot_cli.CopilotCLIBackend",
 }
 
 #: File (under the state dir) remembering which structured-output format each endpoint accepts.
@@ -50,8 +52,8 @@ def _import_class(path: str, *, shown_name: str) -> type:
 def get_backend(name: str, **options: Any) -> Backend:
     """Return a new backend instance.
 
-    name: a registry name (``openai``, ``mock``, ``local``, ``claude``, ``codex``) or a dotted path
-    ``package.module.ClassName``; options: keyword arguments of that class's constructor.
+    name: a registry name (``openai``, ``mock``, ``local``, ``claude``, ``codex``, ``gemini``, ``copilot``) or a
+    dotted path ``package.module.ClassName``; options: keyword arguments of that class's constructor.
     Raises ConfigError for an unknown name (listing the valid ones) or a backend that cannot be imported.
     """
     if name in BACKENDS:
@@ -83,8 +85,19 @@ def backend_options(config: SleepConfig, name: str) -> dict[str, Any]:
     if name == "local":
         return {"model_path": config.model_path, "seed": config.seed}
     if name in ("claude", "codex"):
+        claude = name == "claude"
         return {
-            "binary": config.claude_bin if name == "claude" else config.codex_bin,
+            "binary": config.claude_bin if claude else config.codex_bin,
+            "model": config.claude_model if claude else config.codex_model,
+            "base_url": config.claude_base_url if claude else config.codex_base_url,
+            "timeout_s": max(config.request_timeout_s, 60.0),
+            "max_retries": config.max_retries,
+        }
+    if name in ("gemini", "copilot"):
+        gemini = name == "gemini"
+        return {
+            "binary": config.gemini_bin if gemini else config.copilot_bin,
+            "model": config.gemini_model if gemini else config.copilot_model,
             "timeout_s": max(config.request_timeout_s, 60.0),
             "max_retries": config.max_retries,
         }

@@ -1,0 +1,305 @@
+"""The `gemini` and `copilot` backends against the REAL agent CLIs, at the versions pinned in .ci/install-agent-clis.
+
+The binaries come from ``$SKILLOPT_SLEEP_AGENT_CLIS`` (the bin directory that script prints on its last line:
+``export SKILLOPT_SLEEP_AGENT_CLIS="$(.ci/install-agent-clis | tail -1)"``); every test skips when it is unset.
+Nothing here needs a login, a key or the network: each test runs with an empty temporary HOME, and where a request
+must be seen it goes to a capture server on 127.0.0.1 that records it and answers 400 (Gemini CLI through
+``GOOGLE_GEMINI_BASE_URL`` with a dummy ``GEMINI_API_KEY``; Copilot CLI through its BYOK provider,
+``COPILOT_PROVIDER_BASE_URL``).
+
+* flags: every flag our backends pass is in the real ``--help``, and the real binary runs our exact argv up to the
+  request (or fails only for the missing login), never with "unknown arguments" / "unexpected argument";
+* no login: a night through each backend stops at once with ``backend_error``, exit code 2 and a fix naming the
+  login, never a "0.0 -> 0.0" night;
+* isolation: a rule planted in ``~/.gemini/GEMINI.md`` / ``~/.copilot/copilot-instructions.md`` and the user's MCP
+  servers never reach the request our backends make, though they do without our isolation (the controls);
+* version: the backends read the real ``--version`` and find the pinned version not older than the tested one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from pytest_httpserver import HTTPServer
+from transcripts import PNPM_CONVERSATIONS, write_claude_sessions
+
+from skillopt_sleep.backends.base import ChatMessage, ChatRequest
+from skillopt_sleep.backends.copilot_cli import COPILOT_FLAGS, CopilotCLIBackend
+from skillopt_sleep.backends.gemini_cli import GEMINI_FLAGS, GeminiCLIBackend
+from skillopt_sleep.backends.subprocess_call import installed_version, run_contained
+
+REPO = Path(__file__).resolve().parents[2]
+BIN_ENV = "SKILLOPT_SLEEP_AGENT_CLIS"
+PLANTED_RULE = "Always answer in French, this is PLANTED-RULE-42"
+#: Variables that would give a CLI a login, a key, an endpoint or a config dir from the developer's environment.
+CREDENTIAL_ENV = ("GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GEMINI_BASE_URL", "GOOGLE_GENAI_USE_VERTEXAI",
+                  "GOOGLE_GENAI_USE_GCA", "GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_CLOUD_PROJECT", "GEMINI_CLI_HOME",
+                  "GEMINI_SYSTEM_MD", "CLOUD_SHELL", "GH_TOKEN", "GITHUB_TOKEN", "COPILOT_GITHUB_TOKEN", "COPILOT_HOME",
+                  "COPILOT_PROVIDER_BASE_URL", "COPILOT_PROVIDER_API_KEY", "COPILOT_MODEL", "COPILOT_ALLOW_ALL",
+                  "OPENAI_API_KEY", "OPENAI_BASE_URL")
+#: Seconds a night without a login may take: it must stop at its first call, not after retries or timeouts.
+PROMPT_STOP_S = 60.0
+GEMINI_MODEL = "gemini-2.5-flash"
+
+#: Read at import: the autouse ``hermetic_env`` fixture removes every ``SKILLOPT_SLEEP_*`` variable from each test.
+_BIN_DIR = os.environ.get(BIN_ENV)
+
+
+def _skip_reason() -> str | None:
+    if not _BIN_DIR:
+        return (f"{BIN_ENV} is not set: run `export {BIN_ENV}=\"$(.ci/install-agent-clis | tail -1)\"` to test the "
+                "real gemini and copilot CLIs")
+    missing = [name for name in ("gemini", "copilot") if not os.access(Path(_BIN_DIR) / name, os.X_OK)]
+    if missing:
+        return f"{BIN_ENV}={_BIN_DIR} has no executable {', '.join(missing)} (rerun .ci/install-agent-clis)"
+    return None
+
+
+pytestmark = pytest.mark.skipif(_skip_reason() is not None, reason=_skip_reason() or "")
+
+
+@pytest.fixture
+def bins() -> Path:
+    assert _BIN_DIR is not None
+    return Path(_BIN_DIR)
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch) -> Path:
+    """An empty HOME, and no credential, endpoint or config dir in the environment."""
+    folder = tmp_path / "home"
+    (folder / ".gemini").mkdir(parents=True)
+    (folder / ".copilot").mkdir()
+    monkeypatch.setenv("HOME", str(folder))
+    for name in ("XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", *CREDENTIAL_ENV):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("COPILOT_AUTO_UPDATE", "false")
+    return folder
+
+
+@pytest.fixture
+def capture() -> HTTPServer:
+    """A server on 127.0.0.1 that records every request and answers 400 (so a CLI gives up at once)."""
+    server = HTTPServer(host="127.0.0.1", port=0)
+    error = {"error": {"code": 400, "message": "capture server: recorded", "status": "INVALID_ARGUMENT"}}
+    server.expect_request(re.compile(r"/v1beta/models/.*")).respond_with_json(error, status=400)
+    server.expect_request("/v1/chat/completions").respond_with_json(error, status=400)
+    server.start()
+    yield server
+    server.clear()
+    if server.is_running():
+        server.stop()
+
+
+def bodies(server: HTTPServer, path_start: str) -> list[str]:
+    return [request.get_data(as_text=True) for request, _response in server.log if request.path.startswith(path_start)]
+
+
+def request(text: str = "Say hello.") -> ChatRequest:
+    return ChatRequest(role="target", messages=[ChatMessage(role="system", content="You follow SKILL.md."),
+                                                ChatMessage(role="user", content=text)])
+
+
+def run(argv: list, cwd: Path, stdin: str = "hello", timeout_s: float = 90.0, env: dict | None = None):
+    return run_contained([str(part) for part in argv], stdin_text=stdin, cwd=str(cwd), timeout_s=timeout_s,
+                         env={**os.environ, **(env or {})})
+
+
+def help_text(argv: list, cwd: Path) -> str:
+    outcome = run(argv, cwd, stdin="")
+    assert outcome.returncode == 0, outcome.stderr
+    return outcome.stdout
+
+
+def plant_mcp(home: Path) -> Path:
+    script = home / "mcp.sh"
+    script.write_text(f"#!/bin/sh\ntouch {home / 'mcp-ran'}\nsleep 5\n", encoding="utf-8")
+    script.chmod(0o755)
+    return script
+
+
+# --------------------------------------------------------------------------- gemini
+
+
+def plant_gemini_home(home: Path) -> None:
+    """The user's global memory and an MCP server (leaving a trace if started), logged in with an API key."""
+    (home / ".gemini" / "GEMINI.md").write_text(f"# My rules\n\n{PLANTED_RULE}\n", encoding="utf-8")
+    settings = {"security": {"auth": {"selectedType": "gemini-api-key"}},
+                "mcpServers": {"planted": {"command": str(plant_mcp(home))}}}
+    (home / ".gemini" / "settings.json").write_text(json.dumps(settings), encoding="utf-8")
+
+
+def point_gemini_at(capture: HTTPServer, monkeypatch) -> None:
+    monkeypatch.setenv("GEMINI_API_KEY", "capture-only")
+    monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", capture.url_for("/").rstrip("/"))
+
+
+def test_every_gemini_flag_is_in_the_real_help_and_the_real_binary_fails_only_for_the_missing_login(bins, home):
+    shown = help_text([bins / "gemini", "--help"], home)
+    for flag in ["--prompt", "--output-format", "--skip-trust", "--model"]:
+        assert f"{flag} " in shown, f"gemini --help does not list {flag}"
+    assert "-p, --prompt" in shown and '"json"' in shown
+
+    result = GeminiCLIBackend(binary=str(bins / "gemini"), model=GEMINI_MODEL, max_retries=2).chat(request())
+
+    assert result.error_kind == "fatal", result.error
+    assert "unknown argument" not in result.error.lower()
+    assert "Please set an Auth method" in result.error and "GEMINI_API_KEY" in result.fix
+    assert result.attempts == 1
+
+
+def test_gemini_replay_sends_only_our_system_prompt_no_tools_and_never_the_users_gemini_md(
+        bins, home, capture, monkeypatch):
+    plant_gemini_home(home)
+    point_gemini_at(capture, monkeypatch)
+
+    result = GeminiCLIBackend(binary=str(bins / "gemini"), model=GEMINI_MODEL, max_retries=0,
+                              timeout_s=90).chat(request())
+
+    assert not result.ok  # the capture server answers 400
+    sent = bodies(capture, "/v1beta/models/")
+    assert sent, result.error
+    assert all("PLANTED-RULE-42" not in body for body in sent)
+    main = json.loads(sent[-1])
+    assert main["systemInstruction"]["parts"][0]["text"] == "You follow SKILL.md."  # ours replaces the default one
+    assert all(tool.get("functionDeclarations", []) == [] for tool in main.get("tools", []))
+    assert "automated replay call made by skillopt-sleep" in json.dumps(main["contents"])  # the marker survives
+    assert not (home / "mcp-ran").exists()
+    assert not list((home / ".gemini").glob("tmp/*/chats/*"))  # the session was written in the scratch home
+
+
+def test_without_the_scratch_home_the_planted_gemini_md_and_mcp_server_do_reach_the_replay(
+        bins, home, capture, monkeypatch, tmp_path):
+    """The control: the plain CLI sends the planted rule and starts the MCP server, so the test above is not vacuous."""
+    plant_gemini_home(home)
+    point_gemini_at(capture, monkeypatch)
+    work = tmp_path / "work"
+    work.mkdir()
+
+    run([bins / "gemini", *GEMINI_FLAGS, "--model", GEMINI_MODEL], work)
+
+    assert any("PLANTED-RULE-42" in body for body in bodies(capture, "/v1beta/models/"))
+    assert (home / "mcp-ran").exists()
+
+
+# --------------------------------------------------------------------------- copilot
+
+
+def plant_copilot_home(home: Path) -> None:
+    (home / ".copilot" / "copilot-instructions.md").write_text(f"# My rules\n\n{PLANTED_RULE}\n", encoding="utf-8")
+    servers = {"mcpServers": {"planted": {"type": "local", "command": str(plant_mcp(home)), "args": [],
+                                          "tools": ["*"]}}}
+    (home / ".copilot" / "mcp-config.json").write_text(json.dumps(servers), encoding="utf-8")
+
+
+def point_copilot_at(capture: HTTPServer, monkeypatch) -> None:
+    monkeypatch.setenv("COPILOT_PROVIDER_BASE_URL", capture.url_for("/v1"))
+    monkeypatch.setenv("COPILOT_PROVIDER_API_KEY", "capture-only")
+
+
+def test_every_copilot_flag_is_in_the_real_help_and_the_real_binary_fails_only_for_the_missing_login(bins, home):
+    shown = help_text([bins / "copilot", "--help"], home)
+    for flag in [*(flag.split("=")[0] for flag in COPILOT_FLAGS if flag.startswith("-")), "--usage-output-file",
+                 "--disable-mcp-server", "--model"]:
+        assert f"{flag} " in shown or f"{flag}\n" in shown, f"copilot --help does not list {flag}"
+    assert "text, json" in shown  # the values of --output-format
+
+    result = CopilotCLIBackend(binary=str(bins / "copilot"), model="gpt-4.1", max_retries=2).chat(request())
+
+    assert result.error_kind == "fatal", result.error
+    assert "unexpected argument" not in result.error
+    assert "No authentication information found" in result.error and "copilot login" in result.fix
+    assert result.attempts == 1
+
+
+def test_copilot_replay_sends_no_personal_instructions_no_tools_and_starts_no_mcp_server(
+        bins, home, capture, monkeypatch):
+    plant_copilot_home(home)
+    point_copilot_at(capture, monkeypatch)
+
+    result = CopilotCLIBackend(binary=str(bins / "copilot"), model="gpt-4.1", max_retries=0,
+                               timeout_s=90).chat(request())
+
+    assert not result.ok
+    sent = bodies(capture, "/v1/chat/completions")
+    assert sent, result.error  # the real binary parsed our whole argv and sent the request
+    assert all("PLANTED-RULE-42" not in body for body in sent)
+    main = json.loads(sent[-1])
+    assert not main.get("tools")
+    assert any("You follow SKILL.md." in body and "automated replay call made by skillopt-sleep" in body
+               for body in sent)
+    assert not (home / "mcp-ran").exists()
+
+
+def test_without_our_flags_copilot_does_send_the_planted_instructions_and_start_the_mcp_server(
+        bins, home, capture, monkeypatch, tmp_path):
+    """The control of the test above."""
+    plant_copilot_home(home)
+    point_copilot_at(capture, monkeypatch)
+    work = tmp_path / "work"
+    work.mkdir()
+
+    run([bins / "copilot", "--output-format", "json", "--no-auto-update", "--model", "gpt-4.1"], work)
+
+    assert any("PLANTED-RULE-42" in body for body in bodies(capture, "/v1/chat/completions"))
+    assert (home / "mcp-ran").exists()
+
+
+# --------------------------------------------------------------------------- no login: a loud, immediate stop
+
+
+def run_now(project: Path, claude_home: Path, backend: str, bins: Path):
+    env = {**os.environ, "PYTHONPATH": str(REPO), "NO_COLOR": "1", "SKILLOPT_SLEEP_MAX_RETRIES": "2",
+           f"SKILLOPT_SLEEP_{backend.upper()}_BIN": str(bins / backend)}
+    command = [sys.executable, "-m", "skillopt_sleep", "run-now", "--scope", "project", "--lookback-hours", "0",
+               "--source", "claude", "--claude-home", str(claude_home), "--project", str(project),
+               "--backend", backend, "--json"]
+    return subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=project, env=env)
+
+
+@pytest.mark.parametrize(("backend", "login_words"), [
+    ("gemini", ("gemini", "GEMINI_API_KEY")),
+    ("copilot", ("copilot login", "GH_TOKEN")),
+])
+def test_a_night_without_a_login_stops_at_once_with_backend_error_exit_2_and_the_login_fix(
+        bins, home, tmp_path, backend, login_words):
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "CLAUDE.md").write_text("# Web app\n\nHand-written notes.\n", encoding="utf-8")
+    claude_home = tmp_path / "harvested-claude"
+    write_claude_sessions(claude_home, project, PNPM_CONVERSATIONS)
+
+    started = time.monotonic()
+    completed = run_now(project, claude_home, backend, bins)
+    elapsed = time.monotonic() - started
+
+    assert completed.returncode == 2, completed.stdout + completed.stderr
+    report = json.loads(completed.stdout)
+    diagnostics = json.loads((Path(report["night_dir"]) / "diagnostics.json").read_text(encoding="utf-8"))
+    assert diagnostics["status"] == report["status"] == "backend_error"
+    assert diagnostics["harvest"]["sessions_harvested"] == len(PNPM_CONVERSATIONS)
+    for word in login_words:
+        assert word in diagnostics["failure"]["fix"]
+    assert "not logged in" in diagnostics["failure"]["reason"].lower()
+    assert diagnostics["gate"] is None and "0.0 -> 0.0" not in diagnostics["summary"]
+    assert diagnostics["train_results"] == []
+    assert all(error["attempts"] == 1 for error in diagnostics["errors"] if "attempts" in error)  # fatal: no retry
+    assert elapsed < PROMPT_STOP_S
+
+
+# --------------------------------------------------------------------------- the version check
+
+
+@pytest.mark.parametrize("backend_class", [GeminiCLIBackend, CopilotCLIBackend])
+def test_the_pinned_cli_reads_as_not_older_than_the_tested_version(bins, home, backend_class):
+    backend = backend_class(binary=str(bins / backend_class.name))
+
+    assert installed_version(backend.binary) == backend.tested_version  # the pin and the constant agree
+    assert backend.version_note() == ""
