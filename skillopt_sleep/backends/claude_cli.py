@@ -59,8 +59,6 @@ from skillopt_sleep.backends.subprocess_call import (
     estimate_tokens,
     find_binary,
     matches_any,
-    missing_binary_fix,
-    missing_binary_message,
     render_prompt,
     run_contained,
     scratch_dirs,
@@ -97,7 +95,6 @@ _FATAL_ERRORS = compile_patterns(
 )
 _LOGIN_FIX = ("log in to Claude Code: run `claude auth login` (or /login inside `claude`), or `claude setup-token` "
               "for a long-lived token, or set ANTHROPIC_API_KEY; then run the night again")
-_INSTALL_HINT = "Install Claude Code (npm install -g @anthropic-ai/claude-code)"
 
 
 class ClaudeCLIBackend(AgentCLIBackend):
@@ -117,6 +114,9 @@ class ClaudeCLIBackend(AgentCLIBackend):
 
     name = "claude"
     runs_tools = False
+    binary_setting = "claude_bin"
+    binary_label = "Claude Code binary"
+    install_hint = "Install Claude Code (npm install -g @anthropic-ai/claude-code)"
     tested_version = TESTED_VERSION
     update_hint = "update Claude Code (`claude update`)"
 
@@ -158,10 +158,7 @@ class ClaudeCLIBackend(AgentCLIBackend):
         model = self.model_for(request.role)
         path = find_binary(self.binary)
         if path is None:
-            return ChatResult(error=missing_binary_message(self.binary, setting="claude_bin",
-                                                           install_hint=_INSTALL_HINT),
-                              error_kind="fatal", model=model,
-                              fix=missing_binary_fix(self.binary, setting="claude_bin", install_hint=_INSTALL_HINT))
+            return self.missing_binary_result(model)
         prompt = render_prompt(request, with_system=not self.base_url)
         return chat_with_retries(lambda: self._attempt(path, prompt, request), model=model,
                                  max_retries=self.max_retries, backoff_base_s=self.backoff_base_s)
@@ -178,9 +175,7 @@ class ClaudeCLIBackend(AgentCLIBackend):
                 outcome = run_contained(argv, stdin_text=prompt, cwd=work_dir, timeout_s=self.timeout_s,
                                         env=child_environment(drop=DROPPED_ENV, extra=self.endpoint_environment()))
             except OSError as exc:
-                raise AttemptFailed(f"cannot start {argv[0]}: {exc}; check claude_bin", "fatal",
-                                    fix=f"set claude_bin to an executable Claude Code binary ({argv[0]} cannot "
-                                        "be started)") from None
+                raise self.start_failed(argv[0], exc) from None
         text, usage = read_reply(outcome, timeout_s=self.timeout_s, prompt=prompt, endpoint=self.base_url)
         if request.json_schema is not None:
             text = structured_text(text)

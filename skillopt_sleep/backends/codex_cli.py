@@ -62,8 +62,6 @@ from skillopt_sleep.backends.subprocess_call import (
     estimate_tokens,
     find_binary,
     matches_any,
-    missing_binary_fix,
-    missing_binary_message,
     render_prompt,
     run_contained,
     scratch_dirs,
@@ -112,7 +110,6 @@ _FATAL_ERRORS = compile_patterns(
 _ERROR_LINE = compile_patterns(r"error|fail|denied|unauthori|not logged|log ?in|\b40[13]\b|unexpected|invalid")[0]
 _LOGIN_FIX = ("run `codex login` in a terminal (or `printenv OPENAI_API_KEY | codex login --with-api-key`, or set "
               "CODEX_API_KEY), then run the night again")
-_INSTALL_HINT = "Install the Codex CLI (npm install -g @openai/codex)"
 
 
 class CodexCLIBackend(AgentCLIBackend):
@@ -131,6 +128,9 @@ class CodexCLIBackend(AgentCLIBackend):
 
     name = "codex"
     runs_tools = False
+    binary_setting = "codex_bin"
+    binary_label = "Codex CLI binary"
+    install_hint = "Install the Codex CLI (npm install -g @openai/codex)"
     tested_version = TESTED_VERSION
     update_hint = "update the Codex CLI (npm install -g @openai/codex)"
 
@@ -190,10 +190,7 @@ class CodexCLIBackend(AgentCLIBackend):
         model = self.model_for(request.role)
         path = find_binary(self.binary)
         if path is None:
-            return ChatResult(error=missing_binary_message(self.binary, setting="codex_bin",
-                                                           install_hint=_INSTALL_HINT),
-                              error_kind="fatal", model=model,
-                              fix=missing_binary_fix(self.binary, setting="codex_bin", install_hint=_INSTALL_HINT))
+            return self.missing_binary_result(model)
         not_logged_in = self.login_problem(path)
         if not_logged_in:
             return ChatResult(error=not_logged_in, error_kind="fatal", model=model, fix=_LOGIN_FIX)
@@ -214,9 +211,7 @@ class CodexCLIBackend(AgentCLIBackend):
                 outcome = run_contained(argv, stdin_text=prompt, cwd=work_dir, timeout_s=self.timeout_s,
                                         env=child_environment())
             except OSError as exc:
-                raise AttemptFailed(f"cannot start {path}: {exc}; check codex_bin", "fatal",
-                                    fix=f"set codex_bin to an executable Codex CLI binary ({path} cannot be "
-                                        "started)") from None
+                raise self.start_failed(path, exc) from None
             last_message = _read_text(last_message_path)
         text = read_reply(outcome, last_message, timeout_s=self.timeout_s, prompt=prompt, endpoint=self.base_url)
         if request.json_schema is not None:

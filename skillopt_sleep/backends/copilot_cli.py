@@ -51,8 +51,6 @@ from skillopt_sleep.backends.subprocess_call import (
     estimate_tokens,
     find_binary,
     matches_any,
-    missing_binary_fix,
-    missing_binary_message,
     render_prompt,
     run_contained,
     scratch_dirs,
@@ -85,7 +83,6 @@ _FATAL_ERRORS = compile_patterns(
 _LOGIN_FIX = ("log in to the GitHub Copilot CLI: run `copilot login` (or /login inside `copilot`), or `gh auth login`, "
               "or set COPILOT_GITHUB_TOKEN (or GH_TOKEN / GITHUB_TOKEN) to a token with Copilot access; then run the "
               "night again")
-_INSTALL_HINT = "Install the GitHub Copilot CLI (npm install -g @github/copilot)"
 
 
 class CopilotCLIBackend(AgentCLIBackend):
@@ -105,6 +102,9 @@ class CopilotCLIBackend(AgentCLIBackend):
 
     name = "copilot"
     runs_tools = False
+    binary_setting = "copilot_bin"
+    binary_label = "Copilot CLI"
+    install_hint = "Install the GitHub Copilot CLI (npm install -g @github/copilot)"
     tested_version = TESTED_VERSION
     update_hint = "update the Copilot CLI (`copilot update`, or npm install -g @github/copilot)"
 
@@ -132,10 +132,7 @@ class CopilotCLIBackend(AgentCLIBackend):
         model = self.model_for(request.role)
         path = find_binary(self.binary)
         if path is None:
-            return ChatResult(error=missing_binary_message(self.binary, setting="copilot_bin",
-                                                           install_hint=_INSTALL_HINT),
-                              error_kind="fatal", model=model,
-                              fix=missing_binary_fix(self.binary, setting="copilot_bin", install_hint=_INSTALL_HINT))
+            return self.missing_binary_result(model)
         prompt = render_prompt(request)
         return chat_with_retries(lambda: self._attempt(path, prompt, request), model=model,
                                  max_retries=self.max_retries, backoff_base_s=self.backoff_base_s)
@@ -148,9 +145,7 @@ class CopilotCLIBackend(AgentCLIBackend):
                 outcome = run_contained(argv, stdin_text=prompt, cwd=work_dir, timeout_s=self.timeout_s,
                                         env=child_environment(drop=DROPPED_ENV))
             except OSError as exc:
-                raise AttemptFailed(f"cannot start {path}: {exc}; check copilot_bin", "fatal",
-                                    fix=f"set copilot_bin to an executable Copilot CLI ({path} cannot be "
-                                        "started)") from None
+                raise self.start_failed(path, exc) from None
             usage = read_usage(usage_path)
         text = read_reply(outcome, timeout_s=self.timeout_s, prompt=prompt)
         if request.json_schema is not None:

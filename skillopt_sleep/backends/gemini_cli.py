@@ -46,8 +46,6 @@ from skillopt_sleep.backends.subprocess_call import (
     estimate_tokens,
     find_binary,
     matches_any,
-    missing_binary_fix,
-    missing_binary_message,
     render_prompt,
     run_contained,
     scratch_dirs,
@@ -82,7 +80,6 @@ _FATAL_ERRORS = compile_patterns(
 _LOGIN_FIX = ("log in to the Gemini CLI: run `gemini` in a terminal once and choose \"Sign in with Google\", or set "
               "GEMINI_API_KEY (or Vertex AI: GOOGLE_GENAI_USE_VERTEXAI=true with GOOGLE_API_KEY); then run the night "
               "again")
-_INSTALL_HINT = "Install the Gemini CLI (npm install -g @google/gemini-cli)"
 
 
 class GeminiCLIBackend(AgentCLIBackend):
@@ -101,6 +98,9 @@ class GeminiCLIBackend(AgentCLIBackend):
 
     name = "gemini"
     runs_tools = False
+    binary_setting = "gemini_bin"
+    binary_label = "Gemini CLI"
+    install_hint = "Install the Gemini CLI (npm install -g @google/gemini-cli)"
     tested_version = TESTED_VERSION
     update_hint = "update the Gemini CLI (npm install -g @google/gemini-cli)"
 
@@ -127,10 +127,7 @@ class GeminiCLIBackend(AgentCLIBackend):
         model = self.model_for(request.role)
         path = find_binary(self.binary)
         if path is None:
-            return ChatResult(error=missing_binary_message(self.binary, setting="gemini_bin",
-                                                           install_hint=_INSTALL_HINT),
-                              error_kind="fatal", model=model,
-                              fix=missing_binary_fix(self.binary, setting="gemini_bin", install_hint=_INSTALL_HINT))
+            return self.missing_binary_result(model)
         system, prompt = split_prompt(request)
         argv = self.command(path, request.role)
         return chat_with_retries(lambda: self._attempt(argv, system, prompt, request), model=model,
@@ -146,9 +143,7 @@ class GeminiCLIBackend(AgentCLIBackend):
             try:
                 outcome = run_contained(argv, stdin_text=prompt, cwd=work_dir, timeout_s=self.timeout_s, env=env)
             except OSError as exc:
-                raise AttemptFailed(f"cannot start {argv[0]}: {exc}; check gemini_bin", "fatal",
-                                    fix=f"set gemini_bin to an executable Gemini CLI ({argv[0]} cannot be "
-                                        "started)") from None
+                raise self.start_failed(argv[0], exc) from None
         text, usage = read_reply(outcome, timeout_s=self.timeout_s, prompt=prompt)
         if request.json_schema is not None:
             text = structured_text(text)

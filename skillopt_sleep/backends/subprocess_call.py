@@ -68,7 +68,8 @@ logger = logging.getLogger("skillopt_sleep.backends")
 
 
 class AgentCLIBackend:
-    """What the ``claude`` and ``codex`` backends share: the binary, the models per role, retries and timeout.
+    """What the agent CLI backends (``claude``, ``codex``, ``gemini``, ``copilot``) share: the binary, the models
+    per role, retries and timeout, and the failures of a binary that is missing or cannot be started.
 
     model: the model for the ``target`` role (None = the CLI's own default); optimizer_model: the model for the
     other roles (None = ``model``). timeout_s: seconds per call; backoff_base_s: seconds of the first retry wait.
@@ -98,6 +99,26 @@ class AgentCLIBackend:
     def model_for(self, role: Role) -> str:
         """The model passed to the CLI for ``role``, or ``"default"`` (the CLI's configured default)."""
         return self._configured_model(role) or DEFAULT_MODEL_LABEL
+
+    #: The config key naming the binary, what the fix calls it, and how to install it.
+    binary_setting = "agent_bin"
+    binary_label = "agent CLI"
+    install_hint = "Install the agent CLI"
+
+    def missing_binary_result(self, model: str) -> ChatResult:
+        """The fatal ``ChatResult`` of a call whose binary cannot be found (the message and fix name
+        ``binary_setting``)."""
+        return ChatResult(error=missing_binary_message(self.binary, setting=self.binary_setting,
+                                                       install_hint=self.install_hint),
+                          error_kind="fatal", model=model,
+                          fix=missing_binary_fix(self.binary, setting=self.binary_setting,
+                                                 install_hint=self.install_hint))
+
+    def start_failed(self, program: str, exc: OSError) -> AttemptFailed:
+        """The fatal ``AttemptFailed`` of a binary that was found but cannot be started (raise it ``from None``)."""
+        return AttemptFailed(f"cannot start {program}: {exc}; check {self.binary_setting}", "fatal",
+                             fix=f"set {self.binary_setting} to an executable {self.binary_label} ({program} "
+                                 "cannot be started)")
 
     #: The CLI version the flags were tested with (``.ci/install-agent-clis`` pins it); None: no check.
     tested_version: str | None = None
