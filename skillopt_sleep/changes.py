@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from skillopt_sleep.engine.edits import BLOCK_HEADING, managed_block
+from skillopt_sleep.engine.edits import block_rule_lines
 from skillopt_sleep.models import Diagnostics, FileChange
 
 if TYPE_CHECKING:
@@ -27,9 +27,8 @@ QUOTE_CHARS = 60
 
 
 def rule_lines(text: str) -> list[str]:
-    """The rule lines of a document's managed block: non-blank lines other than the block heading, in order."""
-    return [line.strip() for line in managed_block(text).splitlines()
-            if line.strip() and line.strip() != BLOCK_HEADING]
+    """The rule lines of a document's managed block (``edits.block_rule_lines``), in order."""
+    return [line for _, line in block_rule_lines(text)]
 
 
 def file_changes(project: Path, documents: dict[str, Document], staged: dict[str, str],

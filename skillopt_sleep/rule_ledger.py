@@ -34,7 +34,7 @@ from pydantic import BaseModel, Field
 from skillopt_sleep.adopt import adopt_night, night_sort_key
 from skillopt_sleep.documents import (DEFAULT_SKILL_PATH, MEMORY_FILES, Document, check_target, read_document,
                                       sha256_text, stage_proposal)
-from skillopt_sleep.engine.edits import BLOCK_BEGIN, BLOCK_END, BLOCK_HEADING
+from skillopt_sleep.engine.edits import block_rule_lines
 from skillopt_sleep.errors import SleepError
 from skillopt_sleep.fsio import read_json, write_json_atomic
 from skillopt_sleep.models import EditRecord, TaskRecord
@@ -97,21 +97,6 @@ def managed_files(project: Path, *, skill_path: str | None = None, memory_path: 
         if path.is_file() and all(path != known for _, known in out):
             check_target(project, path)
             out.append((kind, path))
-    return out
-
-
-def block_lines(text: str) -> list[tuple[int, str]]:
-    """(1-based line number, stripped text) of each rule line inside the managed block: not blank, not the
-    block's heading or markers."""
-    out, inside = [], False
-    for number, line in enumerate(text.splitlines(), 1):
-        stripped = line.strip()
-        if stripped == BLOCK_BEGIN:
-            inside = True
-        elif stripped == BLOCK_END:
-            inside = False
-        elif inside and stripped and stripped != BLOCK_HEADING:
-            out.append((number, stripped))
     return out
 
 
@@ -187,7 +172,7 @@ def list_rules(project: Path, paths: ProjectPaths, *, stale_after_nights: int = 
     for kind, path in managed_files(project, skill_path=skill_path, memory_path=memory_path):
         name = str(path.relative_to(project))
         lines += [RuleLocation(file=name, kind=kind, line=number, text=text)
-                  for number, text in block_lines(read_document(path))]
+                  for number, text in block_rule_lines(read_document(path))]
     archived: list[dict[str, Any]] = []
     if paths.archive.exists():
         archive = TaskArchive(paths.archive)

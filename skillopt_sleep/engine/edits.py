@@ -106,6 +106,26 @@ def managed_block(document: str) -> str:
     return "\n".join(_tidy(block.lines)) if block else ""
 
 
+def block_rule_lines(document: str) -> list[tuple[int, str]]:
+    """(1-based line number in ``document``, stripped text) of each rule line of the managed block: not blank, not
+    the block's heading. [] when the document has no block or a malformed one."""
+    try:
+        if _find_block(document) is None:
+            return []
+    except ValueError:
+        return []
+    out, inside = [], False
+    for number, line in enumerate(document.splitlines(), 1):
+        stripped = line.strip()
+        if stripped == BLOCK_BEGIN:
+            inside = True
+        elif stripped == BLOCK_END:
+            inside = False
+        elif inside and stripped and stripped != BLOCK_HEADING:
+            out.append((number, stripped))
+    return out
+
+
 def ensure_block(document: str) -> str:
     """Return ``document`` with a managed block: unchanged when it has one, else with an empty block
     appended at the end (after one blank line). Raises ValueError for malformed markers."""
