@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from skillopt_sleep.engine.edits import block_rule_lines
 from skillopt_sleep.models import Diagnostics, FileChange
+from skillopt_sleep.provenance import is_blocked
 
 if TYPE_CHECKING:
     from skillopt_sleep.documents import Document
@@ -95,8 +96,7 @@ def nothing_changed_reason(diagnostics: Diagnostics) -> str:
         return "the night's call or token budget ran out before a decision"
     proposed = [edit for edit in diagnostics.edits if edit.status == "applied"]
     if not proposed:
-        blocked = sum(1 for edit in diagnostics.edits if edit.reason and edit.reason.startswith(
-            ("no_user_provenance", "secret")))
+        blocked = sum(1 for edit in diagnostics.edits if is_blocked(edit))
         if blocked:
             return f"the only proposals were blocked ({blocked} named something you never typed)"
         train, kept = diagnostics.tasks.get("train", 0), diagnostics.tasks.get("not_replayable", 0)

@@ -90,7 +90,9 @@ def managed_files(project: Path, *, skill_path: str | None = None, memory_path: 
     candidates = [("skill", skill_path or DEFAULT_SKILL_PATH)]
     if memory_path:
         candidates.append(("memory", memory_path))
-    candidates += [("memory" if agent == "claude" else f"memory:{agent}", name) for agent, name in MEMORY_FILES.items()]
+    # CLAUDE.md is "memory" unless memory_path names another file (kinds key the documents of a forget: unique)
+    candidates += [("memory" if agent == "claude" and not memory_path else f"memory:{agent}", name)
+                   for agent, name in MEMORY_FILES.items()]
     out: list[tuple[str, Path]] = []
     for kind, name in candidates:
         path = project / name
@@ -104,10 +106,15 @@ def _learned_id(line: str) -> str:
     return "l-" + hashlib.sha256(text_key(line)[1].encode()).hexdigest()[:10]
 
 
-def _matches(entry: dict[str, Any], line: str) -> bool:
+def _demands(entry: dict[str, Any]) -> set[tuple[str, str]]:
+    """What an archived or forgotten rule demands: its check keys and the words of its text and phrasings
+    (``rulebook.text_key``), the same identity ``rulebook.stating_line`` matches on."""
     keys = {tuple(key) for key in entry.get("keys") or []}
-    words = {text_key(phrasing) for phrasing in [entry.get("text") or "", *(entry.get("phrasings") or [])]}
-    return bool((keys | words) & (line_keys(line) | {text_key(line)}))
+    return keys | {text_key(phrasing) for phrasing in [entry.get("text"), *(entry.get("phrasings") or [])] if phrasing}
+
+
+def _matches(entry: dict[str, Any], line: str) -> bool:
+    return bool(_demands(entry) & (line_keys(line) | {text_key(line)}))
 
 
 # --------------------------------------------------------------------------- forgotten rules
@@ -137,8 +144,7 @@ def drop_forgotten(rules: list[StatedRule], tasks: list[TaskRecord], paths: Proj
     kept = []
     for rule in rules:
         wanted = rule.key_set | {text_key(phrasing) for phrasing in rule.phrasings}
-        entry = next((f for f in forgotten if {tuple(k) for k in f.get("keys") or []} & wanted
-                      or text_key(f.get("text") or "") in wanted), None)
+        entry = next((f for f in forgotten if _demands(f) & wanted), None)
         if entry is None:
             kept.append(rule)
             continue

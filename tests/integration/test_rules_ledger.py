@@ -129,3 +129,16 @@ def test_a_rule_no_task_has_tested_for_stale_after_nights_is_stale_and_kept(worl
     assert (rule.nights_unexercised, rule.stale, rule.status) == (1, True, "adopted")
     assert list_rules(project, paths, stale_after_nights=2)[0].stale is False
     assert "pnpm" in (project / "CLAUDE.md").read_text(encoding="utf-8")  # shown as stale, never deleted
+
+
+def test_each_managed_file_has_its_own_kind_also_when_memory_path_names_another_file(tmp_path):
+    from skillopt_sleep.rule_ledger import managed_files
+
+    (tmp_path / "CLAUDE.md").write_text("x\n", encoding="utf-8")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "RULES.md").write_text("y\n", encoding="utf-8")
+    (tmp_path / "GEMINI.md").write_text("z\n", encoding="utf-8")
+    found = managed_files(tmp_path, memory_path="docs/RULES.md")
+    assert [(kind, path.name) for kind, path in found] == [
+        ("memory", "RULES.md"), ("memory:claude", "CLAUDE.md"), ("memory:gemini", "GEMINI.md")]
+    assert [kind for kind, _ in managed_files(tmp_path)] == ["memory", "memory:gemini"]
