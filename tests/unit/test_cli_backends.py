@@ -11,10 +11,10 @@ import logging
 import os
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from fake_agents import FakeAgents, install_fake_agents
 
 from skillopt_sleep.backends.base import SESSION_MARKER, CallLedger, ChatMessage, ChatRequest
 from skillopt_sleep.backends.claude_cli import CLAUDE_FLAGS, ClaudeCLIBackend, claude_logged_in
@@ -22,47 +22,12 @@ from skillopt_sleep.backends.codex_cli import CODEX_FLAGS, CodexCLIBackend, code
 from skillopt_sleep.backends.subprocess_call import find_binary, render_prompt, run_contained
 from skillopt_sleep.errors import BackendError
 
-FAKE_BINS = Path(__file__).parents[1] / "fixtures" / "fake_bins"
 BACKENDS = {"claude": ClaudeCLIBackend, "codex": CodexCLIBackend}
-
-
-@dataclass
-class FakeAgents:
-    bin_dir: Path
-    record: Path
-    pids_file: Path
-    monkeypatch: pytest.MonkeyPatch
-
-    def mode(self, mode: str, **env: str) -> None:
-        self.monkeypatch.setenv("FAKE_AGENT_MODE", mode)
-        for key, value in env.items():
-            self.monkeypatch.setenv(key, value)
-
-    def calls(self) -> list[dict]:
-        if not self.record.exists():
-            return []
-        return [json.loads(line) for line in self.record.read_text().splitlines()]
-
-    def pids(self) -> list[int]:
-        return [int(pid) for line in self.pids_file.read_text().splitlines() for pid in line.split()]
 
 
 @pytest.fixture
 def fake_agents(tmp_path, monkeypatch) -> FakeAgents:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    for name in ("claude", "codex"):
-        body = (FAKE_BINS / name).read_text(encoding="utf-8").split("\n", 1)[1]
-        target = bin_dir / name
-        target.write_text(f"#!{sys.executable}\n{body}", encoding="utf-8")  # this interpreter, whatever PATH says
-        target.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
-    monkeypatch.setenv("FAKE_AGENT_RECORD", str(tmp_path / "record.jsonl"))
-    monkeypatch.setenv("FAKE_AGENT_PIDS", str(tmp_path / "pids.txt"))
-    monkeypatch.setenv("FAKE_AGENT_COUNTER", str(tmp_path / "counter.txt"))
-    monkeypatch.delenv("FAKE_AGENT_MODE", raising=False)
-    monkeypatch.delenv("FAKE_AGENT_REPLY", raising=False)
-    return FakeAgents(bin_dir, tmp_path / "record.jsonl", tmp_path / "pids.txt", monkeypatch)
+    return install_fake_agents(tmp_path, monkeypatch, ["claude", "codex"])
 
 
 def make(name: str, **options):

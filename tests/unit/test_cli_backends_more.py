@@ -9,12 +9,11 @@ from __future__ import annotations
 import json
 import logging
 import os
-import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from fake_agents import FakeAgents, install_fake_agents
 
 from skillopt_sleep.backends import backend_options, get_backend
 from skillopt_sleep.backends.base import SESSION_MARKER, CallLedger, ChatMessage, ChatRequest
@@ -23,54 +22,20 @@ from skillopt_sleep.backends.gemini_cli import DEFAULT_SYSTEM_PROMPT, GEMINI_FLA
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.errors import BackendError
 
-FAKE_BINS = Path(__file__).parents[1] / "fixtures" / "fake_bins"
 BACKENDS = {"gemini": GeminiCLIBackend, "copilot": CopilotCLIBackend}
 LOGIN_WORDS = {"gemini": "GEMINI_API_KEY", "copilot": "copilot login"}
 
 
-@dataclass
-class FakeAgents:
-    bin_dir: Path
-    record: Path
-    pids_file: Path
-    home: Path
-    monkeypatch: pytest.MonkeyPatch
-
-    def mode(self, mode: str, **env: str) -> None:
-        self.monkeypatch.setenv("FAKE_AGENT_MODE", mode)
-        for key, value in env.items():
-            self.monkeypatch.setenv(key, value)
-
-    def calls(self) -> list[dict]:
-        if not self.record.exists():
-            return []
-        return [json.loads(line) for line in self.record.read_text().splitlines()]
-
-    def pids(self) -> list[int]:
-        return [int(pid) for line in self.pids_file.read_text().splitlines() for pid in line.split()]
-
-
 @pytest.fixture
 def fake_agents(tmp_path, monkeypatch) -> FakeAgents:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    for name in BACKENDS:
-        body = (FAKE_BINS / name).read_text(encoding="utf-8").split("\n", 1)[1]
-        target = bin_dir / name
-        target.write_text(f"#!{sys.executable}\n{body}", encoding="utf-8")  # this interpreter, whatever PATH says
-        target.chmod(0o755)
+    agents = install_fake_agents(tmp_path, monkeypatch, list(BACKENDS))
     home = tmp_path / "user-home"
     home.mkdir()
     monkeypatch.setenv("HOME", str(home))
     for name in ("GEMINI_CLI_HOME", "GEMINI_SYSTEM_MD", "COPILOT_HOME", "COPILOT_ALLOW_ALL"):
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
-    monkeypatch.setenv("FAKE_AGENT_RECORD", str(tmp_path / "record.jsonl"))
-    monkeypatch.setenv("FAKE_AGENT_PIDS", str(tmp_path / "pids.txt"))
-    monkeypatch.setenv("FAKE_AGENT_COUNTER", str(tmp_path / "counter.txt"))
-    monkeypatch.delenv("FAKE_AGENT_MODE", raising=False)
-    monkeypatch.delenv("FAKE_AGENT_REPLY", raising=False)
-    return FakeAgents(bin_dir, tmp_path / "record.jsonl", tmp_path / "pids.txt", home, monkeypatch)
+    agents.home = home
+    return agents
 
 
 def make(name: str, **options):
