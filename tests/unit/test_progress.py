@@ -23,8 +23,8 @@ class FakeClock:
         return self.now
 
 
-class Recorder:
-    """A ``Progress`` that keeps what it was told."""
+class Recorder(NullProgress):
+    """A ``Progress`` that keeps the stages, calls and tokens it was told (the rest: ``NullProgress``'s no-ops)."""
 
     def __init__(self) -> None:
         self.stages: list[str] = []
@@ -40,15 +40,6 @@ class Recorder:
 
     def tokens(self, used: int) -> None:
         self.tokens_used = max(self.tokens_used, used)
-
-    def steps(self, done: int, total: int) -> None:
-        pass
-
-    def transfer(self, done: int, total: int | None) -> None:
-        pass
-
-    def note(self, text: str) -> None:
-        pass
 
     def close(self) -> None:
         self.closed = True
