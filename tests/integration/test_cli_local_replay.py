@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from real_agents import BIN_DIR, REPO, skip_unless_installed
 from transcripts import PNPM_CONVERSATIONS, write_claude_sessions
 
 from skillopt_sleep.backends.base import ChatMessage, ChatRequest
@@ -46,10 +47,6 @@ from skillopt_sleep.backends.claude_cli import ClaudeCLIBackend
 from skillopt_sleep.backends.codex_cli import ENDPOINT_FLAGS, CodexCLIBackend
 from skillopt_sleep.marker import SESSION_MARKER
 
-REPO = Path(__file__).resolve().parents[2]
-BIN_ENV = "SKILLOPT_SLEEP_AGENT_CLIS"
-#: Read at import: the autouse ``hermetic_env`` fixture removes every ``SKILLOPT_SLEEP_*`` variable from each test.
-_BIN_DIR = os.environ.get(BIN_ENV)
 #: Most tokens of one reply (the CLIs ask for thousands; a 135M model would ramble to the context's end).
 SHIM_MAX_TOKENS = 48
 #: Variables that would give a CLI a login, a key or an endpoint from the developer's own environment.
@@ -58,17 +55,8 @@ CREDENTIAL_ENV = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_U
 ORIGINAL_MEMORY = "# Web app\n\nHand-written notes: deploy after review.\n"
 
 
-def _skip_reason() -> str | None:
-    if not _BIN_DIR:
-        return (f"{BIN_ENV} is not set: run `export {BIN_ENV}=\"$(.ci/install-agent-clis | tail -1)\"` to run a night "
-                "through the real claude and codex CLIs")
-    missing = [name for name in ("claude", "codex") if not os.access(Path(_BIN_DIR) / name, os.X_OK)]
-    if missing:
-        return f"{BIN_ENV}={_BIN_DIR} has no executable {', '.join(missing)} (rerun .ci/install-agent-clis)"
-    return None
-
-
-pytestmark = [pytest.mark.llama, pytest.mark.skipif(_skip_reason() is not None, reason=_skip_reason() or "")]
+pytestmark = [pytest.mark.llama, skip_unless_installed(("claude", "codex"),
+                                                      "run a night through the real claude and codex CLIs")]
 
 
 # --------------------------------------------------------------------------- the API shim (test code only)
@@ -276,7 +264,7 @@ def run_night(backend: str, shim: ApiShim, base: Path) -> Night:
     write_claude_sessions(harvested, project, PNPM_CONVERSATIONS)
     env = cli_environment(base)
     endpoint = f"{shim.url}/v1" if backend == "codex" else shim.url
-    env.update({f"SKILLOPT_SLEEP_{backend.upper()}_BIN": str(Path(_BIN_DIR or "") / backend),
+    env.update({f"SKILLOPT_SLEEP_{backend.upper()}_BIN": str(Path(BIN_DIR or "") / backend),
                 f"SKILLOPT_SLEEP_{backend.upper()}_BASE_URL": endpoint,
                 f"SKILLOPT_SLEEP_{backend.upper()}_MODEL": "smollm2-135m",
                 "SKILLOPT_SLEEP_MAX_TASKS_PER_NIGHT": "4", "SKILLOPT_SLEEP_LLM_MINE": "false",
@@ -360,7 +348,7 @@ def test_the_sessions_the_real_cli_wrote_are_not_harvested_the_next_night(night)
 def test_the_real_codex_knows_every_endpoint_flag_and_answers_from_the_endpoint(shim, tmp_path):
     """No "ignoring unrecognized configuration" warning: each ``-c`` key and ``--disable``d feature of
     ``ENDPOINT_FLAGS`` exists in the pinned binary (an unknown feature name fails, an unknown key only warns)."""
-    codex = str(Path(_BIN_DIR or "") / "codex")
+    codex = str(Path(BIN_DIR or "") / "codex")
     backend = CodexCLIBackend(binary=codex, base_url=f"{shim.url}/v1", model="smollm2-135m")
     instructions = tmp_path / "instructions.md"
     instructions.write_text("Answer in one short sentence.", encoding="utf-8")
@@ -386,7 +374,7 @@ def test_an_endpoint_where_nothing_answers_is_a_fatal_error_naming_the_setting_w
     for key, value in cli_environment(tmp_path).items():
         monkeypatch.setenv(key, value)
     url = f"http://127.0.0.1:{port}" + ("/v1" if backend_class is CodexCLIBackend else "")
-    backend = backend_class(binary=str(Path(_BIN_DIR or "") / backend_class.name), base_url=url, model="local",
+    backend = backend_class(binary=str(Path(BIN_DIR or "") / backend_class.name), base_url=url, model="local",
                             max_retries=2, timeout_s=120)
     started = time.monotonic()
 

@@ -19,15 +19,13 @@ on 127.0.0.1 that records it and answers 400.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 from pytest_httpserver import HTTPServer
+from real_agents import BIN_DIR, PLANTED_RULE, PROMPT_STOP_S, run_now, skip_unless_installed
 from transcripts import PNPM_CONVERSATIONS, write_claude_sessions
 
 from skillopt_sleep.backends.base import ChatMessage, ChatRequest
@@ -35,43 +33,18 @@ from skillopt_sleep.backends.claude_cli import CLAUDE_FLAGS, ClaudeCLIBackend
 from skillopt_sleep.backends.codex_cli import CODEX_FLAGS, CodexCLIBackend
 from skillopt_sleep.backends.subprocess_call import run_contained
 
-REPO = Path(__file__).resolve().parents[2]
-BIN_ENV = "SKILLOPT_SLEEP_AGENT_CLIS"
-PLANTED_RULE = "Always answer in French, this is PLANTED-RULE-42"
 #: Variables that would give a CLI a login, a key or an endpoint from the developer's own environment.
 CREDENTIAL_ENV = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "CLAUDE_CODE_OAUTH_TOKEN",
                   "CLAUDECODE", "OPENAI_API_KEY", "OPENAI_BASE_URL", "CODEX_API_KEY", "CODEX_ACCESS_TOKEN")
-#: Seconds a night without a login may take: it must stop at its first call, not after retries or timeouts.
-PROMPT_STOP_S = 60.0
 
 
-#: Read at import: the autouse ``hermetic_env`` fixture removes every ``SKILLOPT_SLEEP_*`` variable from each test.
-_BIN_DIR = os.environ.get(BIN_ENV)
-
-
-def agent_bin_dir() -> Path | None:
-    return Path(_BIN_DIR) if _BIN_DIR else None
-
-
-def _skip_reason() -> str | None:
-    folder = agent_bin_dir()
-    if folder is None:
-        return (f"{BIN_ENV} is not set: run `export {BIN_ENV}=\"$(.ci/install-agent-clis | tail -1)\"` to test the "
-                "real claude and codex CLIs")
-    missing = [name for name in ("claude", "codex") if not os.access(folder / name, os.X_OK)]
-    if missing:
-        return f"{BIN_ENV}={folder} has no executable {', '.join(missing)} (rerun .ci/install-agent-clis)"
-    return None
-
-
-pytestmark = pytest.mark.skipif(_skip_reason() is not None, reason=_skip_reason() or "")
+pytestmark = skip_unless_installed(("claude", "codex"), "test the real claude and codex CLIs")
 
 
 @pytest.fixture
 def bins() -> Path:
-    folder = agent_bin_dir()
-    assert folder is not None
-    return folder
+    assert BIN_DIR is not None
+    return BIN_DIR
 
 
 @pytest.fixture
@@ -164,15 +137,6 @@ def test_every_codex_flag_is_in_the_real_help_and_the_real_binary_runs_our_argv_
 
 
 # --------------------------------------------------------------------------- (b) no login: a loud, immediate stop
-
-
-def run_now(project: Path, claude_home: Path, backend: str, bins: Path):
-    env = {**os.environ, "PYTHONPATH": str(REPO), "NO_COLOR": "1", "SKILLOPT_SLEEP_MAX_RETRIES": "2",
-           f"SKILLOPT_SLEEP_{backend.upper()}_BIN": str(bins / backend)}
-    command = [sys.executable, "-m", "skillopt_sleep", "run-now", "--scope", "project", "--lookback-hours", "0",
-               "--source", "claude", "--claude-home", str(claude_home), "--project", str(project),
-               "--backend", backend, "--json"]
-    return subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=project, env=env)
 
 
 @pytest.mark.parametrize(("backend", "login_commands"), [

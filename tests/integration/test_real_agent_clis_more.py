@@ -21,13 +21,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 from pytest_httpserver import HTTPServer
+from real_agents import BIN_DIR, PLANTED_RULE, PROMPT_STOP_S, run_now, skip_unless_installed
 from transcripts import PNPM_CONVERSATIONS, write_claude_sessions
 
 from skillopt_sleep.backends.base import ChatMessage, ChatRequest
@@ -35,40 +34,21 @@ from skillopt_sleep.backends.copilot_cli import COPILOT_FLAGS, CopilotCLIBackend
 from skillopt_sleep.backends.gemini_cli import GEMINI_FLAGS, GeminiCLIBackend
 from skillopt_sleep.backends.subprocess_call import installed_version, run_contained
 
-REPO = Path(__file__).resolve().parents[2]
-BIN_ENV = "SKILLOPT_SLEEP_AGENT_CLIS"
-PLANTED_RULE = "Always answer in French, this is PLANTED-RULE-42"
 #: Variables that would give a CLI a login, a key, an endpoint or a config dir from the developer's environment.
 CREDENTIAL_ENV = ("GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GEMINI_BASE_URL", "GOOGLE_GENAI_USE_VERTEXAI",
                   "GOOGLE_GENAI_USE_GCA", "GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_CLOUD_PROJECT", "GEMINI_CLI_HOME",
                   "GEMINI_SYSTEM_MD", "CLOUD_SHELL", "GH_TOKEN", "GITHUB_TOKEN", "COPILOT_GITHUB_TOKEN", "COPILOT_HOME",
                   "COPILOT_PROVIDER_BASE_URL", "COPILOT_PROVIDER_API_KEY", "COPILOT_MODEL", "COPILOT_ALLOW_ALL",
                   "OPENAI_API_KEY", "OPENAI_BASE_URL")
-#: Seconds a night without a login may take: it must stop at its first call, not after retries or timeouts.
-PROMPT_STOP_S = 60.0
 GEMINI_MODEL = "gemini-2.5-flash"
 
-#: Read at import: the autouse ``hermetic_env`` fixture removes every ``SKILLOPT_SLEEP_*`` variable from each test.
-_BIN_DIR = os.environ.get(BIN_ENV)
-
-
-def _skip_reason() -> str | None:
-    if not _BIN_DIR:
-        return (f"{BIN_ENV} is not set: run `export {BIN_ENV}=\"$(.ci/install-agent-clis | tail -1)\"` to test the "
-                "real gemini and copilot CLIs")
-    missing = [name for name in ("gemini", "copilot") if not os.access(Path(_BIN_DIR) / name, os.X_OK)]
-    if missing:
-        return f"{BIN_ENV}={_BIN_DIR} has no executable {', '.join(missing)} (rerun .ci/install-agent-clis)"
-    return None
-
-
-pytestmark = pytest.mark.skipif(_skip_reason() is not None, reason=_skip_reason() or "")
+pytestmark = skip_unless_installed(("gemini", "copilot"), "test the real gemini and copilot CLIs")
 
 
 @pytest.fixture
 def bins() -> Path:
-    assert _BIN_DIR is not None
-    return Path(_BIN_DIR)
+    assert BIN_DIR is not None
+    return BIN_DIR
 
 
 @pytest.fixture
@@ -253,15 +233,6 @@ def test_without_our_flags_copilot_does_send_the_planted_instructions_and_start_
 
 
 # --------------------------------------------------------------------------- no login: a loud, immediate stop
-
-
-def run_now(project: Path, claude_home: Path, backend: str, bins: Path):
-    env = {**os.environ, "PYTHONPATH": str(REPO), "NO_COLOR": "1", "SKILLOPT_SLEEP_MAX_RETRIES": "2",
-           f"SKILLOPT_SLEEP_{backend.upper()}_BIN": str(bins / backend)}
-    command = [sys.executable, "-m", "skillopt_sleep", "run-now", "--scope", "project", "--lookback-hours", "0",
-               "--source", "claude", "--claude-home", str(claude_home), "--project", str(project),
-               "--backend", backend, "--json"]
-    return subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=project, env=env)
 
 
 @pytest.mark.parametrize(("backend", "login_words"), [
