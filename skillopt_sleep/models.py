@@ -442,7 +442,7 @@ class Diagnostics(_Model):
     memory: dict[str, Any] = Field(default_factory=dict)
     """The archive across nights (``archive.around_step.AcrossNights.report``; the field keeps its name, a
     diagnostics.json format): ``archive`` (search backend, tasks new / recurring / total), ``recalled`` (past
-    train task ids shown to the optimizer), ``ledger`` (the rejected-edit ledger: edits shown as already rejected,
+    train task ids shown to the optimizer), ``meter`` (the rejected-edit ledger: edits shown as already rejected,
     edits blocked), ``slow_update`` and ``dream`` (what they did)."""
     pending: dict[str, Any] | None = None
     """The gate's pending candidate: ``from_night``, ``action`` (``promoted``, ``dropped``, ``kept``, or

@@ -18,7 +18,7 @@ from pathlib import Path
 from skillopt_sleep import __version__
 from skillopt_sleep.adopt import adopt_night
 from skillopt_sleep.archive.around_step import AcrossNights, Outcome
-from skillopt_sleep.backends.base import Budget, CallLedger
+from skillopt_sleep.backends.base import Budget, CallMeter
 from skillopt_sleep.backends.select import choose_backend
 from skillopt_sleep.changes import changes_sentence, file_changes
 from skillopt_sleep.config import SleepConfig
@@ -36,7 +36,7 @@ from skillopt_sleep.lock import take_project_lock
 from skillopt_sleep.mine import MineResult, mine_tasks, wants_miner
 from skillopt_sleep.notify import notify
 from skillopt_sleep.models import Diagnostics, ReplayResult, Scores, TaskRecord
-from skillopt_sleep.progress import NullProgress, Progress, watch_ledger
+from skillopt_sleep.progress import NullProgress, Progress, watch_meter
 from skillopt_sleep.provenance import UserText, blocked_summary, unsupported_lines
 from skillopt_sleep.redact import redact_text
 from skillopt_sleep.retention import prune_nights
@@ -66,7 +66,7 @@ class NightResult:
 
 class _Stages(StageClock):
     """The night's ``StageClock``: each stage, and the step's stages (``step_stage``, ``run_step``'s ``on_stage``),
-    is told to ``progress`` (``progress.Progress``; None: nobody), and so are the ledger's calls (``watch``)."""
+    is told to ``progress`` (``progress.Progress``; None: nobody), and so are the meter's calls (``watch``)."""
 
     def __init__(self, progress: Progress | None = None) -> None:
         self.progress: Progress = progress if progress is not None else NullProgress()
@@ -76,9 +76,9 @@ class _Stages(StageClock):
         if phase == "begin":
             self.progress.stage(name)
 
-    def watch(self, ledger: CallLedger, planned: int | None = None) -> None:
-        """Report the ledger's calls and tokens, out of ``planned`` calls (an estimate: ``_planned_calls``)."""
-        watch_ledger(ledger, self.progress, planned)
+    def watch(self, meter: CallMeter, planned: int | None = None) -> None:
+        """Report the meter's calls and tokens, out of ``planned`` calls (an estimate: ``_planned_calls``)."""
+        watch_meter(meter, self.progress, planned)
 
 
 def _versions() -> dict[str, str]:
@@ -251,7 +251,7 @@ def _run_locked(config: SleepConfig, *, project: Path, paths: ProjectPaths, dry_
 
     # ------------------------------------------------------------------ backend
     choice = choose_backend(config, result.sources)
-    ledger = CallLedger(choice.backend, Budget(
+    meter = CallMeter(choice.backend, Budget(
         max_calls=config.max_calls_per_night, max_tokens=config.max_tokens_per_night,
         max_minutes=config.max_minutes_per_night, max_usd=config.max_usd_per_night,
         usd_per_1k_tokens=config.usd_per_1k_tokens))
@@ -277,24 +277,24 @@ def _run_locked(config: SleepConfig, *, project: Path, paths: ProjectPaths, dry_
         # auto: mine with the optimizer model, except on the simulator and on the tiny embedded model
         llm_mine = config.llm_mine if config.llm_mine is not None else not (choice.name == "mock" or choice.tiny)
         miner_calls = sum(1 for task in tasks if wants_miner(task)) if llm_mine else 0
-        _preflight(ledger, config, train, val, edit_budget=edit_budget, miner_calls=miner_calls,
+        _preflight(meter, config, train, val, edit_budget=edit_budget, miner_calls=miner_calls,
                    dream_calls=len(train) * (1 + config.dream_factor * config.rollouts_k) if config.dream_factor else 0)
-        stages.watch(ledger, _planned_calls(config, train, val, test, edit_budget=edit_budget, miner_calls=miner_calls))
+        stages.watch(meter, _planned_calls(config, train, val, test, edit_budget=edit_budget, miner_calls=miner_calls))
         if miner_calls:
             with stages.stage("mine_llm"):
                 mined = mine_tasks(result.sessions, project=str(project), val_fraction=config.val_fraction,
                                    test_fraction=config.test_fraction, max_tasks=config.max_tasks_per_night,
-                                   miner=make_llm_miner(ledger))
+                                   miner=make_llm_miner(meter))
                 tasks = mined.tasks
                 train, val, test = _replayed(tasks)
-                stages.watch(ledger, _planned_calls(config, train, val, test, edit_budget=edit_budget,
+                stages.watch(meter, _planned_calls(config, train, val, test, edit_budget=edit_budget,
                                                     miner_calls=miner_calls))
                 diagnostics.tasks = _split_counts(tasks)
                 diagnostics.mining = mining_report(mined)
         write_jsonl_atomic(night_dir / "tasks.jsonl", [t.model_dump(mode="json") for t in tasks], mode=0o600)
         cache = ReplayCache(paths.replay_cache)
-        rubric_judge = make_rubric_judge(ledger)
-        replay_kwargs = dict(ledger=ledger, workers=config.workers, cache=cache, rubric_judge=rubric_judge,
+        rubric_judge = make_rubric_judge(meter)
+        replay_kwargs = dict(meter=meter, workers=config.workers, cache=cache, rubric_judge=rubric_judge,
                              seed=config.seed)
         skill_view, memory_view = prompt_view(skill), prompt_view(memory)
 
@@ -303,7 +303,7 @@ def _run_locked(config: SleepConfig, *, project: Path, paths: ProjectPaths, dry_
         settings = StepSettings.from_config(config, edit_budget=edit_budget)
         with stages.stage("memory"):
             prepared = across_nights.before_step(train=train, val=val, test=test, documents=step_documents,
-                                                 settings=settings, ledger=ledger, replay_kwargs=replay_kwargs,
+                                                 settings=settings, meter=meter, replay_kwargs=replay_kwargs,
                                                  rules=drop_forgotten(stated_rules(tasks), tasks, paths),
                                                  tonight_ids={task.id for task in tasks})
 
@@ -315,7 +315,7 @@ def _run_locked(config: SleepConfig, *, project: Path, paths: ProjectPaths, dry_
 
         # -------------------------------------------------------------- the step (engine/step.py)
         step = run_step(train=prepared.train, val=val, documents=prepared.documents, settings=settings,
-                        ledger=prepared.ledger, cache=cache, rubric_judge=rubric_judge,
+                        meter=prepared.meter, cache=cache, rubric_judge=rubric_judge,
                         best_gate_score=state.best_gate_score, context=prepared.context,
                         edit_filter=prepared.edit_filter, rules=prepared.rules, archived_val=prepared.archived_val,
                         val_origins=prepared.val_origins, user_text=user_text, on_stage=stages.step_stage)
@@ -323,7 +323,7 @@ def _run_locked(config: SleepConfig, *, project: Path, paths: ProjectPaths, dry_
                                                          prepared.val_origins),
                                           "archive": sum(1 for task in step.val if task.id in prepared.val_origins),
                                           "archive_available": len(prepared.archived_val)}
-        prepared.ledger.check_alive()  # a dead backend is a backend error, however few calls the night made
+        prepared.meter.check_alive()  # a dead backend is a backend error, however few calls the night made
         for stage, seconds in step.stage_seconds.items():
             stages.seconds[stage] = round(stages.seconds.get(stage, 0.0) + seconds, 3)
         diagnostics.train_results = step.train_results
@@ -362,20 +362,20 @@ def _run_locked(config: SleepConfig, *, project: Path, paths: ProjectPaths, dry_
                     diagnostics.test["candidate"] = _scores(test_results["candidate"], config)
         cache.save()
     except BackendError as exc:
-        diagnostics.cost = ledger.cost_by_role()
-        diagnostics.errors.extend(_redacted(ledger.errors()))
+        diagnostics.cost = meter.cost_by_role()
+        diagnostics.errors.extend(_redacted(meter.errors()))
         diagnostics.failure = {"role": exc.role, "model": exc.model, "backend": exc.backend or choice.name,
                                "kind": exc.kind, "reason": redact_text(exc.message),
                                "fix": redact_text(exc.fix or FALLBACK_BACKEND_FIX)}
         return finish("backend_error", exc.exit_code)
     except BudgetExhausted as exc:
-        diagnostics.cost = ledger.cost_by_role()
-        diagnostics.errors.extend(_redacted(ledger.errors()))
+        diagnostics.cost = meter.cost_by_role()
+        diagnostics.errors.extend(_redacted(meter.errors()))
         diagnostics.failure = {"limit": exc.limit, "reason": exc.message, "fix": exc.fix}
         return finish("budget_exhausted", exc.exit_code)
 
-    diagnostics.cost = ledger.cost_by_role()
-    diagnostics.errors.extend(_redacted(ledger.errors()))
+    diagnostics.cost = meter.cost_by_role()
+    diagnostics.errors.extend(_redacted(meter.errors()))
 
     # ------------------------------------------------------------------ stage / adopt
     state.edit_budget = update_edit_budget_state(state.edit_budget, budget_used=edit_budget, accepted=accepted)
@@ -457,7 +457,7 @@ def mining_report(mined: MineResult) -> dict:
     }
 
 
-def _preflight(ledger: CallLedger, config: SleepConfig, train: list[TaskRecord], val: list[TaskRecord], *,
+def _preflight(meter: CallMeter, config: SleepConfig, train: list[TaskRecord], val: list[TaskRecord], *,
                edit_budget: int, miner_calls: int = 0, dream_calls: int = 0) -> None:
     """Skip (BudgetExhausted) before spending when one full reflect -> gate round cannot be afforded.
 
@@ -471,7 +471,7 @@ def _preflight(ledger: CallLedger, config: SleepConfig, train: list[TaskRecord],
     optimizer_calls = planned_optimizer_calls(len(train), settings)
     needed = (miner_calls + dream_calls + len(train) * config.rollouts_k + optimizer_calls
               + (2 * len(val) if config.gate_mode == "on" else 0))
-    remaining = ledger.remaining_calls()
+    remaining = meter.remaining_calls()
     if remaining is not None and remaining < needed:
         raise BudgetExhausted(
             f"max_calls_per_night={config.max_calls_per_night} cannot afford one reflect -> gate round "

@@ -1,7 +1,7 @@
 """Progress of a long job (a night, a training run, a model download), told by the library to whoever shows it.
 
 The library calls a ``Progress``: ``stage(name)`` when a stage begins, ``calls(done, planned)`` and
-``tokens(used)`` as LLM calls come back (``watch_ledger`` wires a ``CallLedger`` to it), ``steps(done, total)``
+``tokens(used)`` as LLM calls come back (``watch_meter`` wires a ``CallMeter`` to it), ``steps(done, total)``
 for a training run, ``transfer(done, total)`` for a download, ``note(text)`` for a line worth keeping, and
 ``close()`` at the end. The default is ``NullProgress``, which does nothing: a night under cron, systemd or the
 daemon shows nothing extra. The CLI alone decides to show progress (``RichProgress``, on stderr, only when it is
@@ -72,17 +72,17 @@ class NullProgress:
         self.close()
 
 
-def watch_ledger(ledger: Any, progress: Progress, planned: int | None = None) -> None:
-    """Report every call ``ledger`` (a ``backends.base.CallLedger``) records to ``progress``: calls so far, out of
+def watch_meter(meter: Any, progress: Progress, planned: int | None = None) -> None:
+    """Report every call ``meter`` (a ``backends.base.CallMeter``) records to ``progress``: calls so far, out of
     ``planned`` (an estimate; None keeps the last one), and tokens so far."""
 
     def on_record(record: Any, calls: int, tokens: int) -> None:
         progress.calls(calls)
         progress.tokens(tokens)
 
-    ledger.on_record = on_record
-    progress.calls(ledger.calls, planned)
-    progress.tokens(ledger.tokens)
+    meter.on_record = on_record
+    progress.calls(meter.calls, planned)
+    progress.tokens(meter.tokens)
 
 
 def format_seconds(seconds: float) -> str:
@@ -314,4 +314,4 @@ class RichProgress:
         self.console.print(f"[dim]{spent}{format_seconds(elapsed)} in all[/dim]", highlight=False)
 
 
-__all__ = ["NullProgress", "Progress", "ProgressState", "RichProgress", "format_seconds", "watch_ledger"]
+__all__ = ["NullProgress", "Progress", "ProgressState", "RichProgress", "format_seconds", "watch_meter"]

@@ -15,7 +15,7 @@ stated inside a request; they are the strongest signal a session holds. This mod
   "pnpm install" does not fail the check.
 * ``classify_reaction(next_message, previous_request)``: approval | correction | reask | none, from the lexical
   cues of FORMATS.md §1.8 / §2.10 ("actually", "continue", "don't forget" are neutral).
-* ``llm_miner_schema()`` / ``make_llm_miner(ledger)`` / ``validate_check(check)``: the optional LLM miner
+* ``llm_miner_schema()`` / ``make_llm_miner(meter)`` / ``validate_check(check)``: the optional LLM miner
   (role ``miner``, one structured call per kept task) and the validation its checks go through.
 """
 
@@ -799,11 +799,11 @@ def miner_prompt(task: TaskRecord) -> str:
     )
 
 
-def make_llm_miner(ledger) -> Callable[[TaskRecord], dict[str, Any]]:
+def make_llm_miner(meter) -> Callable[[TaskRecord], dict[str, Any]]:
     """Return the optional LLM miner: ``miner(task) -> {intent, checks, rubric, outcome}``.
 
-    ledger: a ``CallLedger``. Each call makes one ``ChatRequest(role="miner", json_schema=llm_miner_schema(),
-    temperature=0)`` through it. Raises ``BackendError``/``BudgetExhausted`` (from the ledger) when the call
+    meter: a ``CallMeter``. Each call makes one ``ChatRequest(role="miner", json_schema=llm_miner_schema(),
+    temperature=0)`` through it. Raises ``BackendError``/``BudgetExhausted`` (from the meter) when the call
     fails, and ValueError when the reply holds no JSON object; ``mine_tasks`` catches both and keeps the
     heuristic judge.
     """
@@ -816,7 +816,7 @@ def make_llm_miner(ledger) -> Callable[[TaskRecord], dict[str, Any]]:
             temperature=0.0,
             max_tokens=400,
         )
-        result = ledger.chat(request)
+        result = meter.chat(request)
         reply = extract_json(result.text)
         if not isinstance(reply, dict):
             raise ValueError(f"miner reply is not a JSON object: {_head(result.text, 120)!r}")

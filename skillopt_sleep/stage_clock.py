@@ -1,4 +1,4 @@
-"""Wall-clock seconds (and, given a ledger, LLM calls) per stage: the one stage timer of the night and the step.
+"""Wall-clock seconds (and, given a meter, LLM calls) per stage: the one stage timer of the night and the step.
 
 ``StageClock.stage(name)`` is a context manager; each stage is logged at INFO on ``skillopt_sleep.stages`` and
 announced to ``on_stage(name, "begin" | "end")`` (the night's progress display, the trainer's stage events).
@@ -18,11 +18,11 @@ logger = logging.getLogger("skillopt_sleep.stages")
 
 class StageClock:
     """seconds: stage -> wall-clock seconds (rounded to ms); calls: stage -> LLM calls made during it (only with a
-    ``ledger``: anything with a ``calls`` count, e.g. ``backends.base.CallLedger``), starting at 0 for ``stages``."""
+    ``meter``: anything with a ``calls`` count, e.g. ``backends.base.CallMeter``), starting at 0 for ``stages``."""
 
-    def __init__(self, ledger: Any = None, on_stage: Callable[[str, str], None] | None = None,
+    def __init__(self, meter: Any = None, on_stage: Callable[[str, str], None] | None = None,
                  stages: Iterable[str] = ()):
-        self.ledger = ledger
+        self.meter = meter
         self.on_stage = on_stage
         self.seconds: dict[str, float] = {}
         self.calls: dict[str, int] = {stage: 0 for stage in stages}
@@ -32,15 +32,15 @@ class StageClock:
         logger.info("stage %s ...", name)
         if self.on_stage is not None:
             self.on_stage(name, "begin")
-        calls = self.ledger.calls if self.ledger is not None else 0
+        calls = self.meter.calls if self.meter is not None else 0
         started = time.monotonic()
         try:
             yield
         finally:
             elapsed = time.monotonic() - started
             self.seconds[name] = round(self.seconds.get(name, 0.0) + elapsed, 3)
-            if self.ledger is not None:
-                self.calls[name] = self.calls.get(name, 0) + self.ledger.calls - calls
+            if self.meter is not None:
+                self.calls[name] = self.calls.get(name, 0) + self.meter.calls - calls
             logger.info("stage %s done in %.1fs", name, elapsed)
         if self.on_stage is not None:
             self.on_stage(name, "end")

@@ -11,10 +11,10 @@ split (default ``val``) is the gate's held-out set; the test split is scored onc
 the best skill document, and never reaches the optimizer. A night is the same thing as one epoch of one batch over
 the night's tasks (plus harvest and staging).
 
-Two clients, one ledger: the step makes every call through one ``CallLedger``; the trainer gives it a
+Two clients, one meter: the step makes every call through one ``CallMeter``; the trainer gives it a
 ``RoleRouterBackend`` that sends role ``target`` to ``target_client`` and the other roles (``optimizer``,
 ``judge``) to ``optimizer_client``. Rollouts go through ``SkillEnv.rollout_one`` (``replay_tasks(rollout=...)``),
-whose ``target_client`` is an ``envs.base.RolloutClient`` over that ledger. Only the skill document is trained:
+whose ``target_client`` is an ``envs.base.RolloutClient`` over that meter. Only the skill document is trained:
 the memory is empty (an environment may show its own fixed context, as ``TaskFileEnv(memory=...)`` does).
 
 Artifacts under ``out_root`` (JSON written atomically by ``skillopt_sleep.fsio``, each with a ``format`` version):
@@ -50,7 +50,7 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from skillopt_sleep.backends.base import Backend, Budget, CallLedger, ChatRequest, ChatResult
+from skillopt_sleep.backends.base import Backend, Budget, CallMeter, ChatRequest, ChatResult
 from skillopt_sleep.config import RENAMED_KEYS, EditBudgetConfig, StepConfig
 from skillopt_sleep.documents import prompt_view
 from skillopt_sleep.engine import prompts
@@ -240,7 +240,7 @@ class SkillOptTrainer:
             _prompt_file_name(name)
         self.on_event = on_event
         self.backend = RoleRouterBackend(self.optimizer_client, self.target_client)
-        self.ledger: CallLedger | None = None
+        self.meter: CallMeter | None = None
         self._items: dict[str, dict[str, Any]] = {}
         self._tasks: dict[str, TaskRecord] = {}
         self._step = 0
@@ -292,10 +292,10 @@ class SkillOptTrainer:
         return steps
 
     # ------------------------------------------------------------------ rollout through the env
-    def _rollout(self, task: TaskRecord, sample: int, *, skill: str, memory: str, ledger: CallLedger,
+    def _rollout(self, task: TaskRecord, sample: int, *, skill: str, memory: str, meter: CallMeter,
                  temperature: float, seed: int, max_tokens: int, rubric_judge: Any) -> ReplayResult:
         """``replay.Rollout``: one ``env.rollout_one`` episode, as a ``ReplayResult``."""
-        client = RolloutClient(ledger, temperature=temperature, seed=seed + sample)
+        client = RolloutClient(meter, temperature=temperature, seed=seed + sample)
         started = time.perf_counter()
         outcome = self.env.rollout_one(item=self._items[task.id], skill=skill, target_client=client)
         if not isinstance(outcome, RolloutResult):
@@ -312,8 +312,8 @@ class SkillOptTrainer:
                             llm_judged=outcome.llm_judged)
 
     def _replay(self, tasks: list[TaskRecord], skill: str, cache: ReplayCache, rollout_key: str) -> list[ReplayResult]:
-        assert self.ledger is not None
-        return replay_tasks(tasks, skill=prompt_view(skill), memory="", ledger=self.ledger,
+        assert self.meter is not None
+        return replay_tasks(tasks, skill=prompt_view(skill), memory="", meter=self.meter,
                             workers=self.config.workers, cache=cache, seed=self.config.seed, rollout=self._rollout,
                             rollout_key=rollout_key)
 
@@ -406,10 +406,10 @@ class SkillOptTrainer:
             self._stage = stage
             self._emit("stage", step=number, stage=stage, phase=phase)
 
-        assert self.ledger is not None
+        assert self.meter is not None
         settings = StepSettings.from_config(config, edit_budget=budget, **TRAINER_STEP)
         step = run_step(train=[self._tasks[item_id] for item_id in ids], val=selection,
-                        documents={"skill": state.current_skill}, settings=settings, ledger=self.ledger, cache=cache,
+                        documents={"skill": state.current_skill}, settings=settings, meter=self.meter, cache=cache,
                         best_gate_score=state.best_score, rollout=self._rollout, rollout_key=rollout_key,
                         on_stage=on_stage)
         gate = step.gate
@@ -489,7 +489,7 @@ class SkillOptTrainer:
             self._check_resumable(out, record)
         out.mkdir(parents=True, exist_ok=True)
         write_json_atomic(out / "config.json", record)
-        self.ledger = CallLedger(self.backend, Budget(max_calls=config.max_calls),
+        self.meter = CallMeter(self.backend, Budget(max_calls=config.max_calls),
                                  on_record=lambda record, calls, tokens: self._emit("call", calls=calls, tokens=tokens))
         cache = ReplayCache(out / "replay_cache.jsonl")
         steps = self.plan([task.id for task in train])

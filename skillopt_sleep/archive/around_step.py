@@ -7,7 +7,7 @@
    dream variants (``dream.py``), the pending candidate's re-test (``pending.py``; a promoted candidate becomes
    the step's starting documents), the slow update (``slow_update.py``), recall and the rejected-edit ledger
    (``context.py``, ``rejected_edits.py``). Returns a ``Prepared``: the step's train tasks, documents, ``context``
-   and the ledger to give it (``rejected_edits.RejectedEditScreen``).
+   and the meter to give it (the night's, or the ``rejected_edits.RejectedEditScreen`` that wraps it).
 2. ``decide(step)``: tonight's outcome: the step's candidate when it was accepted, else a promoted pending
    candidate, else nothing.
 3. ``after_step(...)`` (completed nights only): the archive records tonight's tasks and scores, rejected edits
@@ -33,7 +33,7 @@ from skillopt_sleep.archive.rejected_edits import RejectedEditScreen, record_rej
 from skillopt_sleep.archive.rule_history import record_night, with_history
 from skillopt_sleep.archive.slow_update import SlowUpdate, record_night_documents, run_slow_update
 from skillopt_sleep.archive.tasks import TaskArchive
-from skillopt_sleep.backends.base import CallLedger
+from skillopt_sleep.backends.base import CallMeter
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.engine.gate import EVIDENCE_CLAUSES
 from skillopt_sleep.engine.step import StepResult, StepSettings
@@ -49,13 +49,13 @@ logger = logging.getLogger("skillopt_sleep.archive.around_step")
 @dataclass
 class Prepared:
     """What the step gets: train (tonight's train tasks + dream variants + forgotten tasks), documents (the
-    baseline, or a promoted pending candidate), context (for every reflect prompt), ledger, and edit_filter (drops
+    baseline, or a promoted pending candidate), context (for every reflect prompt), meter, and edit_filter (drops
     edits the rejected-edit ledger holds from the proposals the step makes itself, e.g. the users' rules)."""
 
     train: list[TaskRecord]
     documents: dict[str, str]
     context: str
-    ledger: Any
+    meter: Any
     edit_filter: Any = None
     rules: list[StatedRule] = field(default_factory=list)
     """Tonight's stated rules with their history (``rule_history.with_history``): what the step proposes."""
@@ -111,13 +111,13 @@ class AcrossNights:
 
     # ------------------------------------------------------------------ before the step
     def before_step(self, *, train: list[TaskRecord], val: list[TaskRecord], test: list[TaskRecord],
-                    documents: dict[str, str], settings: StepSettings, ledger: CallLedger,
+                    documents: dict[str, str], settings: StepSettings, meter: CallMeter,
                     replay_kwargs: dict[str, Any], rules: list[StatedRule] | None = None,
                     tonight_ids: set[str] | None = None) -> Prepared:
         """Dream, re-test the pending candidate, slow update, recall, the rejected-edit ledger, the rules' history and
         the archived val tasks (see the module docstring). rules: tonight's stated rules; tonight_ids: every task id
         mined tonight (default: those of train, val and test). Raises ``BackendError`` / ``BudgetExhausted`` from the
-        ledger."""
+        meter."""
         config = self.config
         self.baseline = dict(documents)
         tonight_ids = set(tonight_ids or ()) | {task.id for task in [*train, *val, *test]}
@@ -131,7 +131,7 @@ class AcrossNights:
                     origins[archived.task.id] = f"archive {archived.last_night}"
         step_train = list(train)
         if config.dream_factor > 0:
-            self.dream = dream_variants(train, factor=config.dream_factor, ledger=ledger, held_out=[*val, *test],
+            self.dream = dream_variants(train, factor=config.dream_factor, meter=meter, held_out=[*val, *test],
                                         workers=config.workers)
             step_train += self.dream.variants
         step_documents = dict(documents)
@@ -165,11 +165,11 @@ class AcrossNights:
                                            exclude_ids=tonight_ids)
             self.recalled = [item.archived.task.id for item in recalled]
             sections.append(render_recalled(recalled))
-            self.screen = RejectedEditScreen(ledger, rejected_keys(self.archive))
+            self.screen = RejectedEditScreen(meter, rejected_keys(self.archive))
             # the users' own rules are re-tested until rejected on STATED_RULE_REJECTIONS nights
-            self.stated_screen = RejectedEditScreen(ledger, stated_rule_keys(self.archive))
+            self.stated_screen = RejectedEditScreen(meter, stated_rule_keys(self.archive))
         return Prepared(train=step_train, documents=step_documents, context=build_context(*sections),
-                        ledger=self.screen or ledger,
+                        meter=self.screen or meter,
                         edit_filter=self.stated_screen.filter if self.stated_screen else None,
                         rules=self.rules, archived_val=archived_val, val_origins=origins)
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 
-from skillopt_sleep.backends.base import CallLedger, ChatMessage, ChatRequest
+from skillopt_sleep.backends.base import CallMeter, ChatMessage, ChatRequest
 from skillopt_sleep.backends.jsonextract import extract_json
 from skillopt_sleep.engine.prompts import DATA_NOTICE, quote_data
 from skillopt_sleep.mine import normalize_request
@@ -78,11 +78,11 @@ class DreamOutcome:
                 "errors": list(self.errors), "variant_of": dict(self.variant_of)}
 
 
-def _ask(task: TaskRecord, count: int, ledger: CallLedger) -> tuple[list[str] | None, str]:
+def _ask(task: TaskRecord, count: int, meter: CallMeter) -> tuple[list[str] | None, str]:
     rules = "\n".join(f"- {rule}" for rule in task.rules) or "(none stated)"
     prompt = DREAM_PROMPT.format(count=count, request=quote_data(task.request[:MAX_VARIANT_CHARS]), rules=rules,
                                  notice=DATA_NOTICE)
-    result = ledger.chat(ChatRequest(role="optimizer", messages=[ChatMessage(role="user", content=prompt)],
+    result = meter.chat(ChatRequest(role="optimizer", messages=[ChatMessage(role="user", content=prompt)],
                                      json_schema=dream_schema(count), temperature=0.7, max_tokens=150 * count + 100))
     data = extract_json(result.text)
     requests = data.get("requests") if isinstance(data, dict) else data if isinstance(data, list) else None
@@ -91,13 +91,13 @@ def _ask(task: TaskRecord, count: int, ledger: CallLedger) -> tuple[list[str] | 
     return [item for item in requests if isinstance(item, str)], ""
 
 
-def dream_variants(train: list[TaskRecord], *, factor: int, ledger: CallLedger, held_out: list[TaskRecord],
+def dream_variants(train: list[TaskRecord], *, factor: int, meter: CallMeter, held_out: list[TaskRecord],
                    workers: int = 4) -> DreamOutcome:
     """Make ``factor`` synthetic variants per train task (see the module docstring).
 
     train: tonight's train tasks (other splits are ignored); held_out: tonight's val and test tasks (a variant
     equal to one of their requests is dropped); factor: N >= 0 (0 makes no call). Raises ``BackendError`` /
-    ``BudgetExhausted`` from the ledger.
+    ``BudgetExhausted`` from the meter.
     """
     outcome = DreamOutcome()
     sources = [task for task in train if task.split == "train"]
@@ -105,7 +105,7 @@ def dream_variants(train: list[TaskRecord], *, factor: int, ledger: CallLedger, 
         return outcome
     forbidden = {normalize_request(task.request) for task in held_out}
     seen = {normalize_request(task.request) for task in sources}
-    replies = map_parallel(lambda task: _ask(task, factor, ledger), sources, workers)
+    replies = map_parallel(lambda task: _ask(task, factor, meter), sources, workers)
     outcome.calls = len(sources)
     for task, (requests, raw_head) in zip(sources, replies):
         if requests is None:

@@ -97,8 +97,8 @@ def retest_pending(pending: PendingCandidate, *, documents: dict[str, str], val:
 
     val: tonight's val tasks (hard evidence); archived_val: val tasks of earlier nights, used after tonight's
     (``val_pool.select_val``, at most ``gate_max_val`` in all) when the candidate was not tested on them.
-    replay_kwargs: ``ledger``, ``workers``, ``cache``, ``rubric_judge``, ``seed`` for ``replay_tasks``.
-    Raises ``BackendError`` / ``BudgetExhausted`` from the ledger.
+    replay_kwargs: ``meter``, ``workers``, ``cache``, ``rubric_judge``, ``seed`` for ``replay_tasks``.
+    Raises ``BackendError`` / ``BudgetExhausted`` from the meter.
     """
     tonight = {kind: sha256_text(text) for kind, text in documents.items()}
     if tonight != pending.baseline:

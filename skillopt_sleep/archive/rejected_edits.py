@@ -4,7 +4,7 @@ tests them again.
 * ``record_rejected``: the edits of a candidate the gate rejected (or that gate repair blamed, or of a pending
   candidate dropped after its re-test) are stored in the archive's ``rejected_edits`` table
   (``rejected_edit_key``: target, op and normalized content).
-* ``RejectedEditScreen`` wraps the night's ``CallLedger`` and removes such edits from every reflect and merge reply
+* ``RejectedEditScreen`` wraps the night's ``CallMeter`` and removes such edits from every reflect and merge reply
   before the step aggregates them, so an identical edit proposed again never reaches the gate; each is reported
   with status ``rejected`` and reason ``already rejected on night <id>``. ``rejected_keys`` is what it screens;
   ``stated_rule_keys`` is the narrower set for the users' own rules (re-tested until rejected on
@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 
 from skillopt_sleep.archive.tasks import TaskArchive
-from skillopt_sleep.backends.base import CallLedger, ChatRequest, ChatResult
+from skillopt_sleep.backends.base import CallMeter, ChatRequest, ChatResult
 from skillopt_sleep.engine.reflect import parse_edits
 from skillopt_sleep.models import EditRecord
 
@@ -54,23 +54,23 @@ def record_rejected(archive: TaskArchive, edits: list[EditRecord], *, night_id: 
 
 
 class RejectedEditScreen:
-    """A ``CallLedger`` stand-in that drops ledger edits from optimizer replies (see the module docstring).
+    """A ``CallMeter`` stand-in that drops ledger edits from optimizer replies (see the module docstring).
 
-    ledger: the night's CallLedger (every attribute but ``chat`` is its own); rejected: ledger key -> night id.
+    meter: the night's CallMeter (every attribute but ``chat`` is its own); rejected: ledger key -> night id.
     A reply is rewritten only when it parsed as edits (``reflect.parse_edits``) and one of them is in the
     ledger; ``blocked`` holds one ``EditRecord`` per dropped edit (status ``rejected``), duplicates once.
-    Thread-safe like the ledger.
+    Thread-safe like the meter.
     """
 
-    def __init__(self, ledger: CallLedger, rejected: dict[str, str]):
-        self._ledger = ledger
+    def __init__(self, meter: CallMeter, rejected: dict[str, str]):
+        self._meter = meter
         self._rejected = dict(rejected)
         self._lock = threading.Lock()
         self.blocked: list[EditRecord] = []
         self._blocked_keys: set[str] = set()
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._ledger, name)
+        return getattr(self._meter, name)
 
     def filter(self, edits: list[EditRecord]) -> list[EditRecord]:
         """Return the edits not in the ledger; the dropped ones are added to ``blocked`` (once each)."""
@@ -89,7 +89,7 @@ class RejectedEditScreen:
         return kept
 
     def chat(self, request: ChatRequest, **options: Any) -> ChatResult:
-        result = self._ledger.chat(request, **options)
+        result = self._meter.chat(request, **options)
         properties = (request.json_schema or {}).get("properties", {})
         if request.role != "optimizer" or "edits" not in properties or not result.ok or not self._rejected:
             return result

@@ -110,10 +110,10 @@ def run_slow_update(state: ProjectState, *, every: int, max_tasks: int, archive:
                     replay_kwargs: dict[str, Any]) -> SlowUpdate:
     """Run the slow update if due (see the module docstring); ``documents``: tonight's baseline (kind -> text).
 
-    exclude_ids: tonight's task ids (all splits); replay_kwargs: ``ledger``, ``workers``, ``cache``,
+    exclude_ids: tonight's task ids (all splits); replay_kwargs: ``meter``, ``workers``, ``cache``,
     ``rubric_judge``, ``seed`` for ``replay_tasks``. Changes no state: the caller sets ``state.slow_update_at``
     (tonight's number) when the result has a ``compared_night`` and the night completes.
-    Raises ``BackendError`` / ``BudgetExhausted`` from the ledger.
+    Raises ``BackendError`` / ``BudgetExhausted`` from the meter.
     """
     if not is_due(state, every):
         return SlowUpdate(False, "not due" if every > 0 else "off (slow_update_every = 0)")

@@ -1,7 +1,7 @@
-"""The one small protocol every LLM backend implements, and the ledger every call goes through.
+"""The one small protocol every LLM backend implements, and the meter every call goes through.
 
 A backend turns a ``ChatRequest`` into a ``ChatResult``. It never raises for a failed call: it returns
-``ChatResult(error=..., error_kind="fatal"|"transient")`` after its own retries. The ``CallLedger`` wraps a
+``ChatResult(error=..., error_kind="fatal"|"transient")`` after its own retries. The ``CallMeter`` wraps a
 backend for one night: it records every call (``CallRecord``), enforces the night's budgets, and raises
 ``BackendError`` on a fatal error so the night stops at once.
 """
@@ -96,14 +96,14 @@ class Backend(Protocol):
         or model file, unknown model, login or key rejected, exhausted quota, bad flag) or ``"transient"``
         (timeout, connection error, 408/409/429/5xx, malformed or empty reply, no JSON where JSON was asked).
         Always: ``usage`` in tokens spent by the call's attempts (estimated as characters / 4 where the backend
-        reports none; on a failure 0 when no attempt got a reply, which ``CallLedger`` counts as the backend being
+        reports none; on a failure 0 when no attempt got a reply, which ``CallMeter`` counts as the backend being
         down, and the agent CLIs report 0 for every failure), ``latency_s`` in seconds (wall clock of the whole
         call, retries and waits included),
         ``attempts`` >= 1, ``model`` the model name used, ``tools_called`` the tools that really ran (empty
         unless the backend runs tools, see its ``runs_tools``).
 
         Errors: a failed call is returned, never raised, and only after the backend's own retries of transient
-        failures; an exception that escapes is a bug, which ``CallLedger.chat`` records as a fatal error.
+        failures; an exception that escapes is a bug, which ``CallMeter.chat`` records as a fatal error.
         Thread-safe: replay calls it from ``workers`` threads at once (a backend that cannot run calls in
         parallel, like ``local``, serializes them itself).
         """
@@ -121,7 +121,7 @@ class Budget(BaseModel):
     usd_per_1k_tokens: float = 0.0
 
 
-class CallLedger:
+class CallMeter:
     """Wraps a backend for one night: records calls, enforces budgets, stops on fatal errors.
 
     ``chat()`` raises ``BudgetExhausted`` before a call that a budget no longer allows, and
@@ -134,7 +134,7 @@ class CallLedger:
     call ends the streak.
     Thread-safe (replay runs with ``workers`` threads). clock: a monotonic clock in seconds (for tests).
     on_record: called as ``on_record(record, calls, tokens)`` after each call is recorded (totals so far), from the
-    calling thread (a progress display: ``progress.watch_ledger``); what it raises propagates from ``chat()``.
+    calling thread (a progress display: ``progress.watch_meter``); what it raises propagates from ``chat()``.
     """
 
     def __init__(self, backend: Backend, budget: Budget | None = None, *, clock=time.monotonic,

@@ -26,7 +26,7 @@ from typing import Any, Literal
 import orjson
 from pydantic import BaseModel, Field
 
-from skillopt_sleep.backends.base import CallLedger, ChatMessage, ChatRequest
+from skillopt_sleep.backends.base import CallMeter, ChatMessage, ChatRequest
 from skillopt_sleep.backends.jsonextract import extract_json
 from skillopt_sleep.engine.prompts import quote_data, render_prompt
 from skillopt_sleep.engine.reflect import RAW_HEAD_CHARS, document_view, edits_schema, request_edits
@@ -116,19 +116,19 @@ def render_patch_lists(patch_lists: list[PatchList]) -> str:
 
 
 def merge_patches(patch_lists: list[PatchList], *, skill: str, memory: str, targets: list[str],
-                  ledger: CallLedger) -> MergeOutcome:
+                  meter: CallMeter) -> MergeOutcome:
     """Merge a group of patch lists into one list with one optimizer call (two when the first reply is invalid).
 
     patch_lists: the group (failure lists first); skill, memory: the current documents (shown trimmed, as in
     reflection); targets: the documents that may be edited. The reply may hold at most as many edits as the
     group's deduped input. Invalid reply twice: falls back to ``dedupe_edits`` of the concatenated lists.
-    Raises ``BackendError`` / ``BudgetExhausted`` from the ledger.
+    Raises ``BackendError`` / ``BudgetExhausted`` from the meter.
     """
     pooled = dedupe_edits([edit for patch in patch_lists for edit in patch.edits])
     prompt = render_prompt("merge", max_edits=len(pooled), targets=", ".join(targets),
                            skill=document_view(skill), memory=document_view(memory),
                            patches=quote_data(render_patch_lists(patch_lists)))
-    parsed, raw = request_edits(ledger, prompt, edits_schema(len(pooled), targets),
+    parsed, raw = request_edits(meter, prompt, edits_schema(len(pooled), targets),
                                 max_tokens=min(3000, 200 + 200 * len(pooled)))
     raw_head = raw[:RAW_HEAD_CHARS]
     if parsed is None:
@@ -179,17 +179,17 @@ def parse_order(text: str, count: int) -> list[int] | str:
     return order + [index for index in range(count) if index not in order]
 
 
-def rank_edits(edits: list[EditRecord], *, keep: int, skill: str, memory: str, ledger: CallLedger) -> RankOutcome:
+def rank_edits(edits: list[EditRecord], *, keep: int, skill: str, memory: str, meter: CallMeter) -> RankOutcome:
     """Ask the optimizer to order ``edits`` best first (one call, ``rank.md``) so the top ``keep`` can be applied.
 
     Returns the order; an invalid reply falls back to ``list(range(len(edits)))`` with the reason in
     ``fallback``. A transient error that survived the backend's retries is a fallback too, not a failed night.
-    Raises ``BackendError`` (fatal) / ``BudgetExhausted`` from the ledger.
+    Raises ``BackendError`` (fatal) / ``BudgetExhausted`` from the meter.
     """
     listing = "\n".join(f"[{index}] {render_edit(edit)}" for index, edit in enumerate(edits))
     prompt = render_prompt("rank", keep=keep, count=len(edits), skill=document_view(skill),
                            memory=document_view(memory), edits=quote_data(listing))
-    result = ledger.chat(ChatRequest(role="optimizer", messages=[ChatMessage(role="user", content=prompt)],
+    result = meter.chat(ChatRequest(role="optimizer", messages=[ChatMessage(role="user", content=prompt)],
                                      json_schema=rank_schema(len(edits)), temperature=0.0,
                                      max_tokens=min(1000, 60 + 8 * len(edits))), fail_on_error=False)
     merged_order = list(range(len(edits)))

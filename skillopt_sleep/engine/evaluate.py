@@ -11,7 +11,7 @@ candidate's re-test), so that every test samples the same way:
    would only repeat it, so the task stops at two (``Evaluation.settled``);
 3. the other named tasks get ``gate_samples`` samples per side (``gate_temperature``).
 
-Raises ``BackendError`` / ``BudgetExhausted`` from the ledger.
+Raises ``BackendError`` / ``BudgetExhausted`` from the meter.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def replay_pair(val: list[TaskRecord], *, baseline_views: dict[str, str], candid
 
     baseline_views / candidate_views: ``{"skill": text, "memory": text}`` as the target sees them
     (``documents.prompt_view``); gate_samples: samples per side for a task that could be noise (1 = none);
-    replay_kwargs: ``ledger``, ``workers``, ``cache``, ``rubric_judge``, ``seed`` (and optionally ``rollout``,
+    replay_kwargs: ``meter``, ``workers``, ``cache``, ``rubric_judge``, ``seed`` (and optionally ``rollout``,
     ``rollout_key``) for ``replay.replay_tasks``.
     """
     out = Evaluation(baseline=replay_tasks(val, **baseline_views, **replay_kwargs),

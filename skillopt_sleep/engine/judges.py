@@ -263,13 +263,13 @@ def rescale_judge_score(value: Any) -> float | None:
     return 1.0
 
 
-def make_rubric_judge(ledger, model_hint: str = "") -> RubricJudge:
-    """Return a ``RubricJudge`` that makes one structured call with role ``"judge"`` through ``ledger``.
+def make_rubric_judge(meter, model_hint: str = "") -> RubricJudge:
+    """Return a ``RubricJudge`` that makes one structured call with role ``"judge"`` through ``meter``.
 
-    ledger: a ``CallLedger``. model_hint: a label for the judge model, put in front of the rationale (the
+    meter: a ``CallMeter``. model_hint: a label for the judge model, put in front of the rationale (the
     backend itself picks the model for the role). The reply must match ``RUBRIC_SCHEMA``
     (``{"score": number 0..1, "rationale": string}``); a score outside [0, 1] is rescaled by
-    ``rescale_judge_score`` (7 -> 0.7). When the call fails transiently (the ledger records it) or the reply
+    ``rescale_judge_score`` (7 -> 0.7). When the call fails transiently (the meter records it) or the reply
     has no usable score, the judge returns ``(nan, why)`` and ``score_response`` leaves the rubric out.
     Fatal backend errors and exhausted budgets propagate (``BackendError``, ``BudgetExhausted``).
     """
@@ -285,7 +285,7 @@ def make_rubric_judge(ledger, model_hint: str = "") -> RubricJudge:
             temperature=0.0,
             max_tokens=300,
         )
-        result = ledger.chat(chat, fail_on_error=False)
+        result = meter.chat(chat, fail_on_error=False)
         if not result.ok:
             return math.nan, f"{label}judge call failed: {result.error}"
         reply = extract_json(result.text)

@@ -33,7 +33,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-from skillopt_sleep.backends.base import CallLedger, ChatMessage, ChatRequest
+from skillopt_sleep.backends.base import CallMeter, ChatMessage, ChatRequest
 from skillopt_sleep.backends.jsonextract import extract_json
 from skillopt_sleep.engine.edits import managed_block
 from skillopt_sleep.engine.prompts import load_prompt, quote_data, render_prompt
@@ -505,7 +505,7 @@ def screen_edits(edits: list[EditRecord], tasks: list[TaskRecord], *, edit_budge
 
 
 def reflect(*, tasks: list[TaskRecord], results: list[ReplayResult], skill: str, memory: str, edit_budget: int,
-            ledger: CallLedger, contrastive: bool = False, evolve_skill: bool = True,
+            meter: CallMeter, contrastive: bool = False, evolve_skill: bool = True,
             evolve_memory: bool = True, context: str = "", max_passing: int = MAX_PASSING_TASKS,
             screen: ContentScreen | None = None) -> ReflectOutcome:
     """Ask the optimizer for at most ``edit_budget`` edits from the train replays; see the module docstring.
@@ -515,7 +515,7 @@ def reflect(*, tasks: list[TaskRecord], results: list[ReplayResult], skill: str,
     task at temperature > 0 were replayed and pass-vs-fail pairs are shown; context: extra evidence text for
     the prompt (see ``build_prompt``); max_passing: most passing tasks shown; screen: see ``screen_edits``. Makes
     one optimizer call, two when the first reply is not valid JSON matching the schema. Raises ``BackendError`` /
-    ``BudgetExhausted`` from the ledger (the night stops).
+    ``BudgetExhausted`` from the meter (the night stops).
     """
     targets = [name for name, allowed in (("memory", evolve_memory), ("skill", evolve_skill)) if allowed]
     if not targets:
@@ -526,7 +526,7 @@ def reflect(*, tasks: list[TaskRecord], results: list[ReplayResult], skill: str,
     prompt = build_prompt(tasks=train, results=results, skill=skill, memory=memory, edit_budget=edit_budget,
                           targets=targets, contrastive=contrastive, context=context, max_passing=max_passing)
     schema = edits_schema(edit_budget, targets)
-    parsed, raw = request_edits(ledger, prompt, schema, max_tokens=min(1500, 200 + 200 * edit_budget))
+    parsed, raw = request_edits(meter, prompt, schema, max_tokens=min(1500, 200 + 200 * edit_budget))
     raw_head = raw[:RAW_HEAD_CHARS]
     if parsed is None:
         return ReflectOutcome(raw_head=raw_head,
@@ -537,7 +537,7 @@ def reflect(*, tasks: list[TaskRecord], results: list[ReplayResult], skill: str,
     return ReflectOutcome(edits=accepted, rejected=rejected, raw_head=raw_head, invalid_items=invalid)
 
 
-def request_edits(ledger: CallLedger, prompt: str, schema: dict[str, Any], *,
+def request_edits(meter: CallMeter, prompt: str, schema: dict[str, Any], *,
                   max_tokens: int) -> tuple[tuple[list[EditRecord], int] | None, str]:
     """Make one optimizer call for an ``{"edits": [...]}`` reply; retry once with ``RETRY_MESSAGE`` when the
     reply does not parse (``parse_edits``) or the call failed transiently after the backend's own retries (e.g. a
@@ -546,7 +546,7 @@ def request_edits(ledger: CallLedger, prompt: str, schema: dict[str, Any], *,
     messages = [ChatMessage(role="user", content=prompt)]
     raw = ""
     for attempt in range(2):
-        result = ledger.chat(ChatRequest(role="optimizer", messages=messages, json_schema=schema,
+        result = meter.chat(ChatRequest(role="optimizer", messages=messages, json_schema=schema,
                                          temperature=0.0, max_tokens=max_tokens), fail_on_error=False)
         raw = result.text if result.ok else f"(call failed: {result.error})"
         parsed = parse_edits(raw)

@@ -1,6 +1,6 @@
 """Replay: run tasks through the target model with a skill document and memory, and score each answer.
 
-Every call goes through the night's ``CallLedger`` (``ChatRequest(role="target")``), with at most ``workers``
+Every call goes through the night's ``CallMeter`` (``ChatRequest(role="target")``), with at most ``workers``
 calls in flight. Nothing is replayed twice: successful results are cached by ``ReplayCache`` under the key
 ``(target model, skill hash, memory hash, task id, sample index, settings hash)``, where the settings hash covers
 what else changes the answer or its score (temperature, seed, max_tokens, the system prompt template, the task's
@@ -12,7 +12,7 @@ trainer runs an environment's ``rollout_one``, a multi-turn or tool-using episod
 cache, ordering, errors) is the same, and ``rollout_key`` (what identifies that rollout: an environment and its
 data) joins the settings hash so different rollouts never share cache entries.
 
-Errors: a fatal backend error or an exhausted budget raises from the ledger (``BackendError`` /
+Errors: a fatal backend error or an exhausted budget raises from the meter (``BackendError`` /
 ``BudgetExhausted``) and stops the replay; a transient error that survived the backend's retries, or an empty
 reply, becomes ``ReplayResult(error=...)``, which is not a score of the skill (hard 0, soft 0, ``error`` set).
 """
@@ -30,7 +30,7 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
-from skillopt_sleep.backends.base import CallLedger, ChatMessage, ChatRequest
+from skillopt_sleep.backends.base import CallMeter, ChatMessage, ChatRequest
 from skillopt_sleep.engine import judges, prompts
 from skillopt_sleep.engine.prompts import render
 from skillopt_sleep.fsio import write_jsonl_atomic
@@ -44,7 +44,7 @@ EMPTY_DOCUMENT = "(none)"
 #: reused (a cached baseline stays valid across nights only while the judge it was scored by does).
 JUDGE_VERSION = "2"
 
-#: A rollout that replaces the target chat call: called as ``rollout(task, sample, *, skill, memory, ledger,
+#: A rollout that replaces the target chat call: called as ``rollout(task, sample, *, skill, memory, meter,
 #: temperature, seed, max_tokens, rubric_judge)`` and returning the scored ``ReplayResult`` of that task and
 #: sample (``error`` set when the attempt is not a score of the skill). Called from ``workers`` threads.
 Rollout = Callable[..., ReplayResult]
@@ -134,22 +134,22 @@ class ReplayCache:
         write_jsonl_atomic(self.path, rows, mode=0o600)
 
 
-def _tools_evidence(ledger: CallLedger, tools_called: list[str]) -> list[str] | None:
+def _tools_evidence(meter: CallMeter, tools_called: list[str]) -> list[str] | None:
     """Tool names the backend reports as really run; None when the backend cannot run tools."""
-    if tools_called or getattr(ledger.backend, "runs_tools", False):
+    if tools_called or getattr(meter.backend, "runs_tools", False):
         return list(tools_called)
     return None
 
 
-def replay_one(task: TaskRecord, sample: int, *, system: str, ledger: CallLedger, temperature: float | None,
+def replay_one(task: TaskRecord, sample: int, *, system: str, meter: CallMeter, temperature: float | None,
                seed: int | None, max_tokens: int, rubric_judge: Any) -> ReplayResult:
     """Replay one task once: one target call (system message ``system``, user message the request), scored by
     ``judges.score_response``. Sample ``sample`` uses seed ``seed + sample``.
 
-    ledger: a ``CallLedger``, or any object with its ``chat(request, fail_on_error=)`` and ``backend`` (the
+    meter: a ``CallMeter``, or any object with its ``chat(request, fail_on_error=)`` and ``backend`` (the
     trainer's ``envs.base.RolloutClient``); temperature / seed None: not set on the request (the client's
     sampling settings apply). Returns a ``ReplayResult`` (``error`` set when the call failed or the reply was
-    empty). Raises what ``ledger.chat`` raises (fatal ``BackendError``, ``BudgetExhausted``).
+    empty). Raises what ``meter.chat`` raises (fatal ``BackendError``, ``BudgetExhausted``).
     """
     sampling: dict[str, Any] = {}
     if temperature is not None:
@@ -163,7 +163,7 @@ def replay_one(task: TaskRecord, sample: int, *, system: str, ledger: CallLedger
         **sampling,
     )
     started = time.perf_counter()
-    chat = ledger.chat(request, fail_on_error=False)  # fatal errors and budgets raise here
+    chat = meter.chat(request, fail_on_error=False)  # fatal errors and budgets raise here
     latency = chat.latency_s or (time.perf_counter() - started)
     if not chat.ok:
         return ReplayResult(task_id=task.id, sample=sample, usage=chat.usage, latency_s=latency,
@@ -171,7 +171,7 @@ def replay_one(task: TaskRecord, sample: int, *, system: str, ledger: CallLedger
     if not chat.text.strip():
         return ReplayResult(task_id=task.id, sample=sample, usage=chat.usage, latency_s=latency,
                             error="empty response from the target model")
-    tools = _tools_evidence(ledger, chat.tools_called)
+    tools = _tools_evidence(meter, chat.tools_called)
     outcome = judges.score_response(task, chat.text, tools, rubric_judge=rubric_judge)
     return ReplayResult(
         task_id=task.id,
@@ -188,7 +188,7 @@ def replay_one(task: TaskRecord, sample: int, *, system: str, ledger: CallLedger
     )
 
 
-def replay_tasks(tasks: list[TaskRecord], *, skill: str, memory: str, ledger: CallLedger, samples: int = 1,
+def replay_tasks(tasks: list[TaskRecord], *, skill: str, memory: str, meter: CallMeter, samples: int = 1,
                  temperature: float = 0.0, workers: int = 4, cache: ReplayCache | None = None,
                  rubric_judge=None, seed: int = 0, max_tokens: int = 400, rollout: Rollout | None = None,
                  rollout_key: str = "") -> list[ReplayResult]:
@@ -205,7 +205,7 @@ def replay_tasks(tasks: list[TaskRecord], *, skill: str, memory: str, ledger: Ca
     if samples < 1:
         raise ValueError(f"samples must be >= 1, got {samples}")
     system = system_prompt(skill, memory)
-    model = ledger.backend.model_for("target")
+    model = meter.backend.model_for("target")
     frame = doc_hash(prompts.load_prompt("target_system"))
     settings = f"t={temperature}|seed={seed}|max_tokens={max_tokens}|system={frame}|judge={JUDGE_VERSION}"
     if rollout is not None:
@@ -222,11 +222,11 @@ def replay_tasks(tasks: list[TaskRecord], *, skill: str, memory: str, ledger: Ca
                 results[index] = hit
                 continue
             if rollout is None:
-                future = pool.submit(replay_one, task, sample, system=system, ledger=ledger,
+                future = pool.submit(replay_one, task, sample, system=system, meter=meter,
                                      temperature=temperature, seed=seed, max_tokens=max_tokens,
                                      rubric_judge=rubric_judge)
             else:
-                future = pool.submit(rollout, task, sample, skill=skill, memory=memory, ledger=ledger,
+                future = pool.submit(rollout, task, sample, skill=skill, memory=memory, meter=meter,
                                      temperature=temperature, seed=seed, max_tokens=max_tokens,
                                      rubric_judge=rubric_judge)
             pending[future] = (index, key)

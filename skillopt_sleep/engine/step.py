@@ -1,6 +1,6 @@
 """The SkillOpt step, one code path for the nightly cycle (``night.run_night``) and an offline trainer.
 
-``run_step(train=..., val=..., documents=..., settings=StepSettings(...), ledger=..., cache=...)`` runs six stages
+``run_step(train=..., val=..., documents=..., settings=StepSettings(...), meter=..., cache=...)`` runs six stages
 on the current skill document and memory (``documents``: ``{"skill": text, "memory": text}``; a missing kind is
 shown to the target as empty and is not editable) and returns a ``StepResult``:
 
@@ -44,8 +44,8 @@ Callers: ``night.run_night`` (one step a night) and ``trainer.SkillOptTrainer`` 
 environment's train items; it passes ``rollout=`` so every replay runs the environment's episode instead of the
 single target call, and ``on_stage=`` for its progress display).
 
-Every call goes through ``ledger`` (budgets; ``BackendError`` / ``BudgetExhausted`` propagate and stop the step).
-``StepResult.calls_by_stage`` counts the ledger's calls per stage (``rollout`` includes rubric-judge calls).
+Every call goes through ``meter`` (budgets; ``BackendError`` / ``BudgetExhausted`` propagate and stop the step).
+``StepResult.calls_by_stage`` counts the meter's calls per stage (``rollout`` includes rubric-judge calls).
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from skillopt_sleep.backends.base import CallLedger
+from skillopt_sleep.backends.base import CallMeter
 from skillopt_sleep.config import NightStepConfig
 from skillopt_sleep.documents import prompt_views
 from skillopt_sleep.engine import repair
@@ -120,7 +120,7 @@ class StepResult(BaseModel):
     ``documents``); changed: the kinds whose text changed; baseline_val / candidate_val: val replays (empty with
     the gate off, or candidate_val when nothing changed); gate: the decision; errors: ``{"stage", "message"}`` for
     reflect, merge and rank replies that could not be used; optimizer_raw_head: the head of the first reflect
-    reply; calls_by_stage: ledger calls per stage; stage_seconds: wall-clock seconds per stage.
+    reply; calls_by_stage: meter calls per stage; stage_seconds: wall-clock seconds per stage.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -189,14 +189,14 @@ def _not_selected(edit: EditRecord, budget: int) -> EditRecord:
 
 
 def _reflect_stage(batches: list[Minibatch], *, documents: dict[str, str], settings: StepSettings,
-                   editable: dict[str, bool], ledger: CallLedger, context: str, screen: ContentScreen,
+                   editable: dict[str, bool], meter: CallMeter, context: str, screen: ContentScreen,
                    result: StepResult) -> tuple[list[PatchList], list[EditRecord]]:
     """One reflect call per minibatch; returns (patch lists in minibatch order, edits rejected by screening)."""
     several = len(batches) > 1
 
     def one(batch: Minibatch):
         return reflect(tasks=batch.tasks, results=batch.results, skill=documents.get("skill", ""),
-                       memory=documents.get("memory", ""), edit_budget=settings.edit_budget, ledger=ledger,
+                       memory=documents.get("memory", ""), edit_budget=settings.edit_budget, meter=meter,
                        contrastive=settings.rollouts_k > 1, evolve_skill=editable["skill"],
                        evolve_memory=editable["memory"], context=context,
                        max_passing=settings.minibatch_size if several else MAX_PASSING_TASKS, screen=screen)
@@ -216,7 +216,7 @@ def _reflect_stage(batches: list[Minibatch], *, documents: dict[str, str], setti
 
 def _aggregate_stage(patches: list[PatchList], *, documents: dict[str, str], targets: list[str],
                      train: list[TaskRecord], settings: StepSettings, editable: dict[str, bool],
-                     ledger: CallLedger, screen: ContentScreen,
+                     meter: CallMeter, screen: ContentScreen,
                      result: StepResult) -> tuple[list[EditRecord], list[EditRecord]]:
     """Dedupe, then merge hierarchically when there is something to merge; returns (merged, rejected)."""
     lists = sorted((patch for patch in patches if patch.edits), key=lambda patch: patch.kind != "failure")
@@ -229,7 +229,7 @@ def _aggregate_stage(patches: list[PatchList], *, documents: dict[str, str], tar
         if len(group) == 1:
             return group[0]
         outcome = merge_patches(group, skill=documents.get("skill", ""), memory=documents.get("memory", ""),
-                                targets=targets, ledger=ledger)
+                                targets=targets, meter=meter)
         if outcome.error:
             result.errors.append({"stage": "merge", "message": outcome.error})
         return PatchList(kind=kind, edits=outcome.edits)
@@ -243,7 +243,7 @@ def _aggregate_stage(patches: list[PatchList], *, documents: dict[str, str], tar
 
 
 def _select_stage(merged: list[EditRecord], *, documents: dict[str, str], settings: StepSettings,
-                  ledger: CallLedger, result: StepResult) -> None:
+                  meter: CallMeter, result: StepResult) -> None:
     """Keep the top L edits. The users' own rules (``result.user_rules`` of them, first in ``merged``) come first,
     most-stated first; the optimizer ranks the other edits for what budget is left (no call when they fit)."""
     budget = settings.edit_budget
@@ -255,7 +255,7 @@ def _select_stage(merged: list[EditRecord], *, documents: dict[str, str], settin
     room = max(0, budget - len(stated))
     if room and len(proposed) > room:
         outcome = rank_edits(proposed, keep=room, skill=documents.get("skill", ""),
-                             memory=documents.get("memory", ""), ledger=ledger)
+                             memory=documents.get("memory", ""), meter=meter)
         if outcome.fallback:
             result.rank_fallback = outcome.fallback
             result.errors.append({"stage": "rank", "message": outcome.fallback})
@@ -330,7 +330,7 @@ def _replace_edits(result: StepResult, applied: list[EditRecord], dropped: dict[
     result.edits = [replacement.get(id(edit), edit) for edit in result.edits]
 
 
-def _repair_stage(result: StepResult, tester: _Tester, *, ledger: CallLedger) -> None:
+def _repair_stage(result: StepResult, tester: _Tester, *, meter: CallMeter) -> None:
     """Gate repair (``engine/repair.py``): blame, rebuild the candidate without the blamed edits, gate it again.
     Updates ``result`` (candidate, changed, val replays, gate, edits, blamed) when a repaired candidate is
     tested; records why not in ``gate.details["repair"]`` when repair looked but found nothing to drop."""
@@ -338,19 +338,19 @@ def _repair_stage(result: StepResult, tester: _Tester, *, ledger: CallLedger) ->
     if repair.wants_repair(result.gate, len(applied)) is not None:
         return
     originals = [edit.model_copy(update={"status": "proposed", "reason": ""}) for edit in applied]
-    calls_before = ledger.calls
+    calls_before = meter.calls
     first = result.gate
     found = repair.blame(originals, first, tester.val, replay=tester.replay, metric=tester.settings.gate_metric,
                          mixed_weight=tester.settings.gate_mixed_weight)
     if not found.blamed or len(found.blamed) == len(originals):
         why = "no single edit to blame" if not found.blamed else "every edit is to blame"
-        first.details["repair"] = repair.repair_report(first, applied, found, calls=ledger.calls - calls_before,
+        first.details["repair"] = repair.repair_report(first, applied, found, calls=meter.calls - calls_before,
                                                        outcome=f"not repaired: {why}")
         return
     kept = [edit for index, edit in enumerate(originals) if index not in found.blamed]
     candidate, reapplied = build_candidate(tester.texts, kept)
     evaluation, decision = tester.test(candidate)
-    decision.details["repair"] = repair.repair_report(first, applied, found, calls=ledger.calls - calls_before,
+    decision.details["repair"] = repair.repair_report(first, applied, found, calls=meter.calls - calls_before,
                                                       outcome=f"repaired: {decision.verdict}")
     _take(result, candidate, evaluation, decision, tester.texts)
     _replace_edits(result, applied, {index: f"gate repair: blamed for val task(s) {', '.join(found.fixes[index])}, "
@@ -360,7 +360,7 @@ def _repair_stage(result: StepResult, tester: _Tester, *, ledger: CallLedger) ->
 
 
 def _stated_rules_stage(result: StepResult, tester: _Tester, *, proposed: list[EditRecord], train: list[TaskRecord],
-                        ledger: CallLedger) -> None:
+                        meter: CallMeter) -> None:
     """A tie is no evidence against the user's own rules (``gate_stated_rules = "own_tasks"``): when the gate left
     pending a candidate made only of rules the users stated, and it lost no val task and regressed none (at least one
     val task replayed), the candidate is replayed on the train tasks those rules came from; it is accepted when it
@@ -379,7 +379,7 @@ def _stated_rules_stage(result: StepResult, tester: _Tester, *, proposed: list[E
         report["outcome"] = "pending: none of the rules' own tasks can be replayed"
         gate.details["stated_rules"] = report
         return
-    calls_before = ledger.calls
+    calls_before = meter.calls
     baseline = {r.task_id: r for r in result.train_results if r.error is None}
     edits = [edit.model_copy(update={"status": "proposed", "reason": ""}) for edit in applied]
     candidate = {r.task_id: r for r in tester.replay(own, edits, 1) if r.error is None}
@@ -387,7 +387,7 @@ def _stated_rules_stage(result: StepResult, tester: _Tester, *, proposed: list[E
            and not baseline[task.id].hard and candidate[task.id].hard]
     lost = [task.id for task in own if task.id in baseline and task.id in candidate
             and baseline[task.id].hard and not candidate[task.id].hard]
-    report.update(won=won, lost=lost, calls=ledger.calls - calls_before)
+    report.update(won=won, lost=lost, calls=meter.calls - calls_before)
     if won and not lost:
         report["outcome"] = "accepted"
         result.gate = gate.model_copy(update={
@@ -400,7 +400,7 @@ def _stated_rules_stage(result: StepResult, tester: _Tester, *, proposed: list[E
     result.gate.details["stated_rules"] = report
 
 
-def _support_stage(result: StepResult, tester: _Tester, *, stated: set[str], ledger: CallLedger) -> None:
+def _support_stage(result: StepResult, tester: _Tester, *, stated: set[str], meter: CallMeter) -> None:
     """Every adopted line earns its place (``repair.support``): when an accepted candidate carries optimizer edits
     beside other edits, an optimizer edit whose candidate wins just as much without it is dropped, and the
     candidate without it is gated once more; it replaces the accepted one only if accepted too. ``stated``: the
@@ -409,7 +409,7 @@ def _support_stage(result: StepResult, tester: _Tester, *, stated: set[str], led
     optimizer = [index for index, edit in enumerate(applied) if edit.content not in stated]
     if not result.accepted or len(applied) < 2 or not optimizer:
         return
-    calls_before = ledger.calls
+    calls_before = meter.calls
     originals = [edit.model_copy(update={"status": "proposed", "reason": ""}) for edit in applied]
     found = repair.support(originals, result.gate, tester.val, replay=tester.replay, candidates=optimizer,
                            metric=tester.settings.gate_metric, mixed_weight=tester.settings.gate_mixed_weight)
@@ -426,7 +426,7 @@ def _support_stage(result: StepResult, tester: _Tester, *, stated: set[str], led
             report["outcome"] = f"dropped {len(found)} unsupported edit(s)"
         else:
             report["outcome"] = f"kept all: without the unsupported edits the gate said {decision.verdict}"
-    report["calls"] = ledger.calls - calls_before
+    report["calls"] = meter.calls - calls_before
     result.gate.details["support"] = report
 
 
@@ -441,7 +441,7 @@ def _annotate(decision: GateDecision, val: list[TaskRecord], origins: dict[str, 
 
 
 def run_step(*, train: list[TaskRecord], val: list[TaskRecord], documents: dict[str, str], settings: StepSettings,
-             ledger: CallLedger, cache: ReplayCache | None = None, rubric_judge: Any = None,
+             meter: CallMeter, cache: ReplayCache | None = None, rubric_judge: Any = None,
              best_gate_score: float | None = None, context: str = "", rollout: Rollout | None = None,
              rollout_key: str = "", on_stage: Callable[[str, str], None] | None = None,
              edit_filter: Callable[[list[EditRecord]], list[EditRecord]] | None = None,
@@ -451,7 +451,7 @@ def run_step(*, train: list[TaskRecord], val: list[TaskRecord], documents: dict[
 
     train / val: TaskRecords (only train tasks are replayed and reflected on; val is held out for the gate);
     documents: ``{"skill": text, "memory": text}`` (a missing kind is empty and not editable); settings:
-    ``StepSettings``; ledger: the night's ``CallLedger``; cache: the ``ReplayCache`` (or None); rubric_judge: a
+    ``StepSettings``; meter: the night's ``CallMeter``; cache: the ``ReplayCache`` (or None); rubric_judge: a
     ``judges.RubricJudge`` or None; best_gate_score: the all-time best mean gate score (None = none yet);
     context: extra evidence text for the reflect prompts; rollout / rollout_key: a ``replay.Rollout`` used for every
     replay of the step instead of the target chat call (the trainer's environments; see ``replay.replay_tasks``);
@@ -464,15 +464,15 @@ def run_step(*, train: list[TaskRecord], val: list[TaskRecord], documents: dict[
     source an edit's commands, URLs and paths may come from (``provenance``; None: the ``authored`` text of train,
     val and archived val, the stated rules and ``documents``). Every edit, the users' rules included, is screened
     against it before the gate, with the gate on or off.
-    Raises ``BackendError`` / ``BudgetExhausted`` from the ledger; ValueError for unknown gate settings (from
+    Raises ``BackendError`` / ``BudgetExhausted`` from the meter; ValueError for unknown gate settings (from
     ``gate.decide``).
     """
-    clock = StageClock(ledger, on_stage, stages=STAGES)
+    clock = StageClock(meter, on_stage, stages=STAGES)
     texts = {kind: documents[kind] for kind in DOCUMENT_KINDS if kind in documents}
     editable = {"skill": settings.evolve_skill and "skill" in texts,
                 "memory": settings.evolve_memory and "memory" in texts}
     targets = [kind for kind in ("memory", "skill") if editable[kind]]
-    replay_kwargs: dict[str, Any] = dict(ledger=ledger, workers=settings.workers, cache=cache,
+    replay_kwargs: dict[str, Any] = dict(meter=meter, workers=settings.workers, cache=cache,
                                          rubric_judge=rubric_judge, seed=settings.seed, rollout=rollout,
                                          rollout_key=rollout_key)
     stated = rules if rules is not None else stated_rules(train)
@@ -513,13 +513,13 @@ def run_step(*, train: list[TaskRecord], val: list[TaskRecord], documents: dict[
                 why = "no failing train task" if settings.failure_only else "no scored train task"
                 result.errors.append({"stage": "reflect", "message": f"{why}: nothing to reflect on"})
             patches, rejected = _reflect_stage(batches, documents=texts, settings=settings, editable=editable,
-                                               ledger=ledger, context=context, screen=screen, result=result)
+                                               meter=meter, context=context, screen=screen, result=result)
     result.raw_patches = [patch.edits for patch in patches]
 
     # 3. aggregate: the optimizer's edits, then the users' own rules first (one edit per rule, never restated)
     with clock.stage("aggregate"):
         merged, merge_rejected = _aggregate_stage(patches, documents=texts, targets=targets, train=train,
-                                                  settings=settings, editable=editable, ledger=ledger,
+                                                  settings=settings, editable=editable, meter=meter,
                                                   screen=screen, result=result)
     proposed_rules: list[EditRecord] = []
     if settings.propose_user_rules and targets:
@@ -544,7 +544,7 @@ def run_step(*, train: list[TaskRecord], val: list[TaskRecord], documents: dict[
 
     # 4. select
     with clock.stage("select"):
-        _select_stage(merged, documents=texts, settings=settings, ledger=ledger, result=result)
+        _select_stage(merged, documents=texts, settings=settings, meter=meter, result=result)
 
     # 5. update
     with clock.stage("update"):
@@ -583,10 +583,10 @@ def run_step(*, train: list[TaskRecord], val: list[TaskRecord], documents: dict[
                 evaluation, decision = tester.test(candidate)
                 _take(result, candidate, evaluation, decision, texts)
                 if settings.gate_repair:
-                    _repair_stage(result, tester, ledger=ledger)
+                    _repair_stage(result, tester, meter=meter)
                 if settings.gate_stated_rules == "own_tasks":
-                    _stated_rules_stage(result, tester, proposed=proposed_rules, train=train, ledger=ledger)
-                _support_stage(result, tester, stated={edit.content for edit in proposed_rules}, ledger=ledger)
+                    _stated_rules_stage(result, tester, proposed=proposed_rules, train=train, meter=meter)
+                _support_stage(result, tester, stated={edit.content for edit in proposed_rules}, meter=meter)
             else:
                 result.gate = gate(baseline=[], candidate=[])
         _annotate(result.gate, pool, origins)

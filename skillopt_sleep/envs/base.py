@@ -110,7 +110,7 @@ def default_task_for(item: dict[str, Any]) -> TaskRecord:
 
 class RolloutClient:
     """The ``target_client`` an environment's ``rollout_one`` receives from the trainer: a ``Backend`` whose calls
-    go through the run's ``CallLedger`` (recorded, budgeted; a fatal error raises ``BackendError``).
+    go through the run's ``CallMeter`` (recorded, budgeted; a fatal error raises ``BackendError``).
 
     For role ``"target"`` requests it applies the rollout's sampling settings: ``temperature`` and ``seed`` (seed
     + sample index) unless the environment set them explicitly on the request. A failed call is returned as a
@@ -118,8 +118,8 @@ class RolloutClient:
     ``RolloutResult.error``. ``usage``: tokens of the calls made through this client. Thread-safe.
     """
 
-    def __init__(self, ledger: Any, *, temperature: float = 0.0, seed: int | None = None):
-        self.ledger = ledger
+    def __init__(self, meter: Any, *, temperature: float = 0.0, seed: int | None = None):
+        self.meter = meter
         self.temperature = temperature
         self.seed = seed
         self.usage = Usage()
@@ -127,23 +127,23 @@ class RolloutClient:
 
     @property
     def backend(self) -> Backend:
-        """The backend behind the ledger (``engine.replay.replay_one`` reads its ``runs_tools``)."""
-        return self.ledger.backend
+        """The backend behind the meter (``engine.replay.replay_one`` reads its ``runs_tools``)."""
+        return self.meter.backend
 
     @property
     def name(self) -> str:
-        return self.ledger.backend.name
+        return self.meter.backend.name
 
     @property
     def runs_tools(self) -> bool:
-        backend = self.ledger.backend
+        backend = self.meter.backend
         return bool(getattr(backend, "runs_tools", False))
 
     def model_for(self, role: Role) -> str:
-        return self.ledger.backend.model_for(role)
+        return self.meter.backend.model_for(role)
 
     def chat(self, request: ChatRequest, *, fail_on_error: bool = False) -> ChatResult:
-        """Make one call through the ledger (see the class docstring); fail_on_error as in ``CallLedger.chat``."""
+        """Make one call through the meter (see the class docstring); fail_on_error as in ``CallMeter.chat``."""
         if request.role == "target":
             update: dict[str, Any] = {}
             if "temperature" not in request.model_fields_set:
@@ -152,7 +152,7 @@ class RolloutClient:
                 update["seed"] = self.seed
             if update:
                 request = request.model_copy(update=update)
-        result = self.ledger.chat(request, fail_on_error=fail_on_error)
+        result = self.meter.chat(request, fail_on_error=fail_on_error)
         with self._lock:
             self.usage = Usage(prompt_tokens=self.usage.prompt_tokens + result.usage.prompt_tokens,
                                completion_tokens=self.usage.completion_tokens + result.usage.completion_tokens)

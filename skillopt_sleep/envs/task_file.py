@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
-from skillopt_sleep.backends.base import Backend, CallLedger
+from skillopt_sleep.backends.base import Backend, CallMeter
 from skillopt_sleep.documents import SKILL_DESCRIPTION, SKILL_NAME, prompt_view
 from skillopt_sleep.engine.edits import new_skill_document
 from skillopt_sleep.engine.judges import make_rubric_judge
@@ -30,13 +30,13 @@ MAX_TOKENS = 400
 
 
 def as_rollout_client(client: Any) -> RolloutClient:
-    """``client`` as a ``RolloutClient``: itself, or a ``CallLedger`` / bare ``Backend`` wrapped (so an environment
+    """``client`` as a ``RolloutClient``: itself, or a ``CallMeter`` / bare ``Backend`` wrapped (so an environment
     can also be driven directly, outside the trainer)."""
     if isinstance(client, RolloutClient):
         return client
-    if isinstance(client, CallLedger):
+    if isinstance(client, CallMeter):
         return RolloutClient(client)
-    return RolloutClient(CallLedger(client))
+    return RolloutClient(CallMeter(client))
 
 
 def load_task_file(path: Path) -> tuple[list[TaskRecord], dict[str, int]]:
@@ -129,7 +129,7 @@ class TaskFileEnv:
         task = TaskRecord.model_validate(item)
         client = as_rollout_client(target_client)
         system = system_prompt(skill, prompt_view(self.memory))
-        result = replay_one(task, 0, system=system, ledger=client, temperature=None, seed=None, max_tokens=MAX_TOKENS,
+        result = replay_one(task, 0, system=system, meter=client, temperature=None, seed=None, max_tokens=MAX_TOKENS,
                             rubric_judge=make_rubric_judge(client))
         conversation = [{"role": "system", "content": system}, {"role": "user", "content": task.request}]
         if result.response:

@@ -19,7 +19,7 @@ import pytest
 from transcripts import PNPM_CONVERSATIONS, UNEXPLAINED_CONVERSATIONS
 
 import skillopt_sleep.night as night_module
-from skillopt_sleep.backends.base import CallLedger
+from skillopt_sleep.backends.base import CallMeter
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.night import EXIT_CODES, run_night
 from skillopt_sleep.state import ProjectPaths, load_state
@@ -67,16 +67,16 @@ def mixed_setup(tmp_path, write_sessions) -> Setup:
 
 
 @pytest.fixture
-def ledgers(monkeypatch) -> list[CallLedger]:
-    """Every CallLedger a night creates (to read its call records)."""
-    made: list[CallLedger] = []
+def ledgers(monkeypatch) -> list[CallMeter]:
+    """Every CallMeter a night creates (to read its call records)."""
+    made: list[CallMeter] = []
 
     def make(backend, budget=None, **options):
-        ledger = CallLedger(backend, budget, **options)
-        made.append(ledger)
-        return ledger
+        meter = CallMeter(backend, budget, **options)
+        made.append(meter)
+        return meter
 
-    monkeypatch.setattr(night_module, "CallLedger", make)
+    monkeypatch.setattr(night_module, "CallMeter", make)
     return made
 
 
@@ -111,9 +111,9 @@ def assert_stopped_cleanly(setup: Setup, result, limit: str) -> None:
     assert not diagnostics.gate or diagnostics.gate.verdict not in ("accept", "accept_new_best")
 
 
-def assert_cost_matches_the_ledger(diagnostics, ledger: CallLedger) -> None:
+def assert_cost_matches_the_ledger(diagnostics, meter: CallMeter) -> None:
     by_role: dict[str, tuple[int, int]] = {}
-    for record in ledger.records:
+    for record in meter.records:
         calls, tokens = by_role.get(record.role, (0, 0))
         by_role[record.role] = (calls + 1, tokens + record.usage.total)
     assert {role: (cost.calls, cost.prompt_tokens + cost.completion_tokens)
@@ -156,11 +156,11 @@ def test_max_calls_stops_the_night_at_exactly_that_many_calls_across_roles(setup
     assert sum(cost.calls for cost in full.cost.values()) > budget
     result = setup.run(setup.config(max_calls_per_night=budget))
     assert_stopped_cleanly(setup, result, "max_calls_per_night")
-    ledger = ledgers[-1]
-    assert ledger.calls == budget
+    meter = ledgers[-1]
+    assert meter.calls == budget
     assert result.diagnostics.cost["optimizer"].calls == 1  # the reflect call was paid for before the gate
     assert result.diagnostics.cost["target"].calls == budget - 1
-    assert_cost_matches_the_ledger(result.diagnostics, ledger)
+    assert_cost_matches_the_ledger(result.diagnostics, meter)
     assert_the_next_night_reads_the_same_sessions(setup, result.diagnostics)
 
 
@@ -170,10 +170,10 @@ def test_max_tokens_stops_the_night_at_the_first_call_past_the_limit(setup, tmp_
     limit = total // 2
     result = setup.run(setup.config(max_tokens_per_night=limit))
     assert_stopped_cleanly(setup, result, "max_tokens_per_night")
-    ledger = ledgers[-1]
-    spent = [record.usage.total for record in ledger.records]
+    meter = ledgers[-1]
+    spent = [record.usage.total for record in meter.records]
     assert sum(spent[:-1]) < limit <= sum(spent)  # every call started under the limit; the last one reached it
-    assert_cost_matches_the_ledger(result.diagnostics, ledger)
+    assert_cost_matches_the_ledger(result.diagnostics, meter)
     assert_the_next_night_reads_the_same_sessions(setup, result.diagnostics)
 
 
@@ -184,10 +184,10 @@ def test_max_usd_is_enforced_when_a_price_is_set(setup, tmp_path, ledgers):
     max_usd = round(total / 2 / 1000 * price, 4)
     result = setup.run(setup.config(max_usd_per_night=max_usd, usd_per_1k_tokens=price))
     assert_stopped_cleanly(setup, result, "max_usd_per_night")
-    ledger = ledgers[-1]
-    spent_usd = [record.usage.total / 1000 * price for record in ledger.records]
+    meter = ledgers[-1]
+    spent_usd = [record.usage.total / 1000 * price for record in meter.records]
     assert sum(spent_usd[:-1]) < max_usd <= sum(spent_usd)
-    assert_cost_matches_the_ledger(result.diagnostics, ledger)
+    assert_cost_matches_the_ledger(result.diagnostics, meter)
 
 
 def test_max_usd_without_a_price_limits_nothing(setup, tmp_path):
@@ -222,13 +222,13 @@ class MinutePerCallBackend:
 
 def test_max_minutes_stops_the_night_once_that_much_wall_clock_time_was_spent(setup, tmp_path, monkeypatch):
     clock = SimulatedClock()
-    made: list[CallLedger] = []
+    made: list[CallMeter] = []
 
     def make(backend, budget=None, **options):
-        made.append(CallLedger(MinutePerCallBackend(backend, clock), budget, clock=clock, **options))
+        made.append(CallMeter(MinutePerCallBackend(backend, clock), budget, clock=clock, **options))
         return made[-1]
 
-    monkeypatch.setattr(night_module, "CallLedger", make)
+    monkeypatch.setattr(night_module, "CallMeter", make)
     result = setup.run(setup.config(max_minutes_per_night=5))
     assert_stopped_cleanly(setup, result, "max_minutes_per_night")
     assert made[-1].calls == 5  # five one-minute calls; the sixth is refused before it starts

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from pytest_httpserver import HTTPServer
 
-from skillopt_sleep.backends.base import CallLedger, ChatMessage, ChatRequest
+from skillopt_sleep.backends.base import CallMeter, ChatMessage, ChatRequest
 from skillopt_sleep.backends.mock import MockBackend
 from skillopt_sleep.errors import BackendError
 from skillopt_sleep.models import Usage
@@ -135,7 +135,7 @@ def test_a_missing_claude_cli_stops_the_night_with_exit_2_and_says_to_install_it
     check_the_next_run_harvests_the_same_sessions(project, diagnostics, "--backend", "claude", env=env)
 
 
-# --------------------------------------------------------------------------- the ledger's dead-backend stop
+# --------------------------------------------------------------------------- the meter's dead-backend stop
 
 
 class SilentBackend(MockBackend):
@@ -157,31 +157,31 @@ def target_request() -> ChatRequest:
 
 
 def test_three_calls_in_a_row_without_any_reply_stop_even_callers_that_tolerate_errors():
-    ledger = CallLedger(SilentBackend(tokens=0))
+    meter = CallMeter(SilentBackend(tokens=0))
     for _ in range(2):
-        assert not ledger.chat(target_request(), fail_on_error=False).ok  # a failed replay, counted by the caller
+        assert not meter.chat(target_request(), fail_on_error=False).ok  # a failed replay, counted by the caller
     with pytest.raises(BackendError) as raised:
-        ledger.chat(target_request(), fail_on_error=False)
+        meter.chat(target_request(), fail_on_error=False)
     assert raised.value.fatal and raised.value.kind == "repeated_failures"
     assert "3 calls in a row" in str(raised.value) and "connection refused" in str(raised.value)
 
 
 def test_failed_calls_that_used_tokens_are_the_models_failure_and_do_not_stop_the_night():
-    ledger = CallLedger(SilentBackend(tokens=12))
+    meter = CallMeter(SilentBackend(tokens=12))
     for _ in range(5):
-        assert not ledger.chat(target_request(), fail_on_error=False).ok
-    assert ledger.calls == 5
+        assert not meter.chat(target_request(), fail_on_error=False).ok
+    assert meter.calls == 5
 
 
 def test_one_answered_call_ends_the_streak():
     backend = SilentBackend(tokens=0)
-    ledger = CallLedger(backend)
+    meter = CallMeter(backend)
     for _ in range(2):
-        ledger.chat(target_request(), fail_on_error=False)
-    healthy = CallLedger(MockBackend())
-    ledger.backend = healthy.backend  # the backend comes back
-    assert ledger.chat(target_request()).ok
-    ledger.backend = backend
+        meter.chat(target_request(), fail_on_error=False)
+    healthy = CallMeter(MockBackend())
+    meter.backend = healthy.backend  # the backend comes back
+    assert meter.chat(target_request()).ok
+    meter.backend = backend
     for _ in range(2):
-        assert not ledger.chat(target_request(), fail_on_error=False).ok
-    assert ledger.calls == 5
+        assert not meter.chat(target_request(), fail_on_error=False).ok
+    assert meter.calls == 5

@@ -1,4 +1,4 @@
-"""The OpenAI backend and the CallLedger against a fault-injecting OpenAI-compatible server on 127.0.0.1.
+"""The OpenAI backend and the CallMeter against a fault-injecting OpenAI-compatible server on 127.0.0.1.
 
 Each case makes the server misbehave in one way a real endpoint does (auth, unknown model, rate limit, 5xx,
 garbage bodies, slow replies, empty replies) and checks that the failure is classified (fatal stops at once,
@@ -14,7 +14,7 @@ import time
 import pytest
 from werkzeug import Request, Response
 
-from skillopt_sleep.backends.base import Budget, CallLedger, ChatMessage, ChatRequest
+from skillopt_sleep.backends.base import Budget, CallMeter, ChatMessage, ChatRequest
 from skillopt_sleep.backends.openai_compat import OpenAIBackend
 from skillopt_sleep.errors import BackendError, BudgetExhausted
 
@@ -200,34 +200,34 @@ def test_a_server_that_is_not_running_is_a_transient_connection_error():
     assert "connection to" in result.error and "check base_url" in result.error
 
 
-# ---------------------------------------------------------------------- the ledger over the backend
+# ---------------------------------------------------------------------- the meter over the backend
 
 
 def test_ledger_raises_a_fatal_backend_error_on_401_and_records_the_failed_call(api):
     api.expect_request(PATH).respond_with_json(error_body("bad key"), status=401)
-    ledger = CallLedger(make_backend(api))
+    meter = CallMeter(make_backend(api))
     with pytest.raises(BackendError) as caught:
-        ledger.chat(ask("optimizer"))
+        meter.chat(ask("optimizer"))
     assert caught.value.fatal and caught.value.role == "optimizer" and caught.value.model == "optimizer-m"
     assert "check OPENAI_API_KEY" in str(caught.value)
-    [record] = ledger.records
+    [record] = meter.records
     assert (record.ok, record.error_kind, record.attempts, record.backend) == (False, "fatal", 1, "openai")
-    assert ledger.errors()[0]["kind"] == "fatal"
+    assert meter.errors()[0]["kind"] == "fatal"
 
 
 def test_ledger_returns_a_transient_failure_when_asked_not_to_fail(api):
     api.expect_request(PATH).respond_with_json(error_body("overloaded"), status=503)
-    ledger = CallLedger(make_backend(api, max_retries=1))
-    result = ledger.chat(ask("judge"), fail_on_error=False)
-    assert result.error_kind == "transient" and ledger.records[0].attempts == 2
-    assert ledger.cost_by_role()["judge"].failed_calls == 1
+    meter = CallMeter(make_backend(api, max_retries=1))
+    result = meter.chat(ask("judge"), fail_on_error=False)
+    assert result.error_kind == "transient" and meter.records[0].attempts == 2
+    assert meter.cost_by_role()["judge"].failed_calls == 1
 
 
 def test_ledger_max_calls_budget_stops_the_third_call_before_it_reaches_the_server(api):
     api.expect_request(PATH).respond_with_json(completion("ok", prompt_tokens=10, completion_tokens=2))
-    ledger = CallLedger(make_backend(api), Budget(max_calls=2))
-    ledger.chat(ask())
-    ledger.chat(ask())
+    meter = CallMeter(make_backend(api), Budget(max_calls=2))
+    meter.chat(ask())
+    meter.chat(ask())
     with pytest.raises(BudgetExhausted):
-        ledger.chat(ask())
-    assert len(api.log) == 2 and ledger.calls == 2 and ledger.tokens == 24
+        meter.chat(ask())
+    assert len(api.log) == 2 and meter.calls == 2 and meter.tokens == 24

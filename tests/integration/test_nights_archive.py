@@ -340,7 +340,7 @@ def test_a_stated_user_rule_the_gate_rejected_is_not_proposed_again_the_next_nig
     from skillopt_sleep.rulebook import stated_rules, user_rule_edits
 
     rule = EditRecord(target="memory", op="append", content="we use pnpm in this repo, never npm")
-    screen = RejectedEditScreen(ledger=None, rejected={rejected_edit_key(rule): "n1"})
+    screen = RejectedEditScreen(meter=None, rejected={rejected_edit_key(rule): "n1"})
     task = TaskRecord(id="t-1", source="claude", request="install deps", rules=["We use pnpm in this repo, never npm"])
     proposed = user_rule_edits(stated_rules([task]), {"memory": ""}, target="memory")
     assert proposed and screen.filter(proposed) == []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from skillopt_sleep.backends.base import CallLedger
+from skillopt_sleep.backends.base import CallMeter
 from skillopt_sleep.backends.mock import MockBackend
 from skillopt_sleep.engine.aggregate import (
     PATCH_LIST_HEADER,
@@ -56,7 +56,7 @@ def test_merge_combines_the_same_rule_from_two_lists_into_one_edit_with_joined_e
     backend = MockBackend()
     first = PatchList(kind="failure", edits=[edit("Use pnpm, not npm.", "t-1"), edit("Use ruff", "t-2")])
     second = PatchList(kind="failure", edits=[edit("use pnpm, not npm", "t-3")])
-    outcome = merge_patches([first, second], skill="", memory="# Notes", targets=["memory"], ledger=CallLedger(backend))
+    outcome = merge_patches([first, second], skill="", memory="# Notes", targets=["memory"], meter=CallMeter(backend))
     assert outcome.error is None
     assert [(e.content, e.evidence) for e in outcome.edits] == [("Use pnpm, not npm.", ["t-1", "t-3"]),
                                                                 ("Use ruff", ["t-2"])]
@@ -69,7 +69,7 @@ def test_an_unusable_merge_reply_falls_back_to_the_deduped_lists_after_one_retry
     backend = MockBackend(scripted={"merge": ["no idea", "still no JSON"]})
     outcome = merge_patches([PatchList(kind="failure", edits=[edit("Use pnpm", "t-1")]),
                              PatchList(kind="success", edits=[edit("use pnpm", "t-2"), edit("Use ruff", "t-3")])],
-                            skill="", memory="", targets=["memory"], ledger=CallLedger(backend))
+                            skill="", memory="", targets=["memory"], meter=CallMeter(backend))
     assert backend.calls_by_kind == {"merge": 2}
     assert outcome.error and "deduped concatenation" in outcome.error
     assert [(e.content, e.evidence) for e in outcome.edits] == [("Use pnpm", ["t-1", "t-2"]), ("Use ruff", ["t-3"])]
@@ -92,7 +92,7 @@ def test_parse_order_names_what_is_wrong_with_an_invalid_reply():
 def test_the_mock_ranks_edits_backed_by_more_tasks_first():
     backend = MockBackend()
     edits = [edit("Use ruff", "t-1"), edit("Use pnpm", "t-2", "t-3", "t-4"), edit("Use uv", "t-5", "t-6")]
-    outcome = rank_edits(edits, keep=2, skill="", memory="", ledger=CallLedger(backend))
+    outcome = rank_edits(edits, keep=2, skill="", memory="", meter=CallMeter(backend))
     assert outcome.fallback is None
     assert outcome.order == [1, 2, 0]
     assert backend.calls_by_kind == {"rank": 1}
@@ -101,7 +101,7 @@ def test_the_mock_ranks_edits_backed_by_more_tasks_first():
 
 def test_an_invalid_rank_reply_keeps_the_merged_order_and_says_why():
     backend = MockBackend(scripted={"rank": ['{"order": [0, 7]}']})
-    outcome = rank_edits([edit("a"), edit("b"), edit("c")], keep=1, skill="", memory="", ledger=CallLedger(backend))
+    outcome = rank_edits([edit("a"), edit("b"), edit("c")], keep=1, skill="", memory="", meter=CallMeter(backend))
     assert outcome.order == [0, 1, 2]
     assert outcome.fallback and "out of range" in outcome.fallback
     assert backend.calls_by_kind == {"rank": 1}  # one call, no retry
@@ -109,5 +109,5 @@ def test_an_invalid_rank_reply_keeps_the_merged_order_and_says_why():
 
 def test_a_failed_rank_call_is_a_fallback_not_a_failed_night():
     backend = MockBackend(fail_with="timed out", fail_kind="transient", fail_roles=["optimizer"])
-    outcome = rank_edits([edit("a"), edit("b")], keep=1, skill="", memory="", ledger=CallLedger(backend))
+    outcome = rank_edits([edit("a"), edit("b")], keep=1, skill="", memory="", meter=CallMeter(backend))
     assert outcome.order == [0, 1] and "timed out" in outcome.fallback

@@ -14,7 +14,7 @@ from skillopt_sleep.archive.dream import dream_variants, variant_id
 from skillopt_sleep.archive.pending import retest_pending
 from skillopt_sleep.archive.rejected_edits import RejectedEditScreen, rejected_edit_key
 from skillopt_sleep.archive.slow_update import HISTORY_NIGHTS, is_due, record_night_documents
-from skillopt_sleep.backends.base import CallLedger, ChatMessage, ChatRequest
+from skillopt_sleep.backends.base import CallMeter, ChatMessage, ChatRequest
 from skillopt_sleep.backends.mock import MockBackend
 from skillopt_sleep.hashing import sha256_text
 from skillopt_sleep.engine.reflect import edits_schema
@@ -37,7 +37,7 @@ def optimizer_request(schema: dict) -> ChatRequest:
     return ChatRequest(role="optimizer", messages=[ChatMessage(role="user", content="reflect")], json_schema=schema)
 
 
-# --------------------------------------------------------------------------- the ledger
+# --------------------------------------------------------------------------- the rejected-edit ledger
 
 
 def test_rejected_edit_keys_ignore_case_spacing_and_final_punctuation_but_not_target_or_op():
@@ -52,20 +52,20 @@ def test_rejected_edit_keys_ignore_case_spacing_and_final_punctuation_but_not_ta
 def test_the_screen_drops_ledger_edits_from_an_optimizer_reply_and_keeps_the_others():
     reply = json.dumps({"edits": [edit("Always answer in French.").model_dump(),
                                   edit("Run the tests before answering.").model_dump()]})
-    ledger = CallLedger(MockBackend(scripted={"reflect": [reply]}))
-    screen = RejectedEditScreen(ledger, {rejected_edit_key(edit("always answer in french")): "2026-01-01T000000Z"})
+    meter = CallMeter(MockBackend(scripted={"reflect": [reply]}))
+    screen = RejectedEditScreen(meter, {rejected_edit_key(edit("always answer in french")): "2026-01-01T000000Z"})
     result = screen.chat(optimizer_request(edits_schema(3, ["memory"])))
     contents = [item["content"] for item in json.loads(result.text)["edits"]]
     assert contents == ["Run the tests before answering."]
     assert [(e.content, e.status, e.reason) for e in screen.blocked] == [
         ("Always answer in French.", "rejected", "already rejected on night 2026-01-01T000000Z")]
-    assert screen.calls == 1  # everything but chat is the wrapped ledger's
+    assert screen.calls == 1  # everything but chat is the wrapped meter's
 
 
 def test_the_screen_leaves_replies_without_a_ledger_edit_untouched():
     reply = '```json\n{"edits": [{"target": "memory", "op": "append", "content": "Keep answers short."}]}\n```'
-    ledger = CallLedger(MockBackend(scripted={"reflect": [reply]}))
-    screen = RejectedEditScreen(ledger, {rejected_edit_key(edit("something else")): "n1"})
+    meter = CallMeter(MockBackend(scripted={"reflect": [reply]}))
+    screen = RejectedEditScreen(meter, {rejected_edit_key(edit("something else")): "n1"})
     assert screen.chat(optimizer_request(edits_schema(3, ["memory"]))).text == reply
     assert screen.blocked == []
 
@@ -112,10 +112,10 @@ def test_a_tampered_stored_text_is_not_returned(tmp_path):
 def test_dream_variants_are_train_tasks_with_the_judge_and_rules_of_their_task():
     reply = json.dumps({"requests": ["add lodash to the repo please", "install lodash here",
                                      "install the deps", "install lodash here", "", "one too many"]})
-    ledger = CallLedger(MockBackend(scripted={"reflect": [reply]}))
+    meter = CallMeter(MockBackend(scripted={"reflect": [reply]}))
     source = task("t-1", "add lodash to this repo")
     held_out = [task("t-2", "Install the deps.", split="val")]
-    outcome = dream_variants([source, held_out[0]], factor=2, ledger=ledger, held_out=held_out, workers=1)
+    outcome = dream_variants([source, held_out[0]], factor=2, meter=meter, held_out=held_out, workers=1)
     assert outcome.calls == 1  # the val task is not dreamed on
     assert [v.request for v in outcome.variants] == ["add lodash to the repo please", "install lodash here"]
     assert outcome.dropped == {"equals_a_held_out_request": 1, "duplicate": 1, "empty_or_too_long": 1,
@@ -127,14 +127,14 @@ def test_dream_variants_are_train_tasks_with_the_judge_and_rules_of_their_task()
 
 
 def test_an_unusable_dream_reply_gives_no_variants_and_an_error():
-    ledger = CallLedger(MockBackend(scripted={"reflect": ["I cannot do that."]}))
-    outcome = dream_variants([task("t-1", "add lodash")], factor=2, ledger=ledger, held_out=[], workers=1)
+    meter = CallMeter(MockBackend(scripted={"reflect": ["I cannot do that."]}))
+    outcome = dream_variants([task("t-1", "add lodash")], factor=2, meter=meter, held_out=[], workers=1)
     assert outcome.variants == [] and outcome.errors[0]["task_id"] == "t-1"
 
 
 def test_dream_factor_zero_makes_no_call():
     backend = MockBackend()
-    assert dream_variants([task("t-1", "x")], factor=0, ledger=CallLedger(backend), held_out=[]).variants == []
+    assert dream_variants([task("t-1", "x")], factor=0, meter=CallMeter(backend), held_out=[]).variants == []
     assert backend.calls == 0
 
 
@@ -149,10 +149,10 @@ def pending_record(store: DocumentStore, *, baseline: str, candidate: str, teste
 
 def retest(store: DocumentStore, pending, documents, val):
     backend = MockBackend()
-    ledger = CallLedger(backend)
+    meter = CallMeter(backend)
     outcome = retest_pending(pending, documents=documents, val=val,
                              settings=StepSettings(edit_budget=1, gate_samples=1), store=store, best_gate_score=None,
-                             replay_kwargs=dict(ledger=ledger, workers=1, cache=ReplayCache(), seed=0))
+                             replay_kwargs=dict(meter=meter, workers=1, cache=ReplayCache(), seed=0))
     return outcome, backend
 
 

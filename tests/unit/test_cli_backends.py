@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from fake_agents import FakeAgents, install_fake_agents
 
-from skillopt_sleep.backends.base import SESSION_MARKER, CallLedger, ChatMessage, ChatRequest
+from skillopt_sleep.backends.base import SESSION_MARKER, CallMeter, ChatMessage, ChatRequest
 from skillopt_sleep.backends.claude_cli import CLAUDE_FLAGS, ClaudeCLIBackend, claude_logged_in
 from skillopt_sleep.backends.codex_cli import CODEX_FLAGS, CodexCLIBackend, codex_logged_in
 from skillopt_sleep.backends.subprocess_call import find_binary, render_prompt, run_contained
@@ -182,14 +182,14 @@ def test_claude_is_error_result_is_an_error_even_with_exit_status_zero(fake_agen
 
 def test_claude_fatal_error_stops_the_night_through_the_ledger(fake_agents):
     fake_agents.mode("auth")
-    ledger = CallLedger(make("claude"))
+    meter = CallMeter(make("claude"))
 
     with pytest.raises(BackendError) as raised:
-        ledger.chat(request())
+        meter.chat(request())
 
     assert raised.value.fatal
     assert raised.value.backend == "claude"
-    assert ledger.records[0].ok is False
+    assert meter.records[0].ok is False
 
 
 # --------------------------------------------------------------------------- codex

@@ -16,7 +16,7 @@ import pytest
 from fake_agents import FakeAgents, install_fake_agents
 
 from skillopt_sleep.backends import backend_options, get_backend
-from skillopt_sleep.backends.base import SESSION_MARKER, CallLedger, ChatMessage, ChatRequest
+from skillopt_sleep.backends.base import SESSION_MARKER, CallMeter, ChatMessage, ChatRequest
 from skillopt_sleep.backends.copilot_cli import COPILOT_FLAGS, CopilotCLIBackend
 from skillopt_sleep.backends.gemini_cli import DEFAULT_SYSTEM_PROMPT, GEMINI_FLAGS, GeminiCLIBackend
 from skillopt_sleep.config import SleepConfig
@@ -237,10 +237,10 @@ def test_auth_failure_is_fatal_with_the_login_fix_and_not_retried(fake_agents, n
 @pytest.mark.parametrize("name", list(BACKENDS))
 def test_auth_failure_stops_the_night_through_the_ledger(fake_agents, name):
     fake_agents.mode("auth")
-    ledger = CallLedger(make(name))
+    meter = CallMeter(make(name))
 
     with pytest.raises(BackendError) as raised:
-        ledger.chat(request())
+        meter.chat(request())
 
     assert raised.value.fatal and raised.value.backend == name
     assert LOGIN_WORDS[name] in raised.value.fix

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from skillopt_sleep.backends.base import CallLedger, ChatMessage, ChatRequest
+from skillopt_sleep.backends.base import CallMeter, ChatMessage, ChatRequest
 from skillopt_sleep.backends.mock import MockBackend
 from skillopt_sleep.engine.judges import make_rubric_judge
 from skillopt_sleep.engine.replay import replay_tasks
@@ -183,8 +183,8 @@ def test_task_file_rollout_scores_exactly_like_the_nights_replay(tmp_path):
     memory = "# Notes\n\nUse newtool, not oldtool\n"
     env = TaskFileEnv(path, memory=memory)
     episode = env.rollout_one(item=env.get_items("train")[0], skill="", target_client=MockBackend())
-    ledger = CallLedger(MockBackend())
-    night = replay_tasks([task], skill="", memory=memory, ledger=ledger, rubric_judge=make_rubric_judge(ledger))[0]
+    meter = CallMeter(MockBackend())
+    night = replay_tasks([task], skill="", memory=memory, meter=meter, rubric_judge=make_rubric_judge(meter))[0]
     assert (episode.response, episode.hard, episode.soft, episode.fail_reason, episode.rationale,
             episode.llm_judged) == (night.response, night.hard, night.soft, night.fail_reason, night.rationale,
                                     night.llm_judged)
@@ -196,7 +196,7 @@ def test_task_file_rollout_scores_exactly_like_the_nights_replay(tmp_path):
 
 def test_rollout_client_applies_the_rollout_sampling_to_target_requests_the_env_left_unset():
     backend = MockBackend()
-    client = RolloutClient(CallLedger(backend), temperature=0.7, seed=12)
+    client = RolloutClient(CallMeter(backend), temperature=0.7, seed=12)
     message = [ChatMessage(role="user", content="hi")]
     client.chat(ChatRequest(role="target", messages=message))
     client.chat(ChatRequest(role="target", messages=message, temperature=0.0, seed=1))

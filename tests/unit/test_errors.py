@@ -10,7 +10,7 @@ import pytest
 
 from skillopt_sleep import errors
 from skillopt_sleep.adopt import adopt_night, revert_adoption
-from skillopt_sleep.backends.base import CallLedger, ChatMessage, ChatRequest, ChatResult
+from skillopt_sleep.backends.base import CallMeter, ChatMessage, ChatRequest, ChatResult
 from skillopt_sleep.backends.claude_cli import ClaudeCLIBackend
 from skillopt_sleep.backends.mock import MockBackend
 from skillopt_sleep.errors import (AdoptError, BackendError, BudgetExhausted, ConfigError, LockedError, ModelPullError,
@@ -85,25 +85,25 @@ def request() -> ChatRequest:
 
 def test_a_fatal_error_carries_the_fix_the_backend_wrote():
     with pytest.raises(BackendError) as raised:
-        CallLedger(FailingBackend("fatal", "run `claude` and log in")).chat(request())
+        CallMeter(FailingBackend("fatal", "run `claude` and log in")).chat(request())
     assert raised.value.fix == "run `claude` and log in" and raised.value.message == "it failed"
     assert raised.value.exit_code == 2
 
 
 def test_a_dead_backend_carries_the_fix_of_its_last_failure():
-    ledger = CallLedger(FailingBackend("transient", "check that the server is reachable"), max_consecutive_failures=2)
-    ledger.chat(request(), fail_on_error=False)  # one failure: returned to the caller
+    meter = CallMeter(FailingBackend("transient", "check that the server is reachable"), max_consecutive_failures=2)
+    meter.chat(request(), fail_on_error=False)  # one failure: returned to the caller
     with pytest.raises(BackendError) as alive:  # but not one call got a reply
-        ledger.check_alive()
+        meter.check_alive()
     assert alive.value.kind == "repeated_failures" and alive.value.fix == "check that the server is reachable"
     with pytest.raises(BackendError) as raised:  # the second in a row
-        ledger.chat(request(), fail_on_error=False)
+        meter.chat(request(), fail_on_error=False)
     assert raised.value.kind == "repeated_failures" and raised.value.fix == "check that the server is reachable"
 
 
 def test_a_backend_without_a_fix_leaves_it_to_the_generic_one():
     with pytest.raises(BackendError) as raised:
-        CallLedger(FailingBackend("fatal", None)).chat(request())
+        CallMeter(FailingBackend("fatal", None)).chat(request())
     assert raised.value.fix is None and str(raised.value) == "it failed"
     assert "reachable" in FALLBACK_BACKEND_FIX
 

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from skillopt_sleep.backends.base import CallLedger, ChatRequest, ChatResult
+from skillopt_sleep.backends.base import CallMeter, ChatRequest, ChatResult
 from skillopt_sleep.engine.judges import (
     check_passes,
     gate_score,
@@ -225,21 +225,21 @@ class FakeBackend:
 
 def test_rubric_judge_makes_one_structured_judge_call():
     backend = FakeBackend([json.dumps({"score": 0.8, "rationale": "covers it"})])
-    ledger = CallLedger(backend)
-    score, rationale = make_rubric_judge(ledger, "fake-judge")("Fix bug", "names the cause", "cause: X")
+    meter = CallMeter(backend)
+    score, rationale = make_rubric_judge(meter, "fake-judge")("Fix bug", "names the cause", "cause: X")
     assert score == 0.8
     assert rationale == "[fake-judge] covers it"
     (request,) = backend.requests
     assert request.role == "judge"
     assert set(request.json_schema["required"]) == {"score", "rationale"}
     assert "names the cause" in request.messages[-1].content
-    assert ledger.calls == 1
+    assert meter.calls == 1
 
 
 @pytest.mark.parametrize(("reply", "expected"), [(7, 0.7), (85, 0.85), ("7/10", 0.7), (-1, 0.0), (1000, 1.0)])
 def test_rubric_judge_rescales_scores_given_on_other_scales(reply, expected):
     backend = FakeBackend([json.dumps({"score": reply, "rationale": "r"})])
-    score, _ = make_rubric_judge(CallLedger(backend))("q", "rubric", "a")
+    score, _ = make_rubric_judge(CallMeter(backend))("q", "rubric", "a")
     assert score == pytest.approx(expected)
 
 
@@ -251,8 +251,8 @@ def test_rescale_rejects_non_numbers():
 
 def test_rubric_judge_returns_nan_for_a_failed_call_or_an_unusable_reply():
     failed = FakeBackend([ChatResult(error="timeout", error_kind="transient")])
-    score, rationale = make_rubric_judge(CallLedger(failed))("q", "r", "a")
+    score, rationale = make_rubric_judge(CallMeter(failed))("q", "r", "a")
     assert math.isnan(score) and "judge call failed: timeout" in rationale
     garbled = FakeBackend(["I would give it a good score"])
-    score, rationale = make_rubric_judge(CallLedger(garbled))("q", "r", "a")
+    score, rationale = make_rubric_judge(CallMeter(garbled))("q", "r", "a")
     assert math.isnan(score) and "no score" in rationale

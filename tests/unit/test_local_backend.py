@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from transcripts import PNPM_CONVERSATIONS, write_claude_sessions
 
-from skillopt_sleep.backends.base import CallLedger, ChatMessage, ChatRequest
+from skillopt_sleep.backends.base import CallMeter, ChatMessage, ChatRequest
 from skillopt_sleep.backends.local import LocalBackend, bundled_model_path
 from skillopt_sleep.backends.select import choose_backend
 from skillopt_sleep.config import SleepConfig
@@ -101,8 +101,8 @@ def test_a_missing_model_file_is_a_fatal_error_naming_the_file(tmp_path):
     result = backend.chat(ask("hello"))
     assert result.error_kind == "fatal"
     assert str(missing) in result.error
-    with pytest.raises(BackendError) as raised:  # and the ledger stops the night on it
-        CallLedger(backend).chat(ask("hello"))
+    with pytest.raises(BackendError) as raised:  # and the meter stops the night on it
+        CallMeter(backend).chat(ask("hello"))
     assert raised.value.fatal and str(missing) in str(raised.value)
 
 

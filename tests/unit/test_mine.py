@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from skillopt_sleep.backends.base import Budget, CallLedger
+from skillopt_sleep.backends.base import Budget, CallMeter
 from skillopt_sleep.backends.mock import MockBackend
 from skillopt_sleep.errors import BudgetExhausted
 from skillopt_sleep.mine import MIN_TASKS_FOR_TEST, assign_split, mine_tasks, task_id_for
@@ -484,9 +484,9 @@ def test_miner_stops_after_the_budget_is_exhausted():
 
 
 def test_llm_miner_through_a_ledger_respects_its_call_budget():
-    ledger = CallLedger(MockBackend(), Budget(max_calls=1))
-    result = mine(*corrected_sessions(2), miner=make_llm_miner(ledger))
-    assert ledger.calls == 1
+    meter = CallMeter(MockBackend(), Budget(max_calls=1))
+    result = mine(*corrected_sessions(2), miner=make_llm_miner(meter))
+    assert meter.calls == 1
     assert len(result.miner_outcomes) == 1
     assert any("budget" in reason for reason in result.miner_errors.values())
 
@@ -500,10 +500,10 @@ def test_rules_are_not_mined_from_the_text_of_a_plan():
 
 def test_a_fatal_backend_error_stops_the_miner_but_not_mining():
     backend = MockBackend(fail_with="401 Unauthorized: invalid API key", fail_kind="fatal", fail_roles=["miner"])
-    ledger = CallLedger(backend)
+    meter = CallMeter(backend)
     plain = mine(*corrected_sessions(3))
-    result = mine(*corrected_sessions(3), miner=make_llm_miner(ledger))
-    assert ledger.calls == 1
+    result = mine(*corrected_sessions(3), miner=make_llm_miner(meter))
+    assert meter.calls == 1
     assert [task.judge for task in result.tasks] == [task.judge for task in plain.tasks]
     assert len(result.miner_errors) == 3
     assert any("401" in reason for reason in result.miner_errors.values())

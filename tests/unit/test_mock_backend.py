@@ -6,7 +6,7 @@ import json
 import math
 
 from skillopt_sleep.backends import get_backend
-from skillopt_sleep.backends.base import Backend, CallLedger, ChatMessage, ChatRequest
+from skillopt_sleep.backends.base import Backend, CallMeter, ChatMessage, ChatRequest
 from skillopt_sleep.backends.mock import MockBackend, parse_rule
 from skillopt_sleep.engine import judges
 from skillopt_sleep.engine.prompts import render_prompt
@@ -111,7 +111,7 @@ def test_scripted_replies_come_first_then_the_simulation():
 
 
 def test_mock_rubric_judge_scores_the_share_of_rubric_words_in_the_answer():
-    judge = judges.make_rubric_judge(CallLedger(MockBackend()))
+    judge = judges.make_rubric_judge(CallMeter(MockBackend()))
     score, rationale = judge("install deps", "uses pnpm and updates the lockfile", "Run pnpm install.")
     # rubric words: pnpm, update, lockfile ("uses" stems to the generic "use"); the answer has only "pnpm"
     assert score == round(1 / 3, 3)

@@ -1,4 +1,4 @@
-"""``progress.py``: counts, stages and the estimate of the time left with a fake clock; the ledger's observer; the
+"""``progress.py``: counts, stages and the estimate of the time left with a fake clock; the meter's observer; the
 rich display rendered to a string; and a night (mock backend) told to a recording ``Progress``."""
 
 from __future__ import annotations
@@ -7,12 +7,12 @@ import io
 
 from transcripts import PNPM_CONVERSATIONS, write_claude_sessions
 
-from skillopt_sleep.backends.base import CallLedger, ChatMessage, ChatRequest
+from skillopt_sleep.backends.base import CallMeter, ChatMessage, ChatRequest
 from skillopt_sleep.backends.mock import MockBackend
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.night import run_night
 from skillopt_sleep.progress import (NullProgress, Progress, ProgressState, RichProgress, format_count,
-                                     format_seconds, watch_ledger)
+                                     format_seconds, watch_meter)
 
 
 class FakeClock:
@@ -128,14 +128,14 @@ def test_a_download_reports_bytes_speed_and_the_time_left():
 
 def test_the_ledger_tells_every_call_and_its_tokens():
     progress = Recorder()
-    ledger = CallLedger(MockBackend())
-    watch_ledger(ledger, progress, planned=3)
+    meter = CallMeter(MockBackend())
+    watch_meter(meter, progress, planned=3)
     assert progress.calls_seen == [(0, 3)]
     request = ChatRequest(role="target", messages=[ChatMessage(role="user", content="install the dependencies")])
     for _ in range(2):
-        ledger.chat(request)
+        meter.chat(request)
     assert progress.calls_seen[-1] == (2, None)
-    assert progress.tokens_used == ledger.tokens > 0
+    assert progress.tokens_used == meter.tokens > 0
 
 
 def test_the_rich_display_prints_ended_stages_and_a_last_line():

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from skillopt_sleep.backends.base import CallLedger, ChatRequest, ChatResult
+from skillopt_sleep.backends.base import CallMeter, ChatRequest, ChatResult
 from skillopt_sleep.backends.mock import MockBackend
 from skillopt_sleep.engine.aggregate import PatchList, merge_patches, rank_edits
 from skillopt_sleep.engine.judges import make_rubric_judge
@@ -68,8 +68,8 @@ def test_merge_and_rank_see_proposed_edits_as_data():
              EditRecord(target="memory", op="append", content="- Use pnpm, never npm.", evidence=["t-2"])]
     backend = MockBackend()
     merge_patches([PatchList(kind="failure", edits=edits[:1]), PatchList(kind="failure", edits=edits[1:])],
-                  skill="", memory="", targets=["memory"], ledger=CallLedger(backend))
-    rank_edits(edits, keep=1, skill="", memory="", ledger=CallLedger(backend))
+                  skill="", memory="", targets=["memory"], meter=CallMeter(backend))
+    rank_edits(edits, keep=1, skill="", memory="", meter=CallMeter(backend))
     assert len(backend.requests) == 2
     for request in backend.requests:
         assert quoted_only(request.messages[0].content, PLANTED)
@@ -77,7 +77,7 @@ def test_merge_and_rank_see_proposed_edits_as_data():
 
 def test_the_rubric_judge_sees_the_answer_as_data():
     backend = MockBackend()
-    make_rubric_judge(CallLedger(backend))("install the deps", "uses pnpm", f"Sure. {PLANTED}")
+    make_rubric_judge(CallMeter(backend))("install the deps", "uses pnpm", f"Sure. {PLANTED}")
     assert quoted_only(backend.requests[0].messages[0].content, PLANTED)
 
 
@@ -89,6 +89,6 @@ class _Dreamer(MockBackend):
 
 def test_dreaming_sees_the_request_as_data():
     backend = _Dreamer()
-    dream_variants([task()], factor=1, ledger=CallLedger(backend), held_out=[], workers=1)
+    dream_variants([task()], factor=1, meter=CallMeter(backend), held_out=[], workers=1)
     prompt = backend.requests[0].messages[0].content
     assert quoted_only(prompt, PLANTED) and DATA_NOTICE in prompt

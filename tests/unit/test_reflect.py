@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from skillopt_sleep.backends.base import CallLedger
+from skillopt_sleep.backends.base import CallMeter
 from skillopt_sleep.backends.mock import MockBackend
 from skillopt_sleep.engine.reflect import (
     MAX_TASKS_PER_CALL,
@@ -42,14 +42,14 @@ def edit_reply(*contents: str, target: str = "memory") -> str:
 def test_reflect_with_the_mock_optimizer_proposes_the_users_rule():
     task = make_task("t-1", "install the deps with npm", rules=["Use pnpm, not npm"],
                      reaction_text="no - use pnpm, not npm")
-    ledger = CallLedger(MockBackend())
-    results = replay_tasks([task], skill="", memory="", ledger=ledger)
-    outcome = reflect(tasks=[task], results=results, skill="", memory="", edit_budget=3, ledger=ledger)
+    meter = CallMeter(MockBackend())
+    results = replay_tasks([task], skill="", memory="", meter=meter)
+    outcome = reflect(tasks=[task], results=results, skill="", memory="", edit_budget=3, meter=meter)
     assert outcome.error is None
     assert [(e.target, e.op, e.content) for e in outcome.edits] == [("memory", "append", "- Use pnpm, not npm")]
     assert outcome.edits[0].evidence == ["t-1"] and outcome.edits[0].status == "proposed"
     # the learned rule really fixes the task when replayed
-    [after] = replay_tasks([task], skill="", memory=outcome.edits[0].content, ledger=ledger)
+    [after] = replay_tasks([task], skill="", memory=outcome.edits[0].content, meter=meter)
     assert after.hard == 1
 
 
@@ -76,7 +76,7 @@ def test_reflect_never_shows_held_out_tasks_or_failed_calls():
     reflect(tasks=[train, held_out, errored],
             results=[result("t-1", 0, "npm i"), result("t-2", 0, "x"),
                      ReplayResult(task_id="t-3", error="transient: timeout")],
-            skill="", memory="", edit_budget=1, ledger=CallLedger(backend))
+            skill="", memory="", edit_budget=1, meter=CallMeter(backend))
     prompt = backend.requests[0].messages[-1].content
     assert "install with npm please" in prompt
     assert "SECRET VALIDATION REQUEST" not in prompt
@@ -95,7 +95,7 @@ def test_reflect_prompt_is_bounded_for_a_small_model():
 def test_reflect_returns_at_most_the_edit_budget():
     backend = MockBackend(scripted={"optimizer": [edit_reply("Use pnpm", "Use ruff", "Use uv", "Use tabs")]})
     outcome = reflect(tasks=[make_task("t-1", "x")], results=[result("t-1", 0, "y")], skill="", memory="",
-                      edit_budget=2, ledger=CallLedger(backend))
+                      edit_budget=2, meter=CallMeter(backend))
     assert [e.content for e in outcome.edits] == ["- Use pnpm", "- Use ruff"]
     assert [e.reason for e in outcome.rejected] == ["over the edit budget (2)"] * 2
     assert backend.requests[0].json_schema["properties"]["edits"]["maxItems"] == 2
@@ -104,7 +104,7 @@ def test_reflect_returns_at_most_the_edit_budget():
 def test_invalid_json_is_retried_once_then_reported():
     backend = MockBackend(scripted={"optimizer": ["I think you should use pnpm.", "Still prose, sorry." * 60]})
     outcome = reflect(tasks=[make_task("t-1", "x")], results=[result("t-1", 0, "y")], skill="", memory="",
-                      edit_budget=2, ledger=CallLedger(backend))
+                      edit_budget=2, meter=CallMeter(backend))
     assert backend.calls_by_role == {"optimizer": 2}
     assert backend.requests[1].messages[-1].content == RETRY_MESSAGE
     assert outcome.edits == [] and outcome.error and "not valid JSON" in outcome.error
@@ -115,7 +115,7 @@ def test_a_fenced_json_reply_after_a_bad_one_is_accepted():
     fenced = "Here you go:\n```json\n" + edit_reply("Use pnpm, not npm") + "\n```\nHope it helps."
     backend = MockBackend(scripted={"optimizer": ["{broken", fenced]})
     outcome = reflect(tasks=[make_task("t-1", "x")], results=[result("t-1", 0, "y")], skill="", memory="",
-                      edit_budget=2, ledger=CallLedger(backend))
+                      edit_budget=2, meter=CallMeter(backend))
     assert outcome.error is None
     assert [e.content for e in outcome.edits] == ["- Use pnpm, not npm"]
 
@@ -123,7 +123,7 @@ def test_a_fenced_json_reply_after_a_bad_one_is_accepted():
 def test_edits_to_a_document_that_may_not_evolve_are_rejected_with_a_reason():
     backend = MockBackend(scripted={"optimizer": [edit_reply("Always run the tests", target="skill")]})
     outcome = reflect(tasks=[make_task("t-1", "x")], results=[result("t-1", 0, "y")], skill="", memory="",
-                      edit_budget=2, ledger=CallLedger(backend), evolve_skill=False)
+                      edit_budget=2, meter=CallMeter(backend), evolve_skill=False)
     assert outcome.edits == []
     assert "evolve_skill = false" in outcome.rejected[0].reason
     assert backend.requests[0].json_schema["properties"]["edits"]["items"]["properties"]["target"]["enum"] == [
@@ -133,7 +133,7 @@ def test_edits_to_a_document_that_may_not_evolve_are_rejected_with_a_reason():
 def test_mock_optimizer_targets_the_skill_when_memory_may_not_evolve():
     task = make_task("t-1", "install with npm", rules=["Use pnpm, not npm"])
     outcome = reflect(tasks=[task], results=[result("t-1", 0, "npm i")], skill="", memory="", edit_budget=1,
-                      ledger=CallLedger(MockBackend()), evolve_memory=False)
+                      meter=CallMeter(MockBackend()), evolve_memory=False)
     assert [(e.target, e.content) for e in outcome.edits] == [("skill", "- Use pnpm, not npm")]
 
 
@@ -186,7 +186,7 @@ def test_a_code_fragment_edit_is_rejected_but_a_rule_with_inline_code_is_kept():
     assert not is_code_fragment("Run `pytest -q` before committing; never skip failing tests.")
     backend = MockBackend(scripted={"optimizer": [edit_reply(code, "Run `pytest -q` before committing")]})
     outcome = reflect(tasks=[make_task("t-1", "x")], results=[result("t-1", 0, "y")], skill="", memory="",
-                      edit_budget=3, ledger=CallLedger(backend))
+                      edit_budget=3, meter=CallMeter(backend))
     assert [e.content for e in outcome.edits] == ["- Run `pytest -q` before committing"]
     assert "code" in outcome.rejected[0].reason
 
@@ -198,7 +198,7 @@ def test_contrastive_prompt_shows_a_passing_and_a_failing_sample():
                result("t-1", 1, "another pass", sample=2)]
     backend = MockBackend()
     outcome = reflect(tasks=[task], results=results, skill="", memory="", edit_budget=2,
-                      ledger=CallLedger(backend), contrastive=True)
+                      meter=CallMeter(backend), contrastive=True)
     prompt = backend.requests[0].messages[-1].content
     assert "### task t-1: MIXED (2 of 3 samples passed)" in prompt
     assert "Passing answer (sample 0): <data>PASSING ANSWER with pnpm</data>" in prompt  # answers are data
@@ -209,12 +209,12 @@ def test_contrastive_prompt_shows_a_passing_and_a_failing_sample():
 
 def test_contrastive_reflection_works_from_real_k_rollouts():
     task = make_task("t-1", "npm install the deps", rules=["Use pnpm, not npm"])
-    ledger = CallLedger(MockBackend())
-    results = replay_tasks([task], skill="", memory="Use pnpm, not npm", ledger=ledger, samples=8,
+    meter = CallMeter(MockBackend())
+    results = replay_tasks([task], skill="", memory="Use pnpm, not npm", meter=meter, samples=8,
                            temperature=1.0)
     assert {r.hard for r in results} == {0, 1}  # the simulator's sampling noise drops the rule sometimes
     backend = MockBackend()
-    reflect(tasks=[task], results=results, skill="", memory="", edit_budget=1, ledger=CallLedger(backend),
+    reflect(tasks=[task], results=results, skill="", memory="", edit_budget=1, meter=CallMeter(backend),
             contrastive=True)
     assert "MIXED" in backend.requests[0].messages[-1].content
 
@@ -231,7 +231,7 @@ def test_edits_schema_bounds_items_and_targets_and_requires_every_field():
 def test_reflect_makes_no_call_when_nothing_may_evolve():
     backend = MockBackend()
     outcome = reflect(tasks=[make_task("t-1", "x")], results=[result("t-1", 0, "y")], skill="", memory="",
-                      edit_budget=2, ledger=CallLedger(backend), evolve_skill=False, evolve_memory=False)
+                      edit_budget=2, meter=CallMeter(backend), evolve_skill=False, evolve_memory=False)
     assert outcome.error and backend.calls == 0
 
 
@@ -260,6 +260,6 @@ def test_a_transient_optimizer_failure_is_retried_once_then_reported_not_a_backe
 
     backend = CutJSON()
     outcome = reflect(tasks=[make_task("t-1", "x")], results=[result("t-1", 0, "y")], skill="", memory="",
-                      edit_budget=2, ledger=CallLedger(backend))
+                      edit_budget=2, meter=CallMeter(backend))
     assert backend.calls_by_role["optimizer"] == 2
     assert outcome.edits == [] and outcome.error and "call failed" in outcome.raw_head

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 
-from skillopt_sleep.backends.base import CallLedger
+from skillopt_sleep.backends.base import CallMeter
 from skillopt_sleep.backends.mock import MockBackend
 from skillopt_sleep.engine import repair
 from skillopt_sleep.engine.gate import decide
@@ -45,7 +45,7 @@ def run(*contents: str, **overrides):
     settings = StepSettings(**{"edit_budget": 3, "gate_samples": 2, "propose_user_rules": False, "workers": 1,
                                **overrides})
     result = run_step(train=[tool_task("train")], val=[tool_task("val"), visitor_task()],
-                      documents={"memory": MEMORY}, settings=settings, ledger=CallLedger(backend),
+                      documents={"memory": MEMORY}, settings=settings, meter=CallMeter(backend),
                       cache=ReplayCache())
     return result, backend
 

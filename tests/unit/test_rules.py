@@ -7,7 +7,7 @@ from typing import get_args
 
 import pytest
 
-from skillopt_sleep.backends.base import CallLedger
+from skillopt_sleep.backends.base import CallMeter
 from skillopt_sleep.backends.mock import MockBackend
 from skillopt_sleep.engine.judges import check_passes
 from skillopt_sleep.models import Check, CheckOp, TaskEvidence, TaskRecord
@@ -293,11 +293,11 @@ def _task() -> TaskRecord:
 
 def test_make_llm_miner_makes_one_structured_miner_call_through_the_ledger():
     backend = MockBackend()
-    ledger = CallLedger(backend)
-    reply = make_llm_miner(ledger)(_task())
+    meter = CallMeter(backend)
+    reply = make_llm_miner(meter)(_task())
     assert set(reply) >= {"intent", "checks", "rubric", "outcome"}
     assert reply["outcome"] == "failure"  # the mock reads the correction in the prompt's reaction section
-    assert [record.role for record in ledger.records] == ["miner"]
+    assert [record.role for record in meter.records] == ["miner"]
     sent = backend.requests[-1]
     assert sent.json_schema == llm_miner_schema()
     prompt = sent.messages[-1].content
@@ -306,9 +306,9 @@ def test_make_llm_miner_makes_one_structured_miner_call_through_the_ledger():
 
 
 def test_make_llm_miner_raises_value_error_on_a_reply_without_json():
-    ledger = CallLedger(MockBackend(scripted={"miner": ["I think the user wanted pnpm."]}))
+    meter = CallMeter(MockBackend(scripted={"miner": ["I think the user wanted pnpm."]}))
     with pytest.raises(ValueError, match="not a JSON object"):
-        make_llm_miner(ledger)(_task())
+        make_llm_miner(meter)(_task())
 
 
 def test_conventional_commit_regex_is_multiline_and_compiles():

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from transcripts import PNPM_CONVERSATIONS, write_claude_sessions
 
-from skillopt_sleep.backends.base import CallLedger
+from skillopt_sleep.backends.base import CallMeter
 from skillopt_sleep.backends.mock import MockBackend
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.engine.reflect import TASK_HEADER, plan_minibatches
@@ -47,7 +47,7 @@ def settings(**overrides) -> StepSettings:
 def step(train, val=(), *, backend=None, documents=None, context="", **overrides):
     backend = backend or MockBackend()
     result = run_step(train=list(train), val=list(val), documents=documents or {"memory": MEMORY},
-                      settings=settings(**overrides), ledger=CallLedger(backend), cache=ReplayCache(),
+                      settings=settings(**overrides), meter=CallMeter(backend), cache=ReplayCache(),
                       context=context)
     return result, backend
 
@@ -87,7 +87,7 @@ def test_a_single_minibatch_makes_one_reflect_call_and_no_merge_or_rank_call():
 
 def test_minibatches_put_failing_tasks_first_and_failure_only_drops_the_passing_ones():
     tasks = [passing_task(0), passing_task(1), rule_task(0), passing_task(2), rule_task(1)]
-    results = replay_tasks(tasks, skill="", memory="", ledger=CallLedger(MockBackend()))
+    results = replay_tasks(tasks, skill="", memory="", meter=CallMeter(MockBackend()))
     batches = plan_minibatches(tasks, results, minibatch_size=2)
     assert [[t.id for t in b.tasks] for b in batches] == [["t-train-0", "t-train-1"], ["t-pass-0", "t-pass-1"],
                                                           ["t-pass-2"]]
