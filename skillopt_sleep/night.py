@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import platform
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from importlib import metadata
@@ -19,18 +20,18 @@ from skillopt_sleep import __version__
 from skillopt_sleep.adopt import adopt_night
 from skillopt_sleep.archive.around_step import AcrossNights, Outcome
 from skillopt_sleep.backends.base import Budget, CallMeter
-from skillopt_sleep.backends.select import choose_backend
+from skillopt_sleep.backends.select import BackendChoice, choose_backend
 from skillopt_sleep.changes import changes_sentence, file_changes
 from skillopt_sleep.config import SleepConfig
-from skillopt_sleep.documents import (AIDER_NOTE, MEMORY_FILES, load_documents, mirror_candidates, prompt_view,
+from skillopt_sleep.documents import (AIDER_NOTE, MEMORY_FILES, Document, load_documents, mirror_candidates, prompt_view,
                                       stage_proposal)
 from skillopt_sleep.engine.edit_budget import next_edit_budget, update_edit_budget_state
 from skillopt_sleep.engine.judges import gate_score, make_rubric_judge
 from skillopt_sleep.engine.replay import ReplayCache, replay_tasks
-from skillopt_sleep.engine.step import StepSettings, planned_optimizer_calls, run_step
+from skillopt_sleep.engine.step import StepResult, StepSettings, planned_optimizer_calls, run_step
 from skillopt_sleep.errors import BackendError, BudgetExhausted, SleepError
 from skillopt_sleep.fsio import write_json_atomic, write_jsonl_atomic
-from skillopt_sleep.harvest import harvest_for_config
+from skillopt_sleep.harvest import HarvestResult, harvest_for_config
 from skillopt_sleep.harvest.checkpoint import load_checkpoints, save_checkpoints
 from skillopt_sleep.lock import take_project_lock
 from skillopt_sleep.mine import MineResult, mine_tasks, wants_miner
@@ -188,123 +189,173 @@ def run_night(config: SleepConfig, *, project: Path, dry_run: bool = False, appl
 
 def _run_locked(config: SleepConfig, *, project: Path, paths: ProjectPaths, dry_run: bool, apply: bool,
                 now: datetime | None, progress: Progress | None = None) -> NightResult:
-    started = now or datetime.now(timezone.utc)
-    stages = _Stages(progress)
-    state = load_state(paths)
-    night_id = _new_night_id(paths.nights, started)
-    night_dir = paths.nights / night_id
-    diagnostics = Diagnostics(night_id=night_id, status="no_sessions", summary="", project=str(project),
-                              started_at=started, config=config.public_dump(), versions=_versions())
-
-    across_nights: AcrossNights | None = None
-
-    def finish(status: str, exit_code: int = 0, commit_checkpoints: dict | None = None) -> NightResult:
-        if across_nights is not None:
-            diagnostics.memory = across_nights.report_with_edits(diagnostics.edits)
-            diagnostics.pending = across_nights.pending_report()
-            across_nights.close()
-        diagnostics.status = status
-        diagnostics.finished_at = datetime.now(timezone.utc)
-        diagnostics.stage_seconds = stages.seconds
-        diagnostics.headline = changes_sentence(diagnostics)
-        diagnostics.summary = _summary(diagnostics)
-        if config.notify and not dry_run and any(c.state != "unchanged" for c in diagnostics.changes):
-            notify(f"skillopt-sleep: {Path(str(project)).name}", diagnostics.headline)
-        write_json_atomic(night_dir / "diagnostics.json", diagnostics.model_dump(mode="json"), mode=0o600)
-        if commit_checkpoints is not None and not dry_run:
-            save_checkpoints(paths.checkpoints, commit_checkpoints)
-        if not dry_run and status not in EXIT_CODES:
-            state.nights_completed += 1
-        state.project = str(project)
-        state.last_night_id = night_id
-        state.last_status = status
-        state.last_finished_at = diagnostics.finished_at
-        if not dry_run:
-            save_state(paths, state)
-        if not dry_run and status not in EXIT_CODES:
-            prune_nights(paths, config.keep_nights)
-        return NightResult(diagnostics, night_dir, exit_code)
-
-    # ------------------------------------------------------------------ harvest
-    with stages.stage("harvest"):
-        result = harvest_for_config(config, project=project, checkpoints=load_checkpoints(paths.checkpoints),
-                                    now=started)
-    diagnostics.harvest = result.stats
-    diagnostics.harvest_per_source = result.per_source
-    diagnostics.sources = result.sources
-    if not result.sessions:
-        return finish("no_sessions", commit_checkpoints=result.checkpoints)
-
-    # ------------------------------------------------------------------ mine
-    with stages.stage("mine"):
-        mined = mine_tasks(result.sessions, project=str(project), val_fraction=config.val_fraction,
-                           test_fraction=config.test_fraction, max_tasks=config.max_tasks_per_night)
-    tasks = mined.tasks
-    diagnostics.tasks = _split_counts(tasks)
-    diagnostics.mining = mining_report(mined)
-    night_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    """The night's stages in order, each a method of ``_Night``; every early stop goes through ``_Night.finish``."""
+    night = _Night(config, project=project, paths=paths, dry_run=dry_run, apply=apply, now=now, progress=progress)
+    harvested = night.harvest()
+    if not harvested.sessions:
+        return night.finish("no_sessions", commit_checkpoints=harvested.checkpoints)
+    tasks = night.mine(harvested)
     if not any(task.replayable for task in tasks) and not stated_rules(tasks):
-        return finish("no_tasks", commit_checkpoints=result.checkpoints)
+        return night.finish("no_tasks", commit_checkpoints=harvested.checkpoints)
     if dry_run:
-        write_jsonl_atomic(night_dir / "tasks.jsonl", [t.model_dump(mode="json") for t in tasks], mode=0o600)
-        return finish("dry_run")
-
-    # ------------------------------------------------------------------ backend
-    choice = choose_backend(config, result.sources)
-    meter = CallMeter(choice.backend, Budget(
-        max_calls=config.max_calls_per_night, max_tokens=config.max_tokens_per_night,
-        max_minutes=config.max_minutes_per_night, max_usd=config.max_usd_per_night,
-        usd_per_1k_tokens=config.usd_per_1k_tokens))
-    diagnostics.backend = {
-        "name": choice.name,
-        "reason": choice.reason,
-        "note": choice.note,
-        "models": {role: choice.backend.model_for(role) for role in ("miner", "target", "judge", "optimizer")},
-    }
-    documents = load_documents(project, result.sources, skill_path=config.skill_path,
-                               memory_path=config.memory_path, evolve_skill=config.evolve_skill,
-                               evolve_memory=config.evolve_memory, targets=config.targets)
-    skill = documents["skill"].baseline_text if "skill" in documents else ""
-    memory = documents["memory"].baseline_text
-    edit_budget = next_edit_budget(config.edit_budget_schedule, max_budget=config.edit_budget,
-                                   min_budget=min(config.min_edit_budget, config.edit_budget),
-                                   horizon=config.edit_budget_horizon, state=state.edit_budget)
-    diagnostics.edit_budget = edit_budget
-    train, val, test = _replayed(tasks)
-    across_nights = AcrossNights(config, paths, state, night_id=night_id)
-
+        night.write_tasks(tasks)
+        return night.finish("dry_run")
+    setup = night.open_backend(harvested.sources)
     try:
-        # auto: mine with the optimizer model, except on the simulator and on the tiny embedded model
-        llm_mine = config.llm_mine if config.llm_mine is not None else not (choice.name == "mock" or choice.tiny)
-        miner_calls = sum(1 for task in tasks if wants_miner(task)) if llm_mine else 0
-        _preflight(meter, config, train, val, edit_budget=edit_budget, miner_calls=miner_calls,
-                   dream_calls=len(train) * (1 + config.dream_factor * config.rollouts_k) if config.dream_factor else 0)
-        stages.watch(meter, _planned_calls(config, train, val, test, edit_budget=edit_budget, miner_calls=miner_calls))
-        if miner_calls:
-            with stages.stage("mine_llm"):
-                mined = mine_tasks(result.sessions, project=str(project), val_fraction=config.val_fraction,
-                                   test_fraction=config.test_fraction, max_tasks=config.max_tasks_per_night,
-                                   miner=make_llm_miner(meter))
-                tasks = mined.tasks
-                train, val, test = _replayed(tasks)
-                stages.watch(meter, _planned_calls(config, train, val, test, edit_budget=edit_budget,
-                                                    miner_calls=miner_calls))
-                diagnostics.tasks = _split_counts(tasks)
-                diagnostics.mining = mining_report(mined)
-        write_jsonl_atomic(night_dir / "tasks.jsonl", [t.model_dump(mode="json") for t in tasks], mode=0o600)
-        cache = ReplayCache(paths.replay_cache)
-        rubric_judge = make_rubric_judge(meter)
-        replay_kwargs = dict(meter=meter, workers=config.workers, cache=cache, rubric_judge=rubric_judge,
-                             seed=config.seed)
-        skill_view, memory_view = prompt_view(skill), prompt_view(memory)
+        learned = night.learn(harvested, tasks, setup)
+    except (BackendError, BudgetExhausted) as exc:
+        return night.fail(exc, setup)
+    night.record_cost(setup.meter)
+    documents_after = night.stage(learned, setup)
+    night.archive(learned, documents_after)
+    return night.finish("accepted" if learned.outcome.accepted else "rejected",
+                        commit_checkpoints=harvested.checkpoints)
 
-        # ------------------------------------------------------------ across nights (archive/around_step.py)
-        step_documents = {kind: text for kind, text in (("skill", skill), ("memory", memory)) if kind in documents}
-        settings = StepSettings.from_config(config, edit_budget=edit_budget)
-        with stages.stage("memory"):
+
+@dataclass
+class _Setup:
+    """What the learning stages run with: the chosen backend behind its ``CallMeter``, the user's documents (the
+    managed targets), the baseline skill and memory texts, and tonight's edit budget."""
+
+    choice: BackendChoice
+    meter: CallMeter
+    documents: dict[str, Document]
+    skill: str
+    memory: str
+    edit_budget: int
+
+    @property
+    def step_documents(self) -> dict[str, str]:
+        """The documents the step edits: kind (``skill``/``memory``) -> baseline text."""
+        return {kind: text for kind, text in (("skill", self.skill), ("memory", self.memory))
+                if kind in self.documents}
+
+
+@dataclass
+class _Learned:
+    """What the learning stages produced: the night's tasks (after the LLM miner, if it ran), the val tasks, the
+    step's result, tonight's outcome (the step's candidate or a promoted pending one), and the test split's
+    replays and the documents each side was replayed with (report only)."""
+
+    tasks: list[TaskRecord]
+    val: list[TaskRecord]
+    step: StepResult
+    outcome: Outcome
+    test_results: dict[str, list[ReplayResult]]
+    test_documents: dict[str, dict[str, str]]
+
+
+class _Night:
+    """One night's state while it runs (config, paths, the night directory, ``diagnostics``, the stage clock, the
+    archive features) and its stages as methods, called in order by ``_run_locked``."""
+
+    def __init__(self, config: SleepConfig, *, project: Path, paths: ProjectPaths, dry_run: bool, apply: bool,
+                 now: datetime | None, progress: Progress | None) -> None:
+        self.config, self.project, self.paths = config, project, paths
+        self.dry_run, self.apply = dry_run, apply
+        self.started = now or datetime.now(timezone.utc)
+        self.stages = _Stages(progress)
+        self.state = load_state(paths)
+        self.night_id = _new_night_id(paths.nights, self.started)
+        self.night_dir = paths.nights / self.night_id
+        self.diagnostics = Diagnostics(night_id=self.night_id, status="no_sessions", summary="",
+                                       project=str(project), started_at=self.started, config=config.public_dump(),
+                                       versions=_versions())
+        self.across_nights: AcrossNights | None = None
+
+    # ---------------------------------------------------------------- harvest and mine
+    def harvest(self) -> HarvestResult:
+        with self.stages.stage("harvest"):
+            result = harvest_for_config(self.config, project=self.project,
+                                        checkpoints=load_checkpoints(self.paths.checkpoints), now=self.started)
+        self.diagnostics.harvest = result.stats
+        self.diagnostics.harvest_per_source = result.per_source
+        self.diagnostics.sources = result.sources
+        return result
+
+    def mine(self, harvested: HarvestResult, miner: Callable[[TaskRecord], dict] | None = None) -> list[TaskRecord]:
+        """Tonight's tasks (stage ``mine``; with ``miner``, the LLM miner's pass, stage ``mine_llm``), counted in
+        diagnostics."""
+        config = self.config
+        with self.stages.stage("mine" if miner is None else "mine_llm"):
+            mined = mine_tasks(harvested.sessions, project=str(self.project), val_fraction=config.val_fraction,
+                               test_fraction=config.test_fraction, max_tasks=config.max_tasks_per_night, miner=miner)
+        self.diagnostics.tasks = _split_counts(mined.tasks)
+        self.diagnostics.mining = mining_report(mined)
+        self.night_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        return mined.tasks
+
+    def write_tasks(self, tasks: list[TaskRecord]) -> None:
+        write_jsonl_atomic(self.night_dir / "tasks.jsonl", [t.model_dump(mode="json") for t in tasks], mode=0o600)
+
+    # ---------------------------------------------------------------- backend and documents
+    def open_backend(self, sources: list[str]) -> _Setup:
+        """Choose the backend (``ConfigError`` when none is available), load the documents, set the edit budget."""
+        config, diagnostics = self.config, self.diagnostics
+        choice = choose_backend(config, sources)
+        meter = CallMeter(choice.backend, Budget(
+            max_calls=config.max_calls_per_night, max_tokens=config.max_tokens_per_night,
+            max_minutes=config.max_minutes_per_night, max_usd=config.max_usd_per_night,
+            usd_per_1k_tokens=config.usd_per_1k_tokens))
+        diagnostics.backend = {
+            "name": choice.name,
+            "reason": choice.reason,
+            "note": choice.note,
+            "models": {role: choice.backend.model_for(role) for role in ("miner", "target", "judge", "optimizer")},
+        }
+        documents = load_documents(self.project, sources, skill_path=config.skill_path,
+                                   memory_path=config.memory_path, evolve_skill=config.evolve_skill,
+                                   evolve_memory=config.evolve_memory, targets=config.targets)
+        edit_budget = next_edit_budget(config.edit_budget_schedule, max_budget=config.edit_budget,
+                                       min_budget=min(config.min_edit_budget, config.edit_budget),
+                                       horizon=config.edit_budget_horizon, state=self.state.edit_budget)
+        diagnostics.edit_budget = edit_budget
+        self.across_nights = AcrossNights(config, self.paths, self.state, night_id=self.night_id)
+        return _Setup(choice=choice, meter=meter, documents=documents,
+                      skill=documents["skill"].baseline_text if "skill" in documents else "",
+                      memory=documents["memory"].baseline_text, edit_budget=edit_budget)
+
+    # ---------------------------------------------------------------- learn: LLM mining, the step, test split
+    def learn(self, harvested: HarvestResult, tasks: list[TaskRecord], setup: _Setup) -> _Learned:
+        """Raises ``BackendError`` / ``BudgetExhausted`` (the night fails; nothing is staged)."""
+        config, meter, stages = self.config, setup.meter, self.stages
+        train, val, test = _replayed(tasks)
+        # auto: mine with the optimizer model, except on the simulator and on the tiny embedded model
+        llm_mine = config.llm_mine if config.llm_mine is not None else not (setup.choice.name == "mock"
+                                                                             or setup.choice.tiny)
+        miner_calls = sum(1 for task in tasks if wants_miner(task)) if llm_mine else 0
+        _preflight(meter, config, train, val, edit_budget=setup.edit_budget, miner_calls=miner_calls,
+                   dream_calls=len(train) * (1 + config.dream_factor * config.rollouts_k) if config.dream_factor else 0)
+        stages.watch(meter, _planned_calls(config, train, val, test, edit_budget=setup.edit_budget,
+                                           miner_calls=miner_calls))
+        if miner_calls:
+            tasks = self.mine(harvested, miner=make_llm_miner(meter))
+            train, val, test = _replayed(tasks)
+            stages.watch(meter, _planned_calls(config, train, val, test, edit_budget=setup.edit_budget,
+                                               miner_calls=miner_calls))
+        self.write_tasks(tasks)
+        cache = ReplayCache(self.paths.replay_cache)
+        replay_kwargs = dict(meter=meter, workers=config.workers, cache=cache, rubric_judge=make_rubric_judge(meter),
+                             seed=config.seed)
+        step, outcome = self._step(tasks, train, val, test, setup, replay_kwargs)
+        test_results, test_documents = self._test_split(test, setup, outcome, replay_kwargs)
+        cache.save()
+        return _Learned(tasks=tasks, val=val, step=step, outcome=outcome, test_results=test_results,
+                        test_documents=test_documents)
+
+    def _step(self, tasks: list[TaskRecord], train: list[TaskRecord], val: list[TaskRecord], test: list[TaskRecord],
+              setup: _Setup, replay_kwargs: dict) -> tuple[StepResult, Outcome]:
+        """The archive's preparation, the step (``engine/step.py``), tonight's outcome and the last provenance
+        check of an accepted candidate."""
+        config, diagnostics, across_nights = self.config, self.diagnostics, self.across_nights
+        assert across_nights is not None
+        step_documents = setup.step_documents
+        settings = StepSettings.from_config(config, edit_budget=setup.edit_budget)
+        with self.stages.stage("memory"):
             prepared = across_nights.before_step(train=train, val=val, test=test, documents=step_documents,
-                                                 settings=settings, meter=meter, replay_kwargs=replay_kwargs,
-                                                 rules=drop_forgotten(stated_rules(tasks), tasks, paths),
+                                                 settings=settings, meter=setup.meter,
+                                                 replay_kwargs=replay_kwargs,
+                                                 rules=drop_forgotten(stated_rules(tasks), tasks, self.paths),
                                                  tonight_ids={task.id for task in tasks})
 
         # what users typed, tonight and on earlier nights, and the documents the agent obeys: the only source an
@@ -312,20 +363,18 @@ def _run_locked(config: SleepConfig, *, project: Path, paths: ProjectPaths, dry_
         user_text = UserText.of_tasks(tasks, rules=[text for rule in prepared.rules
                                                     for text in (rule.phrasings or [rule.text])],
                                       documents=step_documents.values(), earlier=across_nights.authored_texts())
-
-        # -------------------------------------------------------------- the step (engine/step.py)
         step = run_step(train=prepared.train, val=val, documents=prepared.documents, settings=settings,
-                        meter=prepared.meter, cache=cache, rubric_judge=rubric_judge,
-                        best_gate_score=state.best_gate_score, context=prepared.context,
+                        meter=prepared.meter, cache=replay_kwargs["cache"], rubric_judge=replay_kwargs["rubric_judge"],
+                        best_gate_score=self.state.best_gate_score, context=prepared.context,
                         edit_filter=prepared.edit_filter, rules=prepared.rules, archived_val=prepared.archived_val,
-                        val_origins=prepared.val_origins, user_text=user_text, on_stage=stages.step_stage)
+                        val_origins=prepared.val_origins, user_text=user_text, on_stage=self.stages.step_stage)
         diagnostics.mining["val_pool"] = {"tonight": sum(1 for task in step.val if task.id not in
                                                          prepared.val_origins),
                                           "archive": sum(1 for task in step.val if task.id in prepared.val_origins),
                                           "archive_available": len(prepared.archived_val)}
         prepared.meter.check_alive()  # a dead backend is a backend error, however few calls the night made
         for stage, seconds in step.stage_seconds.items():
-            stages.seconds[stage] = round(stages.seconds.get(stage, 0.0) + seconds, 3)
+            self.stages.seconds[stage] = round(self.stages.seconds.get(stage, 0.0) + seconds, 3)
         diagnostics.train_results = step.train_results
         diagnostics.baseline = _scores(step.baseline_val or step.train_results, config)
         diagnostics.optimizer_raw_head = redact_text(step.optimizer_raw_head)
@@ -342,71 +391,118 @@ def _run_locked(config: SleepConfig, *, project: Path, paths: ProjectPaths, dry_
                 outcome = Outcome(False)
                 diagnostics.errors.extend({"stage": "provenance", "message": f"{kind}: {line.strip()[:120]!r}: {why}"}
                                           for kind, line, why in unsupported)  # nothing is staged
-        gate = outcome.gate if outcome.accepted and outcome.gate is not None else step.gate
-        candidate = outcome.candidate
-        accepted = outcome.accepted
+        return step, outcome
 
-        # -------------------------------------------------------------- test split (report only)
-        test_results: dict[str, list[ReplayResult]] = {}
-        test_documents: dict[str, dict[str, str]] = {}
-        if test:
-            with stages.stage("test"):
-                test_results["baseline"] = replay_tasks(test, skill=skill_view, memory=memory_view, **replay_kwargs)
-                test_documents["baseline"] = step_documents
-                diagnostics.test["baseline"] = _scores(test_results["baseline"], config)
-                if accepted:
-                    test_results["candidate"] = replay_tasks(
-                        test, skill=prompt_view(candidate.get("skill", "")),
-                        memory=prompt_view(candidate.get("memory", "")), **replay_kwargs)
-                    test_documents["candidate"] = candidate
-                    diagnostics.test["candidate"] = _scores(test_results["candidate"], config)
-        cache.save()
-    except BackendError as exc:
-        diagnostics.cost = meter.cost_by_role()
-        diagnostics.errors.extend(_redacted(meter.errors()))
-        diagnostics.failure = {"role": exc.role, "model": exc.model, "backend": exc.backend or choice.name,
-                               "kind": exc.kind, "reason": redact_text(exc.message),
-                               "fix": redact_text(exc.fix or FALLBACK_BACKEND_FIX)}
-        return finish("backend_error", exc.exit_code)
-    except BudgetExhausted as exc:
-        diagnostics.cost = meter.cost_by_role()
-        diagnostics.errors.extend(_redacted(meter.errors()))
-        diagnostics.failure = {"limit": exc.limit, "reason": exc.message, "fix": exc.fix}
-        return finish("budget_exhausted", exc.exit_code)
+    def _test_split(self, test: list[TaskRecord], setup: _Setup, outcome: Outcome, replay_kwargs: dict,
+                    ) -> tuple[dict[str, list[ReplayResult]], dict[str, dict[str, str]]]:
+        """The test split, replayed with the baseline and (when accepted) the candidate: for the report only."""
+        results: dict[str, list[ReplayResult]] = {}
+        documents: dict[str, dict[str, str]] = {}
+        if not test:
+            return results, documents
+        with self.stages.stage("test"):
+            results["baseline"] = replay_tasks(test, skill=prompt_view(setup.skill), memory=prompt_view(setup.memory),
+                                               **replay_kwargs)
+            documents["baseline"] = setup.step_documents
+            self.diagnostics.test["baseline"] = _scores(results["baseline"], self.config)
+            if outcome.accepted:
+                candidate = outcome.candidate
+                results["candidate"] = replay_tasks(test, skill=prompt_view(candidate.get("skill", "")),
+                                                    memory=prompt_view(candidate.get("memory", "")), **replay_kwargs)
+                documents["candidate"] = candidate
+                self.diagnostics.test["candidate"] = _scores(results["candidate"], self.config)
+        return results, documents
 
-    diagnostics.cost = meter.cost_by_role()
-    diagnostics.errors.extend(_redacted(meter.errors()))
+    # ---------------------------------------------------------------- failure, cost
+    def fail(self, exc: BackendError | BudgetExhausted, setup: _Setup) -> NightResult:
+        """A night stopped by its backend or a budget: the cost so far, the meter's errors and the failure with its
+        fix; nothing is staged and the checkpoint stays where it was."""
+        self.record_cost(setup.meter)
+        if isinstance(exc, BackendError):
+            self.diagnostics.failure = {"role": exc.role, "model": exc.model,
+                                        "backend": exc.backend or setup.choice.name, "kind": exc.kind,
+                                        "reason": redact_text(exc.message),
+                                        "fix": redact_text(exc.fix or FALLBACK_BACKEND_FIX)}
+            return self.finish("backend_error", exc.exit_code)
+        self.diagnostics.failure = {"limit": exc.limit, "reason": exc.message, "fix": exc.fix}
+        return self.finish("budget_exhausted", exc.exit_code)
 
-    # ------------------------------------------------------------------ stage / adopt
-    state.edit_budget = update_edit_budget_state(state.edit_budget, budget_used=edit_budget, accepted=accepted)
-    staged: dict[str, str] = {}
-    if accepted:
-        staged = mirror_candidates(documents, candidate)
-        entries = stage_proposal(night_dir, documents, staged)
-        staged = {entry["kind"]: staged[entry["kind"]] for entry in entries}
-        diagnostics.proposed = [e["target"] for e in entries]
-        if gate.verdict == "accept_new_best" or state.best_gate_score is None:
-            state.best_gate_score = gate.candidate.gate if config.gate_mode == "on" else state.best_gate_score
-            state.best_documents = {e["kind"]: e["proposed_sha256"] for e in entries}
-        state.current_documents = {e["kind"]: e["proposed_sha256"] for e in entries}
-        if entries and (apply or config.auto_adopt):
-            try:
-                diagnostics.applied = adopt_night(project, paths=paths, night_id=night_id, take_lock=False,
-                                                  allowed_targets=[d.path for d in documents.values()]).targets
-            except SleepError as exc:  # e.g. the user edited the block meanwhile: staged, not adopted
-                diagnostics.errors.append({"stage": "adopt", "message": str(exc)})
-    diagnostics.changes = file_changes(project, documents, staged, diagnostics.applied)
+    def record_cost(self, meter: CallMeter) -> None:
+        self.diagnostics.cost = meter.cost_by_role()
+        self.diagnostics.errors.extend(_redacted(meter.errors()))
 
-    # ------------------------------------------------------------ the archive: tasks, rejected edits, pending, rules
-    live = {kind: (candidate.get(kind, text) if diagnostics.applied else text)
-            for kind, text in step_documents.items()}
-    try:
-        across_nights.after_step(step, tasks=tasks, val=val, outcome=outcome, test_results=test_results,
-                                 test_documents=test_documents, adopted=bool(diagnostics.applied),
-                                 documents_after=live)
-    except (sqlite3.Error, OSError) as exc:  # an aid: tonight's result stands without it
-        diagnostics.errors.append({"stage": "memory", "message": f"could not record the night: {exc}"})
-    return finish("accepted" if accepted else "rejected", commit_checkpoints=result.checkpoints)
+    # ---------------------------------------------------------------- stage / adopt, the archive
+    def stage(self, learned: _Learned, setup: _Setup) -> dict[str, str]:
+        """Stage an accepted candidate in the night directory (and adopt it with ``--apply`` / ``auto_adopt``),
+        update the edit budget's and the best documents' state, and say what changed in the user's files.
+        Returns the documents the agent obeys after tonight: kind -> text (the candidate's where it was adopted)."""
+        config, state, diagnostics = self.config, self.state, self.diagnostics
+        outcome, documents = learned.outcome, setup.documents
+        state.edit_budget = update_edit_budget_state(state.edit_budget, budget_used=setup.edit_budget,
+                                                     accepted=outcome.accepted)
+        staged: dict[str, str] = {}
+        if outcome.accepted:
+            gate = outcome.gate if outcome.gate is not None else learned.step.gate
+            staged = mirror_candidates(documents, outcome.candidate)
+            entries = stage_proposal(self.night_dir, documents, staged)
+            staged = {entry["kind"]: staged[entry["kind"]] for entry in entries}
+            diagnostics.proposed = [e["target"] for e in entries]
+            if gate.verdict == "accept_new_best" or state.best_gate_score is None:
+                state.best_gate_score = gate.candidate.gate if config.gate_mode == "on" else state.best_gate_score
+                state.best_documents = {e["kind"]: e["proposed_sha256"] for e in entries}
+            state.current_documents = {e["kind"]: e["proposed_sha256"] for e in entries}
+            if entries and (self.apply or config.auto_adopt):
+                try:
+                    diagnostics.applied = adopt_night(self.project, paths=self.paths, night_id=self.night_id,
+                                                      take_lock=False,
+                                                      allowed_targets=[d.path for d in documents.values()]).targets
+                except SleepError as exc:  # e.g. the user edited the block meanwhile: staged, not adopted
+                    diagnostics.errors.append({"stage": "adopt", "message": str(exc)})
+        diagnostics.changes = file_changes(self.project, documents, staged, diagnostics.applied)
+        return {kind: (outcome.candidate.get(kind, text) if diagnostics.applied else text)
+                for kind, text in setup.step_documents.items()}
+
+    def archive(self, learned: _Learned, documents_after: dict[str, str]) -> None:
+        """Record the night in the archive (tasks, rejected edits, pending, rules); an aid: on a database or file
+        error the night's result stands and the error is in diagnostics."""
+        assert self.across_nights is not None
+        try:
+            self.across_nights.after_step(learned.step, tasks=learned.tasks, val=learned.val, outcome=learned.outcome,
+                                          test_results=learned.test_results, test_documents=learned.test_documents,
+                                          adopted=bool(self.diagnostics.applied), documents_after=documents_after)
+        except (sqlite3.Error, OSError) as exc:
+            self.diagnostics.errors.append({"stage": "memory", "message": f"could not record the night: {exc}"})
+
+    # ---------------------------------------------------------------- finish
+    def finish(self, status: str, exit_code: int = 0, commit_checkpoints: dict | None = None) -> NightResult:
+        """Close the night: diagnostics (summary, headline) written, the checkpoint committed when given, the state
+        saved and old nights pruned (not on a dry run; a failed night neither counts nor prunes)."""
+        diagnostics, state, dry_run = self.diagnostics, self.state, self.dry_run
+        if self.across_nights is not None:
+            diagnostics.memory = self.across_nights.report_with_edits(diagnostics.edits)
+            diagnostics.pending = self.across_nights.pending_report()
+            self.across_nights.close()
+        diagnostics.status = status
+        diagnostics.finished_at = datetime.now(timezone.utc)
+        diagnostics.stage_seconds = self.stages.seconds
+        diagnostics.headline = changes_sentence(diagnostics)
+        diagnostics.summary = _summary(diagnostics)
+        if self.config.notify and not dry_run and any(c.state != "unchanged" for c in diagnostics.changes):
+            notify(f"skillopt-sleep: {self.project.name}", diagnostics.headline)
+        write_json_atomic(self.night_dir / "diagnostics.json", diagnostics.model_dump(mode="json"), mode=0o600)
+        if commit_checkpoints is not None and not dry_run:
+            save_checkpoints(self.paths.checkpoints, commit_checkpoints)
+        if not dry_run and status not in EXIT_CODES:
+            state.nights_completed += 1
+        state.project = str(self.project)
+        state.last_night_id = self.night_id
+        state.last_status = status
+        state.last_finished_at = diagnostics.finished_at
+        if not dry_run:
+            save_state(self.paths, state)
+            if status not in EXIT_CODES:
+                prune_nights(self.paths, self.config.keep_nights)
+        return NightResult(diagnostics, self.night_dir, exit_code)
 
 
 def _redacted(errors: list[dict]) -> list[dict]:
