@@ -38,19 +38,24 @@ it on the next night's fresh val tasks, promoting it only if it is accepted then
 
 Accepted candidates are ``accept_new_best`` when their mean also beats ``best_gate_score`` (the all-time
 best; None = no best yet) and ``accept`` otherwise. Mode ``off`` accepts greedily without val scoring.
+
+Each rule is a ``GateRule`` object (``StrictRule``, ``PairedRule``; ``RULES`` maps the config names to them):
+``decide`` checks clauses 1 and 2 and words the acceptance once, the rule compares the tasks and judges the rest.
+``decide`` also takes a ``GateRule`` of a library user's own.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from math import comb
-from typing import Literal
+from typing import Any, Literal, Protocol
 
 from skillopt_sleep.engine.judges import gate_score
-from skillopt_sleep.models import GateDecision, ReplayResult, Scores, TaskComparison
+from skillopt_sleep.models import GateDecision, GateVerdict, ReplayResult, Scores, TaskComparison
 
 #: Differences of gate scores at or below this are ties (floating-point noise is not an improvement).
 EPSILON = 1e-9
-SUPPORTED_RULES = ("strict", "paired")
 #: Defaults of the paired rule (config keys ``gate_margin``, ``gate_alpha``, ``gate_samples``), chosen with
 #: ``benchmarks/gate_sim.py`` (``docs/benchmarks.md``, "Gate simulation"). With alpha 0.5 the sign test blocks
 #: nothing that margin 1 lets through (p <= 0.5 iff wins > losses); the noise resistance comes from wins that
@@ -246,129 +251,302 @@ def replace_task_results(results: list[ReplayResult], replacement: list[ReplayRe
     return merged
 
 
+# --------------------------------------------------------------------------- rules
+
+
+@dataclass(frozen=True)
+class GateContext:
+    """What a rule judges: val results that carry no error and cover the same non-empty set of tasks.
+
+    baseline/candidate: the val ``ReplayResult``s; per_task: the rule's own ``compare`` of them; baseline_scores/
+    candidate_scores: ``summarize`` of each side; metric/mixed_weight: the gate score's settings; numbers: the
+    summary every reason ends with ("val hard score 0.667 vs baseline 0.333 (delta ..., 3 tasks, ...)").
+    """
+
+    baseline: list[ReplayResult]
+    candidate: list[ReplayResult]
+    per_task: list[TaskComparison]
+    baseline_scores: Scores
+    candidate_scores: Scores
+    metric: str
+    mixed_weight: float
+    numbers: str
+
+    def count(self, outcome: Outcome) -> int:
+        """How many val tasks of ``per_task`` have this outcome."""
+        return sum(1 for comparison in self.per_task if comparison.outcome == outcome)
+
+    def regressed(self) -> list[str]:
+        """Ids of the tasks the candidate regressed (``is_regression``), in ``per_task`` order."""
+        return [comparison.task_id for comparison in self.per_task if is_regression(comparison)]
+
+
+@dataclass(frozen=True)
+class RuleVerdict:
+    """A rule's judgement (``GateRule.judge``); build it with ``accept`` or ``reject``.
+
+    clause: ``"accepted"``, or the clause that rejected (e.g. ``"mean"``; ``EVIDENCE_CLAUSES`` lists the ones
+    that count against the edits); reason: for a rejection the whole reason, for an acceptance the kind of win
+    (``decide`` adds the best-score wording and the numbers); details: keys added to ``GateDecision.details``;
+    pending: rejected for lack of evidence only (the night may re-test the candidate next night).
+    """
+
+    clause: str
+    reason: str
+    details: dict[str, Any] = field(default_factory=dict)
+    pending: bool = False
+
+    @classmethod
+    def accept(cls, kind_of_win: str, details: dict[str, Any] | None = None) -> RuleVerdict:
+        return cls("accepted", kind_of_win, dict(details or {}))
+
+    @classmethod
+    def reject(cls, clause: str, reason: str, details: dict[str, Any] | None = None, *,
+               pending: bool = False) -> RuleVerdict:
+        return cls(clause, reason, dict(details or {}), pending)
+
+    @property
+    def accepted(self) -> bool:
+        return self.clause == "accepted"
+
+
+class GateRule(Protocol):
+    """A gate rule: how val tasks are compared and what the comparison must show for the candidate to pass.
+
+    ``decide`` handles what every rule shares (gate off, failed calls, no val task, coverage, the accepted /
+    new-best wording) and asks the rule the rest. name: recorded as ``GateDecision.rule``; compare: one
+    ``TaskComparison`` per val task id (outcome ``win``, ``loss``, ``tie`` or ``n/a``); judge: the verdict on
+    an error-free, fully covered comparison.
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    def compare(self, baseline: list[ReplayResult], candidate: list[ReplayResult], metric: str,
+                mixed_weight: float, request_heads: dict[str, str] | None = None) -> list[TaskComparison]: ...
+
+    def judge(self, context: GateContext) -> RuleVerdict: ...
+
+
+@dataclass(frozen=True)
+class StrictRule:
+    """Rule ``strict``: a strictly higher mean gate score (clause ``mean``) and no regressed task the baseline
+    passed (clause ``regression``; ``details["regressed_tasks"]``)."""
+
+    name = "strict"
+
+    def compare(self, baseline: list[ReplayResult], candidate: list[ReplayResult], metric: str,
+                mixed_weight: float, request_heads: dict[str, str] | None = None) -> list[TaskComparison]:
+        return compare_tasks(baseline, candidate, metric, mixed_weight, request_heads)
+
+    def judge(self, context: GateContext) -> RuleVerdict:
+        if not context.candidate_scores.gate > context.baseline_scores.gate + EPSILON:
+            return RuleVerdict.reject("mean", f"not a strict improvement: {context.numbers}")
+        regressed = context.regressed()
+        details = {"regressed_tasks": regressed}
+        if regressed:
+            return RuleVerdict.reject("regression", f"regressed {len(regressed)} task(s) the baseline passed "
+                                                    f"({', '.join(regressed[:5])}): {context.numbers}", details)
+        return RuleVerdict.accept("strict improvement", details)
+
+
+def _check_margin_alpha(margin: int, alpha: float) -> None:
+    if margin < 0 or not 0.0 <= alpha <= 1.0:
+        raise ValueError(f"gate margin must be >= 0 and alpha in [0, 1], got {margin} and {alpha}")
+
+
+@dataclass(frozen=True)
+class PairedRule:
+    """Rule ``paired``: per-task wins and losses (``paired_outcome``); clauses ``regression``, ``margin``
+    (wins - losses >= margin) and ``sign_test`` (p <= alpha). margin: int >= 0; alpha: float in [0, 1];
+    ValueError otherwise."""
+
+    margin: int = DEFAULT_MARGIN
+    alpha: float = DEFAULT_ALPHA
+    name = "paired"
+
+    def __post_init__(self) -> None:
+        _check_margin_alpha(self.margin, self.alpha)
+
+    def compare(self, baseline: list[ReplayResult], candidate: list[ReplayResult], metric: str,
+                mixed_weight: float, request_heads: dict[str, str] | None = None) -> list[TaskComparison]:
+        return compare_tasks_paired(baseline, candidate, metric, mixed_weight, request_heads)
+
+    def judge(self, context: GateContext) -> RuleVerdict:
+        wins, losses = context.count("win"), context.count("loss")
+        p_value = sign_test_p_value(wins, losses)
+        details = self._details(context, p_value)
+        regressed = details["regressions"]
+        if regressed:
+            return RuleVerdict.reject("regression", f"regressed {len(regressed)} protected task(s) the baseline "
+                                                    f"passed in every sample ({', '.join(regressed[:5])}): "
+                                                    f"{context.numbers}", details)
+        evidence = (f"wins - losses {wins - losses} (margin {self.margin}), sign test p = {p_value:.3f} "
+                    f"(alpha {self.alpha:g}), {len(details['protected'])} protected task(s)")
+        if wins - losses >= self.margin and p_value <= self.alpha:
+            return RuleVerdict.accept(f"paired improvement ({evidence})", details)
+        clause = "margin" if wins - losses < self.margin else "sign_test"
+        if wins >= losses:
+            return RuleVerdict.reject(clause, f"not enough evidence ({evidence}); pending: re-test on the next "
+                                              f"night's fresh val tasks: {context.numbers}", details, pending=True)
+        return RuleVerdict.reject(clause, f"more losses than wins ({evidence}): {context.numbers}", details)
+
+    def _details(self, context: GateContext, p_value: float) -> dict[str, Any]:
+        per_task = context.per_task
+        return {
+            "p_value": p_value,
+            "margin": self.margin,
+            "alpha": self.alpha,
+            "protected": [comparison.task_id for comparison in per_task if _protected(comparison.baseline)],
+            "regressions": context.regressed(),
+            "flaky": sorted(flaky_task_ids(context.baseline) | flaky_task_ids(context.candidate)),
+            "llm_ties": [comparison.task_id for comparison in per_task
+                         if _is_llm_tie(comparison, context.metric, context.mixed_weight)],
+        }
+
+
+def _is_llm_tie(comparison: TaskComparison, metric: str, mixed_weight: float) -> bool:
+    """A tie only because an LLM judged the task: the mean gate scores differ, yet only hard scores counted."""
+    return (comparison.outcome == "tie"
+            and any(result.llm_judged for result in comparison.baseline + comparison.candidate)
+            and _mean_gate(comparison.candidate, metric, mixed_weight)
+            != _mean_gate(comparison.baseline, metric, mixed_weight))
+
+
+#: The config's rule names (``gate_rule``) and how each rule is built from ``gate_margin`` and ``gate_alpha``.
+RULES: dict[str, Callable[[int, float], GateRule]] = {
+    "strict": lambda margin, alpha: StrictRule(),
+    "paired": PairedRule,
+}
+SUPPORTED_RULES = tuple(RULES)
+
+
+def rule_for(name: str, *, margin: int = DEFAULT_MARGIN, alpha: float = DEFAULT_ALPHA) -> GateRule:
+    """The rule a config name stands for (``RULES``). Raises ValueError for an unknown name, or a margin or
+    alpha out of range (margin: int >= 0, alpha: float in [0, 1], checked whatever the rule)."""
+    if name not in RULES:
+        raise ValueError(f"unknown gate rule {name!r}; supported: {', '.join(map(repr, SUPPORTED_RULES))}")
+    _check_margin_alpha(margin, alpha)
+    return RULES[name](margin, alpha)
+
+
 # --------------------------------------------------------------------------- decision
 
 
-def decide(*, mode: str, metric: str, mixed_weight: float, rule: str, baseline: list[ReplayResult],
+def decide(*, mode: str, metric: str, mixed_weight: float, rule: str | GateRule, baseline: list[ReplayResult],
            candidate: list[ReplayResult], best_gate_score: float | None,
            request_heads: dict[str, str] | None = None, margin: int = DEFAULT_MARGIN,
            alpha: float = DEFAULT_ALPHA) -> GateDecision:
     """Decide whether tonight's candidate documents are accepted.
 
     mode: ``"on"`` or ``"off"``; metric: ``"hard"``, ``"soft"`` or ``"mixed"``; mixed_weight: w in [0, 1];
-    rule: ``"strict"`` or ``"paired"``; baseline/candidate: val ``ReplayResult``s, any number of samples per
-    task (may be empty when mode is off); best_gate_score: the all-time best mean gate score, or None;
-    request_heads: task id -> request head for the per-task report; margin: int >= 0, least wins - losses
-    (paired); alpha: float in [0, 1], largest sign-test p-value accepted (paired).
+    rule: ``"strict"`` or ``"paired"`` (built by ``rule_for`` with margin and alpha), or any ``GateRule``
+    object (e.g. ``PairedRule(margin=2)`` or a rule of your own; margin and alpha are then only range-checked);
+    baseline/candidate: val ``ReplayResult``s, any number of samples per task (may be empty when mode is off);
+    best_gate_score: the all-time best mean gate score, or None; request_heads: task id -> request head for the
+    per-task report; margin: int >= 0, least wins - losses (paired); alpha: float in [0, 1], largest sign-test
+    p-value accepted (paired).
 
-    Returns a ``GateDecision`` whose ``reason`` states the numbers and whose ``details`` hold ``clause`` (what
-    decided: ``gate_off``, ``failed_calls``, ``no_tasks``, ``coverage``, ``mean``, ``regression``,
-    ``margin``, ``sign_test`` or ``accepted``), ``pending`` (paired: rejected for lack of evidence only), and
-    for paired ``wins``, ``losses``, ``ties``, ``p_value``, ``margin``, ``alpha``, ``protected``,
-    ``regressions``, ``flaky`` and ``llm_ties`` (task id lists). Raises ValueError for an unknown mode,
-    rule or metric, or a margin/alpha out of range.
+    The shared clauses come first (gate off, failed calls, no val task, coverage); the rule's ``judge`` decides
+    the rest. Returns a ``GateDecision`` (``rule`` = the rule's name) whose ``reason`` states the numbers and
+    whose ``details`` hold ``clause`` (what decided: ``gate_off``, ``failed_calls``, ``no_tasks``,
+    ``coverage``, ``mean``, ``regression``, ``margin``, ``sign_test``, ``accepted`` or a custom rule's own),
+    ``pending`` (rejected for lack of evidence only), ``wins``/``losses``/``ties``, and the rule's keys: for
+    paired ``p_value``, ``margin``, ``alpha``, ``protected``, ``regressions``, ``flaky`` and ``llm_ties`` (task
+    id lists), for strict ``regressed_tasks``. Raises ValueError for an unknown mode, rule name or metric, or a
+    margin/alpha out of range.
     """
     if mode not in ("on", "off"):
         raise ValueError(f"unknown gate mode {mode!r}; supported: 'on', 'off'")
-    if rule not in SUPPORTED_RULES:
-        raise ValueError(f"unknown gate rule {rule!r}; supported: {', '.join(map(repr, SUPPORTED_RULES))}")
-    if margin < 0 or not 0.0 <= alpha <= 1.0:
-        raise ValueError(f"gate margin must be >= 0 and alpha in [0, 1], got {margin} and {alpha}")
+    gate_rule = rule_for(rule, margin=margin, alpha=alpha) if isinstance(rule, str) else rule
+    _check_margin_alpha(margin, alpha)  # for a rule object too: they are still decide's arguments
     gate_score(0.0, 0.0, metric, mixed_weight)  # validates the metric name
 
-    base_scores = summarize(baseline, metric, mixed_weight)
-    cand_scores = summarize(candidate, metric, mixed_weight)
-    if rule == "paired":
-        per_task = compare_tasks_paired(baseline, candidate, metric, mixed_weight, request_heads)
-    else:
-        per_task = compare_tasks(baseline, candidate, metric, mixed_weight, request_heads)
-    outcomes = [comparison.outcome for comparison in per_task]
-    details: dict = {
-        "baseline_gate": base_scores.gate,
-        "candidate_gate": cand_scores.gate,
-        "delta": cand_scores.gate - base_scores.gate,
-        "best_gate_score": best_gate_score,
-        "wins": outcomes.count("win"),
-        "losses": outcomes.count("loss"),
-        "ties": outcomes.count("tie"),
-        "pending": False,
-    }
-
-    def verdict(kind: str, clause: str, reason: str) -> GateDecision:
-        details["clause"] = clause
-        return GateDecision(mode=mode, metric=metric, rule=rule, verdict=kind, reason=reason,
-                            baseline=base_scores, candidate=cand_scores, per_task=per_task, details=details)
-
+    per_task = gate_rule.compare(baseline, candidate, metric, mixed_weight, request_heads)
+    build = _DecisionBuilder(mode, metric, gate_rule.name, summarize(baseline, metric, mixed_weight),
+                             summarize(candidate, metric, mixed_weight), per_task, best_gate_score)
     if mode == "off":
-        return verdict("accept", "gate_off", "gate off: accepted greedily, without val scoring")
+        return build.decision("accept", "gate_off", "gate off: accepted greedily, without val scoring")
+    build.details["failed_calls"] = _failed(baseline) + _failed(candidate)
+    shared = _failed_calls(baseline, candidate) or _coverage(baseline, candidate)
+    if shared is not None:
+        return build.rejected(shared)
+    context = GateContext(baseline, candidate, per_task, build.baseline, build.candidate, metric, mixed_weight,
+                          build.numbers(len(_task_ids(baseline))))
+    judged = gate_rule.judge(context)
+    return build.accepted(judged, context.numbers) if judged.accepted else build.rejected(judged)
 
-    failed_base = sum(1 for result in baseline if result.error is not None)
-    failed_cand = sum(1 for result in candidate if result.error is not None)
-    details["failed_calls"] = failed_base + failed_cand
-    if failed_base or failed_cand:
-        return verdict("reject", "failed_calls",
-                       f"{failed_base + failed_cand} of {len(baseline) + len(candidate)} val calls "
-                       f"failed (baseline {failed_base}, candidate {failed_cand}); failed calls are "
-                       "not scores, so the candidate cannot be judged")
 
-    base_ids = set(_task_ids(baseline))
-    cand_ids = set(_task_ids(candidate))
+def _failed(results: list[ReplayResult]) -> int:
+    return sum(1 for result in results if result.error is not None)
+
+
+def _failed_calls(baseline: list[ReplayResult], candidate: list[ReplayResult]) -> RuleVerdict | None:
+    failed_base, failed_cand = _failed(baseline), _failed(candidate)
+    if not failed_base and not failed_cand:
+        return None
+    return RuleVerdict.reject("failed_calls", f"{failed_base + failed_cand} of {len(baseline) + len(candidate)} "
+                                              f"val calls failed (baseline {failed_base}, candidate {failed_cand}); "
+                                              "failed calls are not scores, so the candidate cannot be judged")
+
+
+def _coverage(baseline: list[ReplayResult], candidate: list[ReplayResult]) -> RuleVerdict | None:
+    base_ids, cand_ids = set(_task_ids(baseline)), set(_task_ids(candidate))
     if not base_ids and not cand_ids:
-        details["pending"] = True
-        return verdict("reject", "no_tasks", "no held-out task with validated checks to test on; pending: "
-                                             "re-test on the next night's val tasks")
+        return RuleVerdict.reject("no_tasks", "no held-out task with validated checks to test on; pending: re-test "
+                                              "on the next night's val tasks", pending=True)
     if base_ids != cand_ids:
         missing = sorted(base_ids ^ cand_ids)
-        return verdict("reject", "coverage", f"baseline and candidate were not replayed on the same val tasks "
-                                             f"({len(missing)} differ: {', '.join(missing[:5])})")
+        return RuleVerdict.reject("coverage", f"baseline and candidate were not replayed on the same val tasks "
+                                              f"({len(missing)} differ: {', '.join(missing[:5])})")
+    return None
 
-    base_mean, cand_mean = base_scores.gate, cand_scores.gate
-    numbers = (f"val {metric} score {cand_mean:.3f} vs baseline {base_mean:.3f} "
-               f"(delta {cand_mean - base_mean:+.3f}, {len(base_ids)} tasks, "
-               f"{details['wins']} win / {details['losses']} loss / {details['ties']} tie)")
 
-    def accepted(kind_of_win: str) -> GateDecision:
-        if best_gate_score is None:
-            return verdict("accept_new_best", "accepted", f"{kind_of_win}, first best: {numbers}")
-        if cand_mean > best_gate_score + EPSILON:
-            return verdict("accept_new_best", "accepted", f"{kind_of_win} and new best (previous best "
-                                                          f"{best_gate_score:.3f}): {numbers}")
-        return verdict("accept", "accepted", f"{kind_of_win}, below the best {best_gate_score:.3f}: {numbers}")
+class _DecisionBuilder:
+    """Builds ``decide``'s ``GateDecision``: the parts every clause shares and the details gathered so far."""
 
-    regressed = [comparison.task_id for comparison in per_task if is_regression(comparison)]
-    if rule == "strict":
-        if not cand_mean > base_mean + EPSILON:
-            return verdict("reject", "mean", f"not a strict improvement: {numbers}")
-        details["regressed_tasks"] = regressed
-        if regressed:
-            return verdict("reject", "regression", f"regressed {len(regressed)} task(s) the baseline passed "
-                                                   f"({', '.join(regressed[:5])}): {numbers}")
-        return accepted("strict improvement")
+    def __init__(self, mode: str, metric: str, rule: str, baseline: Scores, candidate: Scores,
+                 per_task: list[TaskComparison], best_gate_score: float | None) -> None:
+        self.mode, self.metric, self.rule = mode, metric, rule
+        self.baseline, self.candidate, self.per_task = baseline, candidate, per_task
+        self.best_gate_score = best_gate_score
+        outcomes = [comparison.outcome for comparison in per_task]
+        self.details: dict[str, Any] = {
+            "baseline_gate": baseline.gate,
+            "candidate_gate": candidate.gate,
+            "delta": candidate.gate - baseline.gate,
+            "best_gate_score": best_gate_score,
+            "wins": outcomes.count("win"),
+            "losses": outcomes.count("loss"),
+            "ties": outcomes.count("tie"),
+            "pending": False,
+        }
 
-    wins, losses = details["wins"], details["losses"]
-    p_value = sign_test_p_value(wins, losses)
-    details.update({
-        "p_value": p_value,
-        "margin": margin,
-        "alpha": alpha,
-        "protected": [comparison.task_id for comparison in per_task if _protected(comparison.baseline)],
-        "regressions": regressed,
-        "flaky": sorted(flaky_task_ids(baseline) | flaky_task_ids(candidate)),
-        "llm_ties": [comparison.task_id for comparison in per_task if comparison.outcome == "tie"
-                     and any(result.llm_judged for result in comparison.baseline + comparison.candidate)
-                     and _mean_gate(comparison.candidate, metric, mixed_weight)
-                     != _mean_gate(comparison.baseline, metric, mixed_weight)],
-    })
-    evidence = (f"wins - losses {wins - losses} (margin {margin}), sign test p = {p_value:.3f} "
-                f"(alpha {alpha:g}), {len(details['protected'])} protected task(s)")
-    if regressed:
-        return verdict("reject", "regression", f"regressed {len(regressed)} protected task(s) the baseline "
-                                               f"passed in every sample ({', '.join(regressed[:5])}): {numbers}")
-    if wins - losses < margin or p_value > alpha:
-        clause = "margin" if wins - losses < margin else "sign_test"
-        details["pending"] = wins >= losses
-        if details["pending"]:
-            return verdict("reject", clause, f"not enough evidence ({evidence}); pending: re-test on the next "
-                                             f"night's fresh val tasks: {numbers}")
-        return verdict("reject", clause, f"more losses than wins ({evidence}): {numbers}")
-    return accepted(f"paired improvement ({evidence})")
+    def numbers(self, task_count: int) -> str:
+        base_mean, cand_mean = self.baseline.gate, self.candidate.gate
+        return (f"val {self.metric} score {cand_mean:.3f} vs baseline {base_mean:.3f} "
+                f"(delta {cand_mean - base_mean:+.3f}, {task_count} tasks, {self.details['wins']} win / "
+                f"{self.details['losses']} loss / {self.details['ties']} tie)")
+
+    def decision(self, kind: GateVerdict, clause: str, reason: str) -> GateDecision:
+        self.details["clause"] = clause
+        return GateDecision(mode=self.mode, metric=self.metric, rule=self.rule, verdict=kind, reason=reason,
+                            baseline=self.baseline, candidate=self.candidate, per_task=self.per_task,
+                            details=self.details)
+
+    def rejected(self, verdict: RuleVerdict) -> GateDecision:
+        self.details.update(verdict.details)
+        self.details["pending"] = verdict.pending
+        return self.decision("reject", verdict.clause, verdict.reason)
+
+    def accepted(self, verdict: RuleVerdict, numbers: str) -> GateDecision:
+        """``accept_new_best`` when the candidate's mean beats the all-time best (or there is none yet), else
+        ``accept``; the reason names the rule's kind of win, the best and the numbers."""
+        self.details.update(verdict.details)
+        best, kind_of_win = self.best_gate_score, verdict.reason
+        if best is None:
+            return self.decision("accept_new_best", "accepted", f"{kind_of_win}, first best: {numbers}")
+        if self.candidate.gate > best + EPSILON:
+            return self.decision("accept_new_best", "accepted", f"{kind_of_win} and new best (previous best "
+                                                                f"{best:.3f}): {numbers}")
+        return self.decision("accept", "accepted", f"{kind_of_win}, below the best {best:.3f}: {numbers}")

@@ -188,10 +188,17 @@ def _not_selected(edit: EditRecord, budget: int) -> EditRecord:
 # --------------------------------------------------------------------------- stages
 
 
-def _reflect_stage(batches: list[Minibatch], *, documents: dict[str, str], settings: StepSettings,
+def _reflect_stage(train: list[TaskRecord], *, documents: dict[str, str], settings: StepSettings,
                    editable: dict[str, bool], meter: CallMeter, context: str, screen: ContentScreen,
                    result: StepResult) -> tuple[list[PatchList], list[EditRecord]]:
-    """One reflect call per minibatch; returns (patch lists in minibatch order, edits rejected by screening)."""
+    """The train tasks' replays (``result.train_results``) in minibatches (``minibatch.plan_minibatches``), one
+    reflect call per minibatch; returns (patch lists in minibatch order, edits rejected by screening)."""
+    batches = plan_minibatches(train, result.train_results, minibatch_size=settings.minibatch_size,
+                               failure_only=settings.failure_only)
+    result.minibatches = len(batches)
+    if not batches and train:
+        why = "no failing train task" if settings.failure_only else "no scored train task"
+        result.errors.append({"stage": "reflect", "message": f"{why}: nothing to reflect on"})
     several = len(batches) > 1
 
     def one(batch: Minibatch):
@@ -440,6 +447,75 @@ def _annotate(decision: GateDecision, val: list[TaskRecord], origins: dict[str, 
             comparison.rules = list(dict.fromkeys(check.rule for check in task.judge.checks if check.rule))
 
 
+def _user_rules_stage(merged: list[EditRecord], *, stated: list[StatedRule], texts: dict[str, str],
+                      targets: list[str], editable: dict[str, bool], settings: StepSettings,
+                      edit_filter: Callable[[list[EditRecord]], list[EditRecord]] | None,
+                      screen: ContentScreen, rejected: list[EditRecord]) -> tuple[list[EditRecord], list[EditRecord]]:
+    """The users' own rules, one edit each (``rulebook.user_rule_edits``), put first; the optimizer's restatements
+    of a stated rule yield to the user's words. Returns (the rules' edits, every edit in order); the edits screened
+    out are added to ``rejected``."""
+    proposed_rules: list[EditRecord] = []
+    if settings.propose_user_rules and targets:
+        proposed_rules = user_rule_edits(stated, texts, target=targets[0])
+        if edit_filter is not None:
+            proposed_rules = edit_filter(proposed_rules)
+        proposed_rules, rules_rejected = screen_edits(proposed_rules, [], edit_budget=len(proposed_rules),
+                                                      evolve_skill=editable["skill"],
+                                                      evolve_memory=editable["memory"], screen=screen)
+        rejected.extend(rules_rejected)
+    kept_merged: list[EditRecord] = []
+    yielding = stated if settings.propose_user_rules else []  # the user's words are proposed instead
+    for edit in merged:
+        reason = restated_rule_reason(edit.content, yielding, texts) if edit.op != "delete" else None
+        if reason:
+            rejected.append(edit.model_copy(update={"status": "rejected", "reason": reason}))
+        else:
+            kept_merged.append(edit)
+    return proposed_rules, [*proposed_rules, *kept_merged]
+
+
+def _gate_stage(result: StepResult, *, val: list[TaskRecord], archived_val: list[TaskRecord],
+                val_origins: dict[str, str], texts: dict[str, str], train: list[TaskRecord],
+                proposed_rules: list[EditRecord], settings: StepSettings, replay_kwargs: dict[str, Any],
+                best_gate_score: float | None, meter: CallMeter) -> None:
+    """The val pool (tonight's and archived val tasks), then the gate on the candidate in ``result`` (and gate
+    repair, the stated rules' own-task test and the support check, gate on), or the gate-off verdict; the verdict
+    is annotated with each val task's origin."""
+    applied_edits = [edit for edit in result.edits if edit.status == "applied"]
+    stated_contents = {edit.content for edit in proposed_rules}
+    pool = select_val(val, archived_val, applied_edits, limit=settings.gate_max_val,
+                      stated=[edit for edit in applied_edits if edit.content in stated_contents])
+    result.val = pool
+    baseline_views = prompt_views(texts)
+    if settings.gate_mode == "on" and not result.changed:
+        result.baseline_val = replay_tasks(pool, **baseline_views, **replay_kwargs)
+    if not result.changed:
+        baseline = summarize(result.baseline_val or result.train_results, settings.gate_metric,
+                             settings.gate_mixed_weight)
+        result.gate = GateDecision(mode=settings.gate_mode, metric=settings.gate_metric, rule=settings.gate_rule,
+                                   verdict="reject", reason="no edit changed a document: nothing to test",
+                                   baseline=baseline)
+    else:
+        gate = functools.partial(decide, mode=settings.gate_mode, metric=settings.gate_metric,
+                                 mixed_weight=settings.gate_mixed_weight, rule=settings.gate_rule,
+                                 best_gate_score=best_gate_score,
+                                 request_heads={task.id: task.request[:120] for task in pool},
+                                 margin=settings.gate_margin, alpha=settings.gate_alpha)
+        tester = _Tester(val=pool, texts=texts, settings=settings, replay_kwargs=replay_kwargs, views=prompt_views,
+                         gate=gate)
+        if settings.gate_mode == "on":
+            evaluation, decision = tester.test(result.candidate)
+            _take(result, result.candidate, evaluation, decision, texts)
+            if settings.gate_repair:
+                _repair_stage(result, tester, meter=meter)
+            if settings.gate_stated_rules == "own_tasks":
+                _stated_rules_stage(result, tester, proposed=proposed_rules, train=train, meter=meter)
+            _support_stage(result, tester, stated=stated_contents, meter=meter)
+        else:
+            result.gate = gate(baseline=[], candidate=[])
+    _annotate(result.gate, pool, val_origins)
+
+
 def run_step(*, train: list[TaskRecord], val: list[TaskRecord], documents: dict[str, str], settings: StepSettings,
              meter: CallMeter, cache: ReplayCache | None = None, rubric_judge: Any = None,
              best_gate_score: float | None = None, context: str = "", rollout: Rollout | None = None,
@@ -506,13 +582,7 @@ def run_step(*, train: list[TaskRecord], val: list[TaskRecord], documents: dict[
             result.errors.append({"stage": "reflect", "message": f"edit budget is {settings.edit_budget}: "
                                                                  "nothing to propose"})
         else:
-            batches = plan_minibatches(train, train_results, minibatch_size=settings.minibatch_size,
-                                       failure_only=settings.failure_only)
-            result.minibatches = len(batches)
-            if not batches and train:
-                why = "no failing train task" if settings.failure_only else "no scored train task"
-                result.errors.append({"stage": "reflect", "message": f"{why}: nothing to reflect on"})
-            patches, rejected = _reflect_stage(batches, documents=texts, settings=settings, editable=editable,
+            patches, rejected = _reflect_stage(train, documents=texts, settings=settings, editable=editable,
                                                meter=meter, context=context, screen=screen, result=result)
     result.raw_patches = [patch.edits for patch in patches]
 
@@ -521,24 +591,9 @@ def run_step(*, train: list[TaskRecord], val: list[TaskRecord], documents: dict[
         merged, merge_rejected = _aggregate_stage(patches, documents=texts, targets=targets, train=train,
                                                   settings=settings, editable=editable, meter=meter,
                                                   screen=screen, result=result)
-    proposed_rules: list[EditRecord] = []
-    if settings.propose_user_rules and targets:
-        proposed_rules = user_rule_edits(stated, texts, target=targets[0])
-        if edit_filter is not None:
-            proposed_rules = edit_filter(proposed_rules)
-        proposed_rules, rules_rejected = screen_edits(proposed_rules, [], edit_budget=len(proposed_rules),
-                                                      evolve_skill=editable["skill"],
-                                                      evolve_memory=editable["memory"], screen=screen)
-        rejected.extend(rules_rejected)
-    kept_merged: list[EditRecord] = []
-    yielding = stated if settings.propose_user_rules else []  # the user's words are proposed instead
-    for edit in merged:
-        reason = restated_rule_reason(edit.content, yielding, texts) if edit.op != "delete" else None
-        if reason:
-            rejected.append(edit.model_copy(update={"status": "rejected", "reason": reason}))
-        else:
-            kept_merged.append(edit)
-    merged = [*proposed_rules, *kept_merged]
+    proposed_rules, merged = _user_rules_stage(merged, stated=stated, texts=texts, targets=targets,
+                                               editable=editable, settings=settings, edit_filter=edit_filter,
+                                               screen=screen, rejected=rejected)
     result.user_rules = len(proposed_rules)
     result.merged = merged
 
@@ -557,39 +612,9 @@ def run_step(*, train: list[TaskRecord], val: list[TaskRecord], documents: dict[
 
     # 6. gated evaluate
     with clock.stage("gate"):
-        applied_edits = [edit for edit in result.edits if edit.status == "applied"]
-        stated_contents = {edit.content for edit in proposed_rules}
-        pool = select_val(val, archived_val or [], applied_edits, limit=settings.gate_max_val,
-                          stated=[edit for edit in applied_edits if edit.content in stated_contents])
-        result.val = pool
-        origins = val_origins or {}
-        if settings.gate_mode == "on" and not result.changed:
-            result.baseline_val = replay_tasks(pool, **baseline_views, **replay_kwargs)
-        if not result.changed:
-            baseline = summarize(result.baseline_val or train_results, settings.gate_metric,
-                                 settings.gate_mixed_weight)
-            result.gate = GateDecision(mode=settings.gate_mode, metric=settings.gate_metric, rule=settings.gate_rule,
-                                       verdict="reject", reason="no edit changed a document: nothing to test",
-                                       baseline=baseline)
-        else:
-            gate = functools.partial(decide, mode=settings.gate_mode, metric=settings.gate_metric,
-                                     mixed_weight=settings.gate_mixed_weight, rule=settings.gate_rule,
-                                     best_gate_score=best_gate_score,
-                                     request_heads={task.id: task.request[:120] for task in pool},
-                                     margin=settings.gate_margin, alpha=settings.gate_alpha)
-            tester = _Tester(val=pool, texts=texts, settings=settings, replay_kwargs=replay_kwargs, views=prompt_views,
-                             gate=gate)
-            if settings.gate_mode == "on":
-                evaluation, decision = tester.test(candidate)
-                _take(result, candidate, evaluation, decision, texts)
-                if settings.gate_repair:
-                    _repair_stage(result, tester, meter=meter)
-                if settings.gate_stated_rules == "own_tasks":
-                    _stated_rules_stage(result, tester, proposed=proposed_rules, train=train, meter=meter)
-                _support_stage(result, tester, stated={edit.content for edit in proposed_rules}, meter=meter)
-            else:
-                result.gate = gate(baseline=[], candidate=[])
-        _annotate(result.gate, pool, origins)
+        _gate_stage(result, val=val, archived_val=archived_val or [], val_origins=val_origins or {}, texts=texts,
+                    train=train, proposed_rules=proposed_rules, settings=settings, replay_kwargs=replay_kwargs,
+                    best_gate_score=best_gate_score, meter=meter)
     result.calls_by_stage = clock.calls
     result.stage_seconds = clock.seconds
     return result
