@@ -6,8 +6,9 @@ How turns become tasks (applied per session in turn order):
 
 1. Noise is dropped and counted in ``MineResult.dropped``: ``empty`` requests, ``control_command`` (built-in
    slash commands such as ``/clear``, ``/model``), ``pasted_terminal`` / ``pasted_page`` (a pasted screen or page
-   as the whole message: ``replayable.pasted_reason``) - these three also end the thread, so nothing after them
-   is read as a reaction - and ``acknowledgement`` (only words like "thanks", "ok", "continue", "retry"). An
+   as the whole message: ``replayable.pasted_reason``), ``pasted_agent_text`` (an agent's answer pasted back, e.g. a
+   sub-agent's report relayed to its parent: ``replayable.AgentTexts``) - these four also end the thread, so nothing
+   after them is read as a reaction - and ``acknowledgement`` (only words like "thanks", "ok", "continue", "retry"). An
    acknowledgement is still the user's reaction to the task before it (approval), and the answer and tools of
    its turn continue that task (a "continue" after an interrupt finishes the same work). Injected text
    (notifications, reminders, hook and command output, compaction summaries) never reaches mining: the
@@ -75,7 +76,7 @@ from skillopt_sleep.engine.judges import check_passes
 from skillopt_sleep.errors import BackendError, BudgetExhausted
 from skillopt_sleep.models import Check, Judge, Reaction, Session, Split, TaskEvidence, TaskRecord, Turn
 from skillopt_sleep.provenance import authored_text
-from skillopt_sleep.replayable import inspects, needs_repo_state, not_replayable_reason, pasted_reason
+from skillopt_sleep.replayable import AgentTexts, inspects, needs_repo_state, not_replayable_reason, pasted_reason
 from skillopt_sleep.rules import (
     CHECK_OPS,
     INT_OPS,
@@ -543,20 +544,22 @@ def _session_key(session: Session) -> tuple[datetime, str]:
     return (_aware(session.started_at) or _EPOCH, session.session_id)
 
 
-def _candidates(sessions: list[Session], dropped: dict[str, int]) -> list[_Candidate]:
+def _candidates(sessions: list[Session], dropped: dict[str, int], agent_answers: list[str] = ()) -> list[_Candidate]:
     """Turn every session's turns into candidate tasks (module docstring, steps 1-3)."""
 
     def drop(reason: str) -> None:
         dropped[reason] = dropped.get(reason, 0) + 1
 
     found: list[_Candidate] = []
+    answers = AgentTexts.of_sessions(sessions, extra=agent_answers)
+    numbers = {id(session): number for number, session in enumerate(sessions)}
     for session in sorted(sessions, key=_session_key):
         current: _Candidate | None = None
         orphan_rules: list[str] = []
         for turn in sorted(session.turns, key=lambda item: item.index):
-            reason = noise_reason(turn)
             text = (turn.request or "").strip()
-            if reason in ("empty", "control_command", "pasted_terminal", "pasted_page"):
+            reason = noise_reason(turn) or ("pasted_agent_text" if answers.pasted(text, numbers[id(session)]) else None)
+            if reason in ("empty", "control_command", "pasted_terminal", "pasted_page", "pasted_agent_text"):
                 drop(reason)
                 if reason != "empty":  # what follows answers the command or the paste, not the task before
                     current = None
@@ -875,12 +878,15 @@ def _count(values: list[str]) -> dict[str, int]:
 
 
 def mine_tasks(sessions: list[Session], *, project: str | None, val_fraction: float, test_fraction: float,
-               max_tasks: int = 40, miner: Callable[[TaskRecord], dict] | None = None) -> MineResult:
+               max_tasks: int = 40, miner: Callable[[TaskRecord], dict] | None = None,
+               agent_answers: list[str] = ()) -> MineResult:
     """Turn harvested sessions into TaskRecords with validated judges, rules and splits.
 
     At most ``max_tasks`` replayable tasks are kept; tasks that are not replayable are all kept (they cost no
     call: their rules and corrections are evidence) with split ``train``. project: stored on each task;
     val_fraction, test_fraction: floats in [0, 1) (see ``assign_split``; only replayable tasks are split);
+    agent_answers: answers of sub-agent sessions the harvest read but did not keep (``HarvestResult.agent_answers``):
+    a message that pastes one back is dropped as ``pasted_agent_text``, like one that pastes a session's answer.
     miner: optional ``task -> {intent, checks, rubric, outcome}`` (``rules.make_llm_miner``), called once per
     kept task that ``wants_miner``. Raises ValueError for a fraction outside [0, 1) or max_tasks < 1; malformed
     input is dropped and counted, never raised.
@@ -889,7 +895,7 @@ def mine_tasks(sessions: list[Session], *, project: str | None, val_fraction: fl
     if max_tasks < 1:
         raise ValueError(f"max_tasks must be >= 1, got {max_tasks}")
     result = MineResult()
-    candidates = _candidates(sessions, result.dropped)
+    candidates = _candidates(sessions, result.dropped, agent_answers)
     groups = _group_duplicates(candidates)
     result.merged_duplicates = sum(len(group) - 1 for group in groups)
     tasks = [_build_task(group, project) for group in groups]

@@ -279,7 +279,8 @@ class _Night:
         config = self.config
         with self.stages.stage("mine" if miner is None else "mine_llm"):
             mined = mine_tasks(harvested.sessions, project=str(self.project), val_fraction=config.val_fraction,
-                               test_fraction=config.test_fraction, max_tasks=config.max_tasks_per_night, miner=miner)
+                               test_fraction=config.test_fraction, max_tasks=config.max_tasks_per_night, miner=miner,
+                               agent_answers=harvested.agent_answers)
         self.diagnostics.tasks = _split_counts(mined.tasks)
         self.diagnostics.mining = mining_report(mined)
         self.night_dir.mkdir(parents=True, exist_ok=True, mode=0o700)

@@ -25,7 +25,8 @@ def preview_harvest(config: SleepConfig, *, project: Path, output: Path | None =
     paths = ProjectPaths(project)
     result = harvest_for_config(config, project=project, checkpoints=load_checkpoints(paths.checkpoints))
     mined = mine_tasks(result.sessions, project=str(project), val_fraction=config.val_fraction,
-                       test_fraction=config.test_fraction, max_tasks=config.max_tasks_per_night)
+                       test_fraction=config.test_fraction, max_tasks=config.max_tasks_per_night,
+                       agent_answers=result.agent_answers)
     if output is not None:
         write_jsonl_atomic(Path(output), [t.model_dump(mode="json") for t in mined.tasks], mode=0o600)
     return {

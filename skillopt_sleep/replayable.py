@@ -7,6 +7,11 @@ Mining asks two questions that the transcript's format cannot answer alone:
   holds the glyphs of a terminal UI (box drawing, block elements, the agent's ``❯ ● ⎿`` markers),
   ``pasted_page`` when it is long and mostly made of lines of at most three characters (navigation chrome).
   A question followed by a pasted log or traceback is still a request: such lines are long.
+* ``AgentTexts``: a message that is an agent's answer pasted back (a sub-agent's or another session's report the
+  user relays, as Roo Code users do when they resume an orchestrator task) is the agent's text, not the user's:
+  ``pasted_agent_text`` when at least ``COPY_MIN_WORDS`` words long and all but a few of its words lie in runs of
+  ``COPY_RUN`` words that an answer of *another* session (or of a sub-agent) holds. Quoting the answer the user is
+  correcting is a reaction in its own session, and a quote with the user's own sentences around it stays theirs.
 * ``not_replayable_reason(...)``: a task whose text cannot be answered or judged on its own is kept as evidence
   (its corrections and rules count) but never replayed or gated. Reasons, in this order:
 
@@ -26,6 +31,7 @@ Mining asks two questions that the transcript's format cannot answer alone:
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 from skillopt_sleep.models import NotReplayable
 
@@ -76,6 +82,75 @@ def pasted_reason(text: str) -> str | None:
         if short / len(lines) >= PAGE_SHORT_LINE_SHARE:
             return "pasted_page"
     return None
+
+
+#: Words in a run shared with an answer that count as copied (shorter runs are common phrases).
+COPY_RUN = 8
+#: Answers are indexed at every ``COPY_STRIDE``-th word (a copy of ``COPY_RUN + COPY_STRIDE - 1`` words or more
+#: always holds an indexed run; a copied stretch may then show up to ``COPY_STRIDE - 1`` words short at each end).
+COPY_STRIDE = 4
+#: Least words from which a message can be a pasted answer (a short message is typed).
+COPY_MIN_WORDS = 40
+#: Words of its own (outside copied runs, beyond what the stride may miss) from which a message is the user's.
+COPY_OWN_WORDS = 5
+_ANY_SESSION = -1
+
+
+def _copy_words(text: str) -> list[str]:
+    return text.casefold().split()
+
+
+def _run_hashes(words: list[str]) -> map:
+    """The hash of each run of ``COPY_RUN`` consecutive words, in order (tuples built by ``zip``, in C)."""
+    return map(hash, zip(*(words[offset:] for offset in range(COPY_RUN))))
+
+
+class AgentTexts:
+    """The answers of a night's sessions (``Turn.final_answer``) and of the sub-agent sessions the harvest read but
+    did not keep, indexed by runs of ``COPY_RUN`` words, to tell an answer pasted back from a message the user wrote
+    (module docstring). Only answers of *other* sessions count for a message: quoting the answer just given to
+    correct it is a reaction, not a paste. Built on first use (a night without a long message never builds it)."""
+
+    def __init__(self, answers: Iterable[tuple[int, str]]) -> None:
+        """answers: (session number, answer text); ``_ANY_SESSION`` for an answer of no mined session."""
+        self._answers = answers
+        self._index: dict[int, int] | None = None
+
+    @classmethod
+    def of_sessions(cls, sessions: list, extra: Iterable[str] = ()) -> AgentTexts:
+        """From ``list[Session]`` (numbered in list order): every turn's final answer, and ``extra`` answers
+        (sub-agent sessions the harvest read but did not keep: ``HarvestResult.agent_answers``)."""
+        return cls([*((number, turn.final_answer) for number, session in enumerate(sessions)
+                      for turn in session.turns if turn.final_answer),
+                    *((_ANY_SESSION, text) for text in extra)])
+
+    def _runs(self) -> dict[int, int]:
+        """Run hash -> the session number that holds it (``_ANY_SESSION`` when several, or none, do)."""
+        if self._index is None:
+            self._index = {}
+            for number, answer in self._answers:
+                words = _copy_words(answer)
+                if len(words) < COPY_RUN:
+                    continue
+                for run in list(_run_hashes(words))[::COPY_STRIDE]:
+                    owner = self._index.get(run, number)
+                    self._index[run] = number if owner == number else _ANY_SESSION
+        return self._index
+
+    def pasted(self, text: str, session: int = _ANY_SESSION) -> bool:
+        """True when ``text``, a message of session number ``session``, is an answer of another session pasted back:
+        ``COPY_MIN_WORDS`` words or more, fewer than ``COPY_OWN_WORDS`` (plus the stride's margin) of them outside
+        runs such an answer holds."""
+        words = _copy_words(text)
+        if len(words) < COPY_MIN_WORDS:
+            return False
+        runs = self._runs()
+        copied = [False] * len(words)
+        for i, run in enumerate(_run_hashes(words)):
+            owner = runs.get(run)
+            if owner is not None and (owner == _ANY_SESSION or owner != session):
+                copied[i:i + COPY_RUN] = [True] * COPY_RUN
+        return copied.count(False) < COPY_OWN_WORDS + COPY_STRIDE - 1
 
 
 def _command_arguments(request: str) -> list[str]:

@@ -30,7 +30,9 @@ class HarvestResult:
 
     sessions: sessions with at least one request (texts redacted); stats: all sources merged;
     sources: the sources that were read; per_source: stats by source;
-    checkpoints: the new checkpoint map (key: absolute file path) to persist when the night completes.
+    checkpoints: the new checkpoint map (key: absolute file path) to persist when the night completes;
+    agent_answers: answers of sub-agent sessions read but not kept (Cline / Roo / Kilo sub-tasks), for mining to
+    recognise them when the user pastes one back (``mine_tasks(agent_answers=...)``).
     """
 
     sessions: list[Session] = field(default_factory=list)
@@ -38,6 +40,7 @@ class HarvestResult:
     sources: list[str] = field(default_factory=list)
     per_source: dict[str, HarvestStats] = field(default_factory=dict)
     checkpoints: dict[str, FileCheckpoint] = field(default_factory=dict)
+    agent_answers: list[str] = field(default_factory=list)
 
 
 def resolve_claude_home(explicit: Path | None) -> Path:
@@ -84,6 +87,7 @@ def harvest(*, source: str = "auto", scope: str = "project", project: Path | Non
             result.sessions.extend(REGISTRY[name].read(roots[name], context, stats))
             result.per_source[name] = stats
             result.stats.merge(stats)
+    result.agent_answers = context.agent_answers
     # Files outside tonight's roots (another source, another root) keep last night's checkpoints, so reading them
     # again later resumes there; files that vanished from a root read tonight are dropped.
     read_roots = tuple(str(roots[name]).rstrip(os.sep) + os.sep for name in selected)

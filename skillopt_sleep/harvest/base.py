@@ -400,6 +400,9 @@ class HarvestContext:
     """The line buffer every ``RecordReader`` of this harvest reuses (one allocation, not one per file)."""
     scope_by_cwd: dict[str, bool] = field(default_factory=dict)
     """Cache of ``in_scope``."""
+    agent_answers: list[str] = field(default_factory=list)
+    """Answers of sub-agent sessions read but not kept (``subagent``): never requests nor user text, only what a
+    pasted-back answer is recognised by (``replayable.AgentTexts``)."""
 
     @classmethod
     def build(cls, *, scope: str, project: Path | None, include_sdk_sessions: bool, lookback_hours: float,

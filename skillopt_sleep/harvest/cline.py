@@ -560,6 +560,7 @@ def _session(item: _Loaded, spawned: set[str], context: HarvestContext, stats: H
     first = drafts[0][1].request
     if item.parent or first.strip() in spawned:
         stats.skip("subagent")
+        context.agent_answers.extend(answer for _, draft in drafts if (answer := "\n".join(draft.answer_parts)))
         return None
     if SESSION_MARKER in first:
         stats.skip("own_marker")
