@@ -202,7 +202,7 @@ class SleepConfig(NightStepConfig, EditBudgetConfig):
     """Most tasks a night replays (recurring and corrected tasks first)."""
 
     # -- backend
-    backend: Literal["auto", "openai", "local", "claude", "codex", "gemini", "copilot", "mock"] = "auto"
+    backend: Literal["auto", "openai", "local", "claude", "codex", "gemini", "copilot", "opencode", "mock"] = "auto"
     """LLM backend. ``auto``: configured endpoint/key > your agent CLI > embedded local model > error."""
     base_url: str | None = None
     """OpenAI-compatible endpoint (default ``$OPENAI_BASE_URL``)."""
@@ -240,6 +240,15 @@ class SleepConfig(NightStepConfig, EditBudgetConfig):
     """Model of ``backend = gemini`` (``--model``, e.g. ``gemini-2.5-flash``); None = the Gemini CLI's default."""
     copilot_model: str | None = None
     """Model of ``backend = copilot`` (``--model``); None = the Copilot CLI's default."""
+    opencode_bin: str = "opencode"
+    """``opencode`` executable (``backend = opencode``): a name looked up on PATH or an absolute path."""
+    opencode_model: str | None = None
+    """Model of ``backend = opencode`` (``-m``): ``provider/model`` (e.g. ``anthropic/claude-sonnet-4-5``), or with
+    ``opencode_base_url`` the model id at that endpoint; None = OpenCode's default for your login."""
+    opencode_base_url: str | None = None
+    """OpenAI-compatible Chat Completions endpoint (ending in ``/v1``) for ``backend = opencode``: the replay goes
+    through the real ``opencode`` CLI with a provider on it, the skill and memory as its whole system prompt and no
+    tools; no OpenCode login needed. None = your OpenCode login (``opencode auth login``)."""
     request_timeout_s: float = Field(120.0, gt=0)
     """Seconds before one LLM call times out (then retried as transient)."""
     max_retries: int = Field(3, ge=0)

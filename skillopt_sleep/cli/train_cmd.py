@@ -79,7 +79,7 @@ def train(
     out: Annotated[Optional[Path], typer.Option("--out", help="Run directory (default: skillopt-runs/<tasks name>); "
                                                 "one that holds a run is resumed.")] = None,
     backend: Annotated[Optional[str], typer.Option(
-        "--backend", help="auto | openai | local | claude | codex | gemini | copilot | mock")] = None,
+        "--backend", help="auto | openai | local | claude | codex | gemini | copilot | opencode | mock")] = None,
     batch_size: Annotated[Optional[int], typer.Option("--batch-size", min=1, help="Train tasks per step.")] = None,
     memory: Annotated[Optional[Path], typer.Option("--memory", help="Fixed memory text shown to the target "
                                                    "(e.g. the project's CLAUDE.md).")] = None,

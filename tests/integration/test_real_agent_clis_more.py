@@ -1,18 +1,22 @@
-"""The `gemini` and `copilot` backends against the REAL agent CLIs, at the versions pinned in .ci/install-agent-clis.
+"""The `gemini`, `copilot` and `opencode` backends against the REAL agent CLIs, at the versions pinned in
+.ci/install-agent-clis.
 
 The binaries come from ``$SKILLOPT_SLEEP_AGENT_CLIS`` (the bin directory that script prints on its last line:
 ``export SKILLOPT_SLEEP_AGENT_CLIS="$(.ci/install-agent-clis | tail -1)"``); every test skips when it is unset.
 Nothing here needs a login, a key or the network: each test runs with an empty temporary HOME, and where a request
 must be seen it goes to a capture server on 127.0.0.1 that records it and answers 400 (Gemini CLI through
 ``GOOGLE_GEMINI_BASE_URL`` with a dummy ``GEMINI_API_KEY``; Copilot CLI through its BYOK provider,
-``COPILOT_PROVIDER_BASE_URL``).
+``COPILOT_PROVIDER_BASE_URL``; OpenCode through ``opencode_base_url``, our OpenAI-compatible provider, to a
+server that answers like a model, so that one real replay returns the model's answer).
 
 * flags: every flag our backends pass is in the real ``--help``, and the real binary runs our exact argv up to the
   request (or fails only for the missing login), never with "unknown arguments" / "unexpected argument";
 * no login: a night through each backend stops at once with ``backend_error``, exit code 2 and a fix naming the
-  login, never a "0.0 -> 0.0" night;
-* isolation: a rule planted in ``~/.gemini/GEMINI.md`` / ``~/.copilot/copilot-instructions.md`` and the user's MCP
-  servers never reach the request our backends make, though they do without our isolation (the controls);
+  login, never a "0.0 -> 0.0" night (OpenCode: by the ``opencode auth list`` pre-flight check, before any replay;
+  a plain ``opencode run`` without a login would fall back to a hosted model and retry offline);
+* isolation: a rule planted in ``~/.gemini/GEMINI.md`` / ``~/.copilot/copilot-instructions.md`` /
+  ``~/.config/opencode`` / ``~/.opencode`` / ``~/.claude/CLAUDE.md`` and the user's MCP servers never reach the
+  request our backends make, though they do without our isolation (the controls);
 * version: the backends read the real ``--version`` and find the pinned version not older than the tested one.
 """
 
@@ -32,6 +36,7 @@ from transcripts import PNPM_CONVERSATIONS, write_claude_sessions
 from skillopt_sleep.backends.base import ChatMessage, ChatRequest
 from skillopt_sleep.backends.copilot_cli import COPILOT_FLAGS, CopilotCLIBackend
 from skillopt_sleep.backends.gemini_cli import GEMINI_FLAGS, GeminiCLIBackend
+from skillopt_sleep.backends.opencode_cli import OPENCODE_FLAGS, OpenCodeCLIBackend, auth_status
 from skillopt_sleep.backends.subprocess_call import installed_version, run_contained
 
 #: Variables that would give a CLI a login, a key, an endpoint or a config dir from the developer's environment.
@@ -61,6 +66,9 @@ def home(tmp_path, monkeypatch) -> Path:
     for name in ("XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", *CREDENTIAL_ENV):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("COPILOT_AUTO_UPDATE", "false")
+    for name in list(os.environ):  # any provider key would count as an OpenCode login
+        if name.startswith("OPENCODE_") or name.endswith(("_API_KEY", "_TOKEN", "_AUTH_TOKEN")):
+            monkeypatch.delenv(name, raising=False)
     return folder
 
 
@@ -238,6 +246,8 @@ def test_without_our_flags_copilot_does_send_the_planted_instructions_and_start_
 @pytest.mark.parametrize(("backend", "login_words"), [
     ("gemini", ("gemini", "GEMINI_API_KEY")),
     ("copilot", ("copilot login", "GH_TOKEN")),
+    pytest.param("opencode", ("opencode auth login", "ANTHROPIC_API_KEY"),
+                 marks=skip_unless_installed(("opencode",), "test the real opencode CLI")),
 ])
 def test_a_night_without_a_login_stops_at_once_with_backend_error_exit_2_and_the_login_fix(
         bins, home, tmp_path, backend, login_words):
@@ -268,9 +278,158 @@ def test_a_night_without_a_login_stops_at_once_with_backend_error_exit_2_and_the
 # --------------------------------------------------------------------------- the version check
 
 
-@pytest.mark.parametrize("backend_class", [GeminiCLIBackend, CopilotCLIBackend])
+@pytest.mark.parametrize("backend_class", [
+    GeminiCLIBackend, CopilotCLIBackend,
+    pytest.param(OpenCodeCLIBackend, marks=skip_unless_installed(("opencode",), "test the real opencode CLI")),
+])
 def test_the_pinned_cli_reads_as_not_older_than_the_tested_version(bins, home, backend_class):
     backend = backend_class(binary=str(bins / backend_class.name))
 
     assert installed_version(backend.binary) == backend.tested_version  # the pin and the constant agree
     assert backend.version_note() == ""
+
+
+# --------------------------------------------------------------------------- opencode
+
+opencode_installed = skip_unless_installed(("opencode",), "test the real opencode CLI")
+MODEL_ANSWER = "PONG from the local model"
+
+
+@pytest.fixture
+def model_server() -> HTTPServer:
+    """An OpenAI-compatible endpoint on 127.0.0.1 that records every request and answers ``MODEL_ANSWER`` (streamed
+    as Chat Completions chunks, as OpenCode asks, with usage)."""
+    from werkzeug import Response
+
+    def answer(request) -> Response:
+        body = request.get_json(silent=True) or {}
+        chunk = {"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": body.get("model")}
+        events = [
+            {**chunk, "choices": [{"index": 0, "delta": {"role": "assistant", "content": MODEL_ANSWER},
+                                   "finish_reason": None}]},
+            {**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+             "usage": {"prompt_tokens": 11, "completion_tokens": 3, "total_tokens": 14}},
+        ]
+        text = "".join(f"data: {json.dumps(event)}\n\n" for event in events) + "data: [DONE]\n\n"
+        return Response(text, content_type="text/event-stream")
+
+    server = HTTPServer(host="127.0.0.1", port=0)
+    server.expect_request("/v1/chat/completions", method="POST").respond_with_handler(answer)
+    server.start()
+    yield server
+    server.clear()
+    if server.is_running():
+        server.stop()
+
+
+def plant_opencode_home(home: Path) -> None:
+    """The user's global config (an instructions file and an MCP server) in both places OpenCode reads it from
+    (``~/.config/opencode`` and ``~/.opencode``), and a ``~/.claude/CLAUDE.md`` (OpenCode's Claude Code fallback)."""
+    rules = home / "my-rules.md"
+    rules.write_text(f"# My rules\n\n{PLANTED_RULE} (instructions)\n", encoding="utf-8")
+    config = json.dumps({"instructions": [str(rules)],
+                         "mcp": {"planted": {"type": "local", "command": [str(plant_mcp(home))]}}})
+    for folder in (home / ".config" / "opencode", home / ".opencode"):
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "opencode.json").write_text(config, encoding="utf-8")
+    (home / ".claude").mkdir(exist_ok=True)
+    (home / ".claude" / "CLAUDE.md").write_text(f"{PLANTED_RULE} (claude)\n", encoding="utf-8")
+
+
+@opencode_installed
+def test_every_opencode_flag_is_in_the_real_help(bins, home):
+    outcome = run([bins / "opencode", "run", "--help"], home, stdin="")
+    assert outcome.returncode == 0
+    shown = outcome.stdout + outcome.stderr  # OpenCode prints its help on stderr
+
+    for flag in [flag for flag in OPENCODE_FLAGS if flag.startswith("-")] + ["--model"]:
+        assert f"{flag} " in shown, f"opencode run --help does not list {flag}"
+    assert '"default", "json"' in shown and '"ERROR"' in shown  # the values of --format and --log-level
+
+
+@opencode_installed
+def test_without_a_login_the_real_auth_list_says_so_and_a_provider_key_counts(bins, home, monkeypatch):
+    status = auth_status(str(bins / "opencode"))
+    assert status is not None and not status.logged_in and status.credentials == 0
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "dummy")
+    status = auth_status(str(bins / "opencode"))
+    assert status is not None and status.logged_in and status.keys == 1
+
+
+@opencode_installed
+def test_opencode_without_a_login_fails_at_once_and_never_starts_a_replay(bins, home):
+    started = time.monotonic()
+
+    result = OpenCodeCLIBackend(binary=str(bins / "opencode"), max_retries=2, timeout_s=120).chat(request())
+
+    assert time.monotonic() - started < 20  # `opencode run` itself would retry a hosted model for minutes offline
+    assert result.error_kind == "fatal" and result.attempts == 1
+    assert "not logged in" in result.error and "0 credentials" in result.error
+    assert "opencode auth login" in result.fix
+
+
+@opencode_installed
+def test_one_real_opencode_replay_against_a_local_endpoint_returns_the_models_answer_in_isolation(
+        bins, home, model_server):
+    """Our exact argv and config through the real binary: the answer comes back, the request holds our system
+    prompt (no default one, no planted rule), the marked prompt and no tool, and no MCP server starts."""
+    plant_opencode_home(home)
+    backend = OpenCodeCLIBackend(binary=str(bins / "opencode"), base_url=model_server.url_for("/v1"),
+                                 model="local-model", max_retries=0, timeout_s=120)
+
+    result = backend.chat(request())
+
+    assert result.ok, result.error
+    assert result.text == MODEL_ANSWER
+    assert (result.usage.prompt_tokens, result.usage.completion_tokens) == (11, 3)
+    sent = bodies(model_server, "/v1/chat/completions")
+    assert len(sent) == 1  # --title: no second call to write a title
+    main = json.loads(sent[0])
+    assert main["model"] == "local-model"
+    assert not main.get("tools")
+    system, user = main["messages"][0], main["messages"][-1]
+    assert system["role"] == "system" and system["content"].startswith("You follow SKILL.md.")
+    assert "You are opencode" not in system["content"] and len(system["content"]) < 1000
+    assert "automated replay call made by skillopt-sleep" in json.dumps(user)  # the marker survives
+    assert "PLANTED-RULE-42" not in sent[0]
+    assert not (home / "mcp-ran").exists()
+    assert not (home / ".local" / "share" / "opencode").exists()  # the session went to the scratch data dir
+
+
+@opencode_installed
+def test_without_our_isolation_opencode_does_send_the_planted_rules_and_start_the_mcp_server(
+        bins, home, model_server, tmp_path):
+    """The control of the test above: the same provider, but the user's HOME and config."""
+    plant_opencode_home(home)
+    work = tmp_path / "work"
+    work.mkdir()
+    provider = {"skillopt": {"npm": "@ai-sdk/openai-compatible", "options": {
+        "baseURL": model_server.url_for("/v1"), "apiKey": "x"}, "models": {"local-model": {}}}}
+    env = {"OPENCODE_CONFIG_CONTENT": json.dumps({"provider": provider, "model": "skillopt/local-model"}),
+           "OPENCODE_DISABLE_MODELS_FETCH": "1", "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1"}
+
+    outcome = run([bins / "opencode", "run", "--format", "json", "--title", "control"], work, stdin="Say hello.",
+                  env=env)
+
+    sent = bodies(model_server, "/v1/chat/completions")
+    assert MODEL_ANSWER in outcome.stdout, outcome.stderr[-2000:]
+    assert any("PLANTED-RULE-42 (instructions)" in body for body in sent)
+    assert any("PLANTED-RULE-42 (claude)" in body for body in sent)
+    assert any(json.loads(body).get("tools") for body in sent)  # OpenCode's own tools, which ours turns off
+    assert (home / "mcp-ran").exists()
+
+
+@opencode_installed
+def test_a_dead_opencode_base_url_is_fatal_at_once(bins, home):
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{probe.getsockname()[1]}/v1"
+    started = time.monotonic()
+
+    result = OpenCodeCLIBackend(binary=str(bins / "opencode"), base_url=dead, max_retries=2).chat(request())
+
+    assert time.monotonic() - started < 10  # OpenCode's own retries would take about 70 s
+    assert result.error_kind == "fatal" and "opencode_base_url" in result.error

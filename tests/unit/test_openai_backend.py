@@ -229,14 +229,14 @@ def test_get_backend_builds_the_openai_backend_by_name(api):
 
 
 def test_registry_knows_every_planned_backend_name():
-    assert set(BACKENDS) == {"openai", "mock", "local", "claude", "codex", "gemini", "copilot"}
+    assert set(BACKENDS) == {"openai", "mock", "local", "claude", "codex", "gemini", "copilot", "opencode"}
 
 
 def test_unknown_backend_name_is_a_config_error_listing_the_valid_names():
     with pytest.raises(ConfigError) as caught:
-        get_backend("opencode")
+        get_backend("cursor")
     message = str(caught.value)
-    assert "unknown backend 'opencode'" in message
+    assert "unknown backend 'cursor'" in message
     for name in BACKENDS:
         assert name in message
 
