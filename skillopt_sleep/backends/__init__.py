@@ -85,32 +85,18 @@ def backend_options(config: SleepConfig, name: str) -> dict[str, Any]:
         }
     if name == "local":
         return {"model_path": config.model_path, "seed": config.seed}
-    if name in ("claude", "codex"):
-        claude = name == "claude"
-        return {
-            "binary": config.claude_bin if claude else config.codex_bin,
-            "model": config.claude_model if claude else config.codex_model,
-            "base_url": config.claude_base_url if claude else config.codex_base_url,
+    if name in ("claude", "codex", "gemini", "copilot", "opencode"):  # the agent CLIs: <name>_bin, <name>_model
+        options: dict[str, Any] = {
+            "binary": getattr(config, f"{name}_bin"),
+            "model": getattr(config, f"{name}_model"),
             "timeout_s": max(config.request_timeout_s, 60.0),
             "max_retries": config.max_retries,
         }
-    if name in ("gemini", "copilot"):
-        gemini = name == "gemini"
-        return {
-            "binary": config.gemini_bin if gemini else config.copilot_bin,
-            "model": config.gemini_model if gemini else config.copilot_model,
-            "timeout_s": max(config.request_timeout_s, 60.0),
-            "max_retries": config.max_retries,
-        }
-    if name == "opencode":
-        return {
-            "binary": config.opencode_bin,
-            "model": config.opencode_model,
-            "base_url": config.opencode_base_url,
-            "user_data_dir": config.opencode_home,
-            "timeout_s": max(config.request_timeout_s, 60.0),
-            "max_retries": config.max_retries,
-        }
+        if name in ("claude", "codex", "opencode"):  # those that run against an endpoint of the user's
+            options["base_url"] = getattr(config, f"{name}_base_url")
+        if name == "opencode":
+            options["user_data_dir"] = config.opencode_home
+        return options
     return {}
 
 
