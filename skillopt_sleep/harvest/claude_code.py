@@ -54,6 +54,7 @@ from skillopt_sleep.harvest.base import (
     text_of_blocks,
 )
 from skillopt_sleep.models import HarvestStats, Session
+from skillopt_sleep.harvest.workers import read_files
 
 SOURCE = "claude"
 
@@ -446,12 +447,7 @@ def harvest_claude(root: Path, context: HarvestContext, stats: HarvestStats) -> 
     mains, agents = list_files(root)
     for path in agents:
         checkpoint_unread(path, context, stats, "subagent")
-    sessions: list[Session] = []
-    for path in mains:
-        session = _harvest_file(path, context, stats)
-        if session is not None:
-            sessions.append(session)
-    return sessions
+    return read_files(mains, _harvest_file, context, stats)
 
 
 def _harvest_file(path: Path, context: HarvestContext, stats: HarvestStats) -> Session | None:

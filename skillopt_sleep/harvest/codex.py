@@ -22,6 +22,7 @@ non-zero exit codes (``metadata.exit_code``, ``Exit code: N``, ``exec_command_en
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from pathlib import Path
@@ -43,6 +44,7 @@ from skillopt_sleep.harvest.base import (
     text_of_blocks,
 )
 from skillopt_sleep.models import HarvestStats, Session
+from skillopt_sleep.harvest.workers import read_files
 
 SOURCE = "codex"
 
@@ -458,12 +460,7 @@ def harvest_codex(root: Path, context: HarvestContext, stats: HarvestStats) -> l
         name = _plain_name(os.path.basename(key))
         if name.startswith("rollout-"):
             by_name.setdefault(name, key)
-    sessions: list[Session] = []
-    for path in files:
-        session = _harvest_file(path, context, stats, by_name)
-        if session is not None:
-            sessions.append(session)
-    return sessions
+    return read_files(files, functools.partial(_harvest_file, by_name=by_name), context, stats)
 
 
 def _harvest_file(path: Path, context: HarvestContext, stats: HarvestStats,

@@ -1,0 +1,131 @@
+"""Read a source's transcript files in worker processes when there is much to read.
+
+``read_files(paths, read_one, context, stats)`` returns the sessions ``read_one(path, context, stats)`` returns for
+``paths``, in path order (None dropped), and leaves ``context.new_checkpoints``, ``context.agent_answers`` and
+``stats`` as one loop over the paths would. The parsing of a transcript is pure Python, one record at a time, so a
+first night over a long history is bound by one core; worker processes split the files between the cores.
+
+When: at least ``PARALLEL_MIN_BYTES`` left to read (file sizes less their checkpoint offsets), more than one file,
+more than one core, a POSIX system, and a process that runs no other thread. The workers are forked (they inherit the
+imported modules and the harvest's settings, so they start in milliseconds); forking beside other threads can leave a
+lock held in the child, so a process with threads (e.g. ``run-now`` drawing progress on a terminal) reads in one
+loop. ``SKILLOPT_SLEEP_HARVEST_WORKERS``: the number of workers (``1``: always one loop; unset: one per core, at most
+``MAX_WORKERS``).
+
+Each worker reads contiguous runs of files (``CHUNKS_PER_WORKER`` runs per worker, cut by bytes) with a fresh copy
+of the context and its own stats; the parent merges them in order. A worker that dies (killed, out of memory)
+raises ``BrokenProcessPool``, and the files are then read again in one loop: nothing is lost or counted twice.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import replace
+from multiprocessing import get_context
+from pathlib import Path
+
+from skillopt_sleep.harvest.base import HarvestContext
+from skillopt_sleep.models import FileCheckpoint, HarvestStats, Session
+
+#: Bytes left to read from which the files are split between worker processes.
+PARALLEL_MIN_BYTES = 32 * 1024 * 1024
+#: Most worker processes (more add little: the files are read from the page cache or one disk).
+MAX_WORKERS = 8
+#: Runs of files per worker (several, so that one worker's big files do not leave the others idle).
+CHUNKS_PER_WORKER = 4
+#: Environment variable: the number of worker processes (1: one loop).
+WORKERS_ENV = "SKILLOPT_SLEEP_HARVEST_WORKERS"
+
+ReadOne = Callable[[Path, HarvestContext, HarvestStats], "Session | None"]
+_Chunk = tuple[list[Session], HarvestStats, dict[str, FileCheckpoint], list[str]]
+
+# What the forked workers read: set by the parent just before it forks them, so only chunk bounds are sent.
+_job: tuple[list[Path], ReadOne, HarvestContext] | None = None
+
+
+def read_files(paths: list[Path], read_one: ReadOne, context: HarvestContext, stats: HarvestStats) -> list[Session]:
+    """The sessions ``read_one`` returns for ``paths``, in order; see the module docstring."""
+    workers = _workers(paths, context)
+    if workers > 1:
+        try:
+            return _read_in_workers(paths, read_one, context, stats, workers)
+        except BrokenProcessPool:
+            pass  # nothing of the workers was merged: read everything in this process
+    return [session for path in paths if (session := read_one(path, context, stats)) is not None]
+
+
+def _workers(paths: list[Path], context: HarvestContext) -> int:
+    wanted = os.environ.get(WORKERS_ENV, "").strip()
+    cores = min(os.cpu_count() or 1, MAX_WORKERS)
+    workers = int(wanted) if wanted.isdigit() and int(wanted) > 0 else cores
+    if workers < 2 or len(paths) < 2 or os.name != "posix" or threading.active_count() > 1:
+        return 1
+    if not wanted and _bytes_left(paths, context) < PARALLEL_MIN_BYTES:
+        return 1
+    return min(workers, len(paths))
+
+
+def _bytes_left(paths: list[Path], context: HarvestContext) -> int:
+    old = context.old_checkpoints or {}
+    total = 0
+    for path in paths:
+        try:
+            size = path.stat().st_size
+        except OSError:
+            continue
+        previous = old.get(str(path))
+        total += max(0, size - previous.offset) if previous is not None and previous.offset > 0 else size
+    return total
+
+
+def _chunks(paths: list[Path], count: int) -> list[tuple[int, int]]:
+    """``count`` contiguous runs of ``paths`` of about equal bytes, as (start, end) index pairs (none empty)."""
+    sizes = []
+    for path in paths:
+        try:
+            sizes.append(path.stat().st_size + 1)
+        except OSError:
+            sizes.append(1)
+    target = sum(sizes) / count
+    bounds, start, filled = [], 0, 0.0
+    for index, size in enumerate(sizes):
+        filled += size
+        if filled >= target * (len(bounds) + 1) and index + 1 < len(paths):
+            bounds.append((start, index + 1))
+            start = index + 1
+    bounds.append((start, len(paths)))
+    return bounds
+
+
+def _read_in_workers(paths: list[Path], read_one: ReadOne, context: HarvestContext, stats: HarvestStats,
+                     workers: int) -> list[Session]:
+    global _job
+    _job = (paths, read_one, context)
+    try:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("fork")) as pool:
+            chunks = list(pool.map(_read_chunk, _chunks(paths, workers * CHUNKS_PER_WORKER)))
+    finally:
+        _job = None
+    sessions: list[Session] = []
+    for found, chunk_stats, checkpoints, answers in chunks:
+        sessions.extend(found)
+        stats.merge(chunk_stats)
+        context.new_checkpoints.update(checkpoints)
+        context.agent_answers.extend(answers)
+    return sessions
+
+
+def _read_chunk(bounds: tuple[int, int]) -> _Chunk:
+    """In a worker: read ``paths[start:end]`` with a fresh copy of the context and stats."""
+    assert _job is not None, "workers are forked after _job is set"
+    paths, read_one, parent = _job
+    context = replace(parent, new_checkpoints={}, read_buffer=bytearray(), scope_by_cwd=dict(parent.scope_by_cwd),
+                      agent_answers=[])
+    stats = HarvestStats()
+    start, end = bounds
+    found = [session for path in paths[start:end] if (session := read_one(path, context, stats)) is not None]
+    return found, stats, context.new_checkpoints, context.agent_answers
