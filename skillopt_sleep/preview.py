@@ -9,7 +9,6 @@ from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.fsio import write_jsonl_atomic
 from skillopt_sleep.harvest import harvest_for_config
 from skillopt_sleep.harvest.checkpoint import load_checkpoints
-from skillopt_sleep.mine import mine_tasks
 from skillopt_sleep.state import ProjectPaths
 
 
@@ -24,11 +23,15 @@ def preview_harvest(config: SleepConfig, *, project: Path, output: Path | None =
     project = Path(project).expanduser().resolve()
     paths = ProjectPaths(project)
     result = harvest_for_config(config, project=project, checkpoints=load_checkpoints(paths.checkpoints))
-    mined = mine_tasks(result.sessions, project=str(project), val_fraction=config.val_fraction,
-                       test_fraction=config.test_fraction, max_tasks=config.max_tasks_per_night,
-                       agent_answers=result.agent_answers)
+    tasks = []
+    if result.sessions:  # nothing new: no session, nothing to mine, and the mining modules are not even imported
+        from skillopt_sleep.mine import mine_tasks
+
+        tasks = mine_tasks(result.sessions, project=str(project), val_fraction=config.val_fraction,
+                           test_fraction=config.test_fraction, max_tasks=config.max_tasks_per_night,
+                           agent_answers=result.agent_answers).tasks
     if output is not None:
-        write_jsonl_atomic(Path(output), [t.model_dump(mode="json") for t in mined.tasks], mode=0o600)
+        write_jsonl_atomic(Path(output), [t.model_dump(mode="json") for t in tasks], mode=0o600)
     return {
         "sources": result.sources,
         "harvest": result.stats.model_dump(mode="json"),
@@ -43,6 +46,6 @@ def preview_harvest(config: SleepConfig, *, project: Path, output: Path | None =
              "request_head": t.request[:100].replace("\n", " "), "rules": t.rules,
              "replayable": t.replayable, "not_replayable": t.not_replayable, "hard_evidence": t.hard_evidence,
              "checks": [c.model_dump(mode="json") for c in t.judge.checks], "rejected_checks": t.rejected_checks}
-            for t in mined.tasks
+            for t in tasks
         ],
     }

@@ -20,6 +20,7 @@ response that claims a tool ran (``TOOL_CALL: Bash``) is never evidence.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -27,7 +28,6 @@ import unicodedata
 from collections.abc import Callable
 from typing import Any
 
-from markdown_it import MarkdownIt
 from pydantic import BaseModel
 
 from skillopt_sleep.backends.base import ChatMessage, ChatRequest
@@ -54,7 +54,13 @@ RUBRIC_SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
 }
 
-_markdown = MarkdownIt("commonmark")
+
+@functools.cache
+def _markdown():
+    """The CommonMark parser (markdown-it), built on first use: a harvest that mines nothing never imports it."""
+    from markdown_it import MarkdownIt
+
+    return MarkdownIt("commonmark")
 
 
 class JudgeOutcome(BaseModel):
@@ -110,7 +116,7 @@ def _normalize_heading(text: str, case_sensitive: bool) -> str:
 
 def _headings(response: str) -> list[str]:
     """Text of every Markdown heading (ATX ``#``..``######`` and setext), outside code blocks."""
-    tokens = _markdown.parse(response)
+    tokens = _markdown().parse(response)
     return [tokens[i + 1].content for i, token in enumerate(tokens)
             if token.type == "heading_open" and i + 1 < len(tokens)]
 
@@ -127,7 +133,7 @@ def _json_valid(response: str) -> bool:
     blocks and every one of them holds a JSON object or array. Scalars (``42``) do not count."""
     if _is_json_container(response.strip()):
         return True
-    fences = [token.content for token in _markdown.parse(response)
+    fences = [token.content for token in _markdown().parse(response)
               if token.type == "fence" and token.info.strip().casefold() == "json"]
     return bool(fences) and all(_is_json_container(body.strip()) for body in fences)
 
