@@ -6,11 +6,16 @@ import sys
 
 
 def main() -> None:
-    """Run ``skillopt-sleep``. ``--version`` alone is answered without importing typer or any command."""
+    """Run ``skillopt-sleep``. ``--version`` alone, and ``status`` and ``config show`` as they are (``cli.fast.FAST``),
+    are answered without importing typer; everything else goes to the typer app."""
     if sys.argv[1:] == ["--version"]:
         from skillopt_sleep import __version__
 
         print(__version__)
+        return
+    from skillopt_sleep.cli.fast import answer
+
+    if answer(sys.argv[1:]):
         return
     from skillopt_sleep.cli.app import main as app_main
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from contextlib import contextmanager
@@ -11,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from skillopt_sleep.cli.render import json_text
 from skillopt_sleep.errors import INTERNAL_ERROR_EXIT_CODE, ConfigError, SleepError
 
 if TYPE_CHECKING:
@@ -70,7 +70,7 @@ def make_progress(*, quiet: bool = False, json_: bool = False, stage_lines: bool
 
 def emit_json(data: Any) -> None:
     """Print JSON to stdout (nothing else goes to stdout with --json)."""
-    typer.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
+    typer.echo(json_text(data))
 
 
 @contextmanager

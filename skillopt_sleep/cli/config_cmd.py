@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from skillopt_sleep.cli.common import emit_json, resolve_config, stdout, user_errors
+from skillopt_sleep.cli.render import config_lines
 
 app = typer.Typer(help="Show or change the configuration.", no_args_is_help=True, rich_markup_mode=None)
 
@@ -27,10 +28,8 @@ def show(json_: Annotated[bool, typer.Option("--json", help="Print JSON.")] = Fa
     if json_:
         emit_json(data)
         return
-    for key, field in SleepConfig.model_fields.items():  # typer.echo, not rich: the start-up stays small
-        typer.echo(f"{typer.style(key, bold=True)} = {data[key]!r}")
-        if field.description:
-            typer.echo(typer.style(f"    {field.description.splitlines()[0]}", dim=True))
+    for line in config_lines(SleepConfig.model_fields, data, typer.style):  # the same text as cli.fast
+        typer.echo(line)
 
 
 @app.command("set")

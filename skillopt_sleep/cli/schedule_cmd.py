@@ -12,6 +12,7 @@ from typing import Annotated, Optional
 import typer
 
 from skillopt_sleep.cli.common import emit_json, stdout, user_errors
+from skillopt_sleep.cli.render import status_lines
 from skillopt_sleep.schedule import DEFAULT_AT, ScheduleError, resolve_project
 
 ProjectOpt = Annotated[Optional[Path], typer.Option("--project",
@@ -127,27 +128,8 @@ def status(
     if json_:
         emit_json(report)
         return
-    # typer.echo, not rich: status is a quick command, and importing rich would add ~0.03 s to its start-up
-    last = report["last_night"]
-    if last["changed"]:  # what changed in the user's files leads
-        typer.echo(f"last night ({last['id']}): {last['headline']}")
-    typer.echo(f"project: {report['project']} (key {report['key']})")
-    typer.echo(f"scheduled by: {', '.join(report['scheduled_by']) or 'nothing'}"
-               f"; next run: {report['next_run'] or '-'}")
-    units = report["systemd"]
-    if units["installed"]:
-        typer.echo(f"systemd: {units['timer']} OnCalendar={units['on_calendar']} "
-                   f"enabled={units['enabled'] or '?'} active={units['active'] or '?'}")
-    if report["cron"]["installed"]:
-        typer.echo(f"cron: {report['cron']['line']}")
-    if report["daemon"]["running"]:
-        typer.echo(f"daemon: pid {report['daemon']['pid']} {report['daemon']['trigger']}; "
-                   f"log {report['daemon']['log_file']}")
-    typer.echo(f"last night: {last['id'] or '-'} {last['status'] or ''} {last['finished_at'] or ''}".rstrip())
-    pending = report["pending_proposals"]
-    typer.echo(f"pending proposals: {len(pending)}" + (f" ({', '.join(pending)})" if pending else ""))
-    for warning in report["warnings"]:
-        typer.echo(f"{typer.style('warning:', fg='yellow')} {warning}")
+    for line in status_lines(report, typer.style):  # the same text as the fast path (cli.fast)
+        typer.echo(line)
 
 
 def register(app: typer.Typer) -> None:

@@ -93,3 +93,57 @@ def test_config_show_loads_the_config_only(tmp_path):
     modules = loaded_modules(["config", "show"], tmp_path)
     assert "skillopt_sleep.config" in modules
     assert heavy_in(modules, ("rich", "tomlkit", "skillopt_sleep.models")) == []
+
+
+@pytest.mark.parametrize("args", [["status"], ["status", "--json"], ["config", "show"], ["config", "show", "--json"]])
+def test_the_fast_commands_do_not_import_typer(tmp_path, args):
+    modules = loaded_modules(args, tmp_path)
+    assert heavy_in(modules, ("typer", "skillopt_sleep.cli.app", "rich")) == []
+
+
+# --------------------------------------------------------------------------- the fast path prints what typer prints
+
+
+def _cli(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "skillopt_sleep", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=120)
+
+
+@pytest.fixture
+def quiet_env(tmp_path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "SKILLOPT_SLEEP_"))}
+    env.update(HOME=str(tmp_path / "home"), SKILLOPT_SLEEP_HOME=str(tmp_path / "sleep-home"),
+               SKILLOPT_SLEEP_CRONTAB=str(tmp_path / "no-crontab"))
+    return env
+
+
+@pytest.mark.parametrize("json_flag", [[], ["--json"]])
+def test_status_on_the_fast_path_prints_what_the_typer_command_prints(tmp_path, quiet_env, json_flag):
+    project = tmp_path / "project"
+    project.mkdir()
+    fast = _cli(["status", *json_flag], quiet_env, project)
+    typed = _cli(["status", "--project", str(project), *json_flag], quiet_env, project)  # not FAST: typer answers
+    assert fast.returncode == typed.returncode == 0, (fast.stderr, typed.stderr)
+    assert fast.stdout == typed.stdout
+    assert ('"project":' if json_flag else "project: ") in fast.stdout
+
+
+@pytest.mark.parametrize("json_flag", [[], ["--json"]])
+def test_config_show_on_the_fast_path_prints_what_the_typer_command_prints(tmp_path, quiet_env, json_flag):
+    config = tmp_path / "config.toml"
+    config.write_text('gate_mode = "off"\napi_key = "sk-do-not-print-0123456789"\n')
+    fast = _cli(["config", "show", *json_flag], {**quiet_env, "SKILLOPT_SLEEP_CONFIG": str(config)}, tmp_path)
+    typed = _cli(["config", "show", "--config", str(config), *json_flag], quiet_env, tmp_path)
+    assert fast.returncode == typed.returncode == 0, (fast.stderr, typed.stderr)
+    assert fast.stdout == typed.stdout
+    assert "'off'" in fast.stdout or '"off"' in fast.stdout
+    assert "sk-do-not-print" not in fast.stdout
+
+
+def test_a_bad_config_on_the_fast_path_is_reported_by_the_typer_app(tmp_path, quiet_env):
+    config = tmp_path / "config.toml"
+    config.write_text("gate_mode = 'sideways'\n")
+    done = _cli(["config", "show"], {**quiet_env, "SKILLOPT_SLEEP_CONFIG": str(config)}, tmp_path)
+    assert done.returncode == 1 and done.stdout == ""
+    assert "gate_mode" in done.stderr and str(config) in done.stderr  # names the file and the key, once
+    assert done.stderr.count("gate_mode") == 1

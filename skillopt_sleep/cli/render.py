@@ -1,0 +1,56 @@
+"""The text of the read-only commands people run most (``status``, ``config show``, any ``--json``), shared by their
+typer commands and by ``cli.fast`` (which answers them without importing typer): no typer import here.
+
+``style`` is how a caller colours a piece of text: ``typer.style`` under typer (its ``echo`` drops the codes when
+stdout is not a terminal), ``fast.terminal_style`` on the fast path (codes only on a terminal).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+#: ``style(text, bold=..., dim=..., fg=...) -> text`` (the ``typer.style`` / ``click.style`` signature).
+Style = Callable[..., str]
+
+
+def json_text(data: Any) -> str:
+    """What ``--json`` prints: indented, sorted keys, anything else as ``str``."""
+    return json.dumps(data, indent=2, sort_keys=True, default=str)
+
+
+def status_lines(report: dict[str, Any], style: Style) -> list[str]:
+    """``status`` as text, from ``schedule.status.schedule_status``'s report: what changed last night leads."""
+    last = report["last_night"]
+    lines = []
+    if last["changed"]:  # what changed in the user's files leads
+        lines.append(f"last night ({last['id']}): {last['headline']}")
+    lines.append(f"project: {report['project']} (key {report['key']})")
+    lines.append(f"scheduled by: {', '.join(report['scheduled_by']) or 'nothing'}"
+                 f"; next run: {report['next_run'] or '-'}")
+    units = report["systemd"]
+    if units["installed"]:
+        lines.append(f"systemd: {units['timer']} OnCalendar={units['on_calendar']} "
+                     f"enabled={units['enabled'] or '?'} active={units['active'] or '?'}")
+    if report["cron"]["installed"]:
+        lines.append(f"cron: {report['cron']['line']}")
+    if report["daemon"]["running"]:
+        lines.append(f"daemon: pid {report['daemon']['pid']} {report['daemon']['trigger']}; "
+                     f"log {report['daemon']['log_file']}")
+    lines.append(f"last night: {last['id'] or '-'} {last['status'] or ''} {last['finished_at'] or ''}".rstrip())
+    pending = report["pending_proposals"]
+    lines.append(f"pending proposals: {len(pending)}" + (f" ({', '.join(pending)})" if pending else ""))
+    lines.extend(f"{style('warning:', fg='yellow')} {warning}" for warning in report["warnings"])
+    return lines
+
+
+def config_lines(fields: dict[str, Any], data: dict[str, Any], style: Style) -> list[str]:
+    """``config show`` as text: each key (``SleepConfig.model_fields``) with its effective value (``data``: the
+    config's ``public_dump``, secrets masked) and the first line of its description."""
+    lines = []
+    for key, field in fields.items():
+        lines.append(f"{style(key, bold=True)} = {data[key]!r}")
+        if field.description:
+            lines.append(style(f"    {field.description.splitlines()[0]}", dim=True))
+    return lines
