@@ -188,6 +188,9 @@ class SleepConfig(NightStepConfig, EditBudgetConfig):
     """Also mine headless Claude Code runs (``entrypoint: sdk-cli``, i.e. ``claude -p``)."""
     lookback_hours: float = Field(72.0, ge=0)
     """First night only: how far back to read (0 = all history). Later nights read what is new."""
+    harvest_workers: int = Field(0, ge=0, le=64)
+    """Worker processes that read Claude Code and Codex files when at least 32 MB are left to read (a first night
+    over a long history): 0 = one per core (at most 8), 1 = one loop. Never beside other threads."""
 
     # -- mining and splits
     llm_mine: bool | None = None

@@ -56,7 +56,8 @@ def resolve_codex_home(explicit: Path | None) -> Path:
 def harvest(*, source: str = "auto", scope: str = "project", project: Path | None = None,
             claude_home: Path | None = None, codex_home: Path | None = None, homes: dict[str, Path | None] | None = None,
             include_sdk_sessions: bool = False, lookback_hours: float = 72.0,
-            checkpoints: dict[str, FileCheckpoint] | None = None, now: datetime | None = None) -> HarvestResult:
+            checkpoints: dict[str, FileCheckpoint] | None = None, now: datetime | None = None,
+            workers: int = 0) -> HarvestResult:
     """Read the transcripts of ``source`` and return a ``HarvestResult``.
 
     source: ``auto`` (every source whose root holds session files), ``all``, one source name or several separated
@@ -64,7 +65,8 @@ def harvest(*, source: str = "auto", scope: str = "project", project: Path | Non
     no sessions (never a silent fallback). homes: source name -> root to read (None or missing: its default,
     ``sources.resolve_root``); claude_home / codex_home: the same for those two. scope: ``project`` (needs
     ``project``) or ``all``. lookback_hours: first night only (``checkpoints is None``): turns older than
-    ``now - lookback_hours`` are dropped; 0 keeps all. now: aware datetime (default: UTC now).
+    ``now - lookback_hours`` are dropped; 0 keeps all. now: aware datetime (default: UTC now). workers: processes
+    that read a big source's files (``harvest.workers``; 0: one per core, 1: one loop).
     Raises HarvestError for an unknown source or scope, ``scope="project"`` without a project, or a source root
     that exists but cannot be listed. Malformed files and lines never raise: they are counted in the stats.
     """
@@ -80,7 +82,7 @@ def harvest(*, source: str = "auto", scope: str = "project", project: Path | Non
     result = HarvestResult(sources=selected)
     context = HarvestContext.build(scope=scope, project=project, include_sdk_sessions=include_sdk_sessions,
                                    lookback_hours=lookback_hours, checkpoints=checkpoints, now=now,
-                                   new_checkpoints=result.checkpoints)
+                                   new_checkpoints=result.checkpoints, workers=workers)
     with _collector_paused():
         for name in selected:
             stats = HarvestStats()
@@ -123,4 +125,5 @@ def harvest_for_config(config, *, project: Path, checkpoints: dict[str, FileChec
         lookback_hours=config.lookback_hours,
         checkpoints=checkpoints,
         now=now,
+        workers=config.harvest_workers,
     )

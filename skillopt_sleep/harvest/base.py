@@ -400,6 +400,8 @@ class HarvestContext:
     """The line buffer every ``RecordReader`` of this harvest reuses (one allocation, not one per file)."""
     scope_by_cwd: dict[str, bool] = field(default_factory=dict)
     """Cache of ``in_scope``."""
+    workers: int = 0
+    """Worker processes for a big source (``harvest.workers``): 0 = one per core, 1 = one loop."""
     agent_answers: list[str] = field(default_factory=list)
     """Answers of sub-agent sessions read but not kept (``subagent``): never requests nor user text, only what a
     pasted-back answer is recognised by (``replayable.AgentTexts``)."""
@@ -407,7 +409,7 @@ class HarvestContext:
     @classmethod
     def build(cls, *, scope: str, project: Path | None, include_sdk_sessions: bool, lookback_hours: float,
               checkpoints: dict[str, FileCheckpoint] | None, now: datetime | None,
-              new_checkpoints: dict[str, FileCheckpoint]) -> "HarvestContext":
+              new_checkpoints: dict[str, FileCheckpoint], workers: int = 0) -> "HarvestContext":
         moment = now or datetime.now(timezone.utc)
         if moment.tzinfo is None:
             moment = moment.replace(tzinfo=timezone.utc)
@@ -415,7 +417,8 @@ class HarvestContext:
         if checkpoints is None and lookback_hours and lookback_hours > 0:
             cutoff = moment - timedelta(hours=lookback_hours)
         return cls(roots=scope_roots(project), scope_all=scope == "all", include_sdk_sessions=include_sdk_sessions,
-                   old_checkpoints=checkpoints, new_checkpoints=new_checkpoints, cutoff=cutoff, now=moment)
+                   old_checkpoints=checkpoints, new_checkpoints=new_checkpoints, cutoff=cutoff, now=moment,
+                   workers=workers)
 
     def in_scope(self, cwd: str | None) -> bool:
         """``cwd_in_scope`` for this harvest's scope, remembered per cwd (it is asked after every record)."""

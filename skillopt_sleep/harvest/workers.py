@@ -9,8 +9,8 @@ When: at least ``PARALLEL_MIN_BYTES`` left to read (file sizes less their checkp
 more than one core, a POSIX system, and a process that runs no other thread. The workers are forked (they inherit the
 imported modules and the harvest's settings, so they start in milliseconds); forking beside other threads can leave a
 lock held in the child, so a process with threads (e.g. ``run-now`` drawing progress on a terminal) reads in one
-loop. ``SKILLOPT_SLEEP_HARVEST_WORKERS``: the number of workers (``1``: always one loop; unset: one per core, at most
-``MAX_WORKERS``).
+loop. ``context.workers`` (config ``harvest_workers``): the number of workers (``1``: always one loop; ``0``: one per
+core, at most ``MAX_WORKERS``); a number set there splits the files whatever their size.
 
 Each worker reads contiguous runs of files (``CHUNKS_PER_WORKER`` runs per worker, cut by bytes) with a fresh copy
 of the context and its own stats; the parent merges them in order. A worker that dies (killed, out of memory)
@@ -37,8 +37,6 @@ PARALLEL_MIN_BYTES = 32 * 1024 * 1024
 MAX_WORKERS = 8
 #: Runs of files per worker (several, so that one worker's big files do not leave the others idle).
 CHUNKS_PER_WORKER = 4
-#: Environment variable: the number of worker processes (1: one loop).
-WORKERS_ENV = "SKILLOPT_SLEEP_HARVEST_WORKERS"
 
 ReadOne = Callable[[Path, HarvestContext, HarvestStats], "Session | None"]
 _Chunk = tuple[list[Session], HarvestStats, dict[str, FileCheckpoint], list[str]]
@@ -59,12 +57,10 @@ def read_files(paths: list[Path], read_one: ReadOne, context: HarvestContext, st
 
 
 def _workers(paths: list[Path], context: HarvestContext) -> int:
-    wanted = os.environ.get(WORKERS_ENV, "").strip()
-    cores = min(os.cpu_count() or 1, MAX_WORKERS)
-    workers = int(wanted) if wanted.isdigit() and int(wanted) > 0 else cores
+    workers = context.workers or min(os.cpu_count() or 1, MAX_WORKERS)
     if workers < 2 or len(paths) < 2 or os.name != "posix" or threading.active_count() > 1:
         return 1
-    if not wanted and _bytes_left(paths, context) < PARALLEL_MIN_BYTES:
+    if not context.workers and _bytes_left(paths, context) < PARALLEL_MIN_BYTES:
         return 1
     return min(workers, len(paths))
 

@@ -2,8 +2,8 @@
 
 Input: the real Claude Code and Codex sessions of ``tests/fixtures/transcripts/`` (see PROVENANCE.md there), each
 copied several times into its agent's layout (new file names, so each copy is a session of its own), plus a
-malformed file and a Claude Code sub-agent file. The workers are forced with ``SKILLOPT_SLEEP_HARVEST_WORKERS``,
-as the corpus is far below ``PARALLEL_MIN_BYTES``.
+malformed file and a Claude Code sub-agent file. The workers are forced with ``harvest(workers=N)`` (config
+``harvest_workers``), as the corpus is far below ``PARALLEL_MIN_BYTES``.
 """
 
 from __future__ import annotations
@@ -44,8 +44,8 @@ def _homes(tmp_path: Path) -> dict[str, Path]:
 
 
 def _harvest(homes: dict[str, Path], monkeypatch, count: str, checkpoints=None):
-    monkeypatch.setenv(workers.WORKERS_ENV, count)
-    return harvest(source="claude,codex", scope="all", homes=homes, lookback_hours=0, checkpoints=checkpoints)
+    return harvest(source="claude,codex", scope="all", homes=homes, lookback_hours=0, checkpoints=checkpoints,
+                   workers=int(count))
 
 
 def _same(one, other) -> None:
@@ -75,9 +75,9 @@ def test_workers_return_what_one_loop_returns_cold_and_on_the_next_night(tmp_pat
     _same(_harvest(homes, monkeypatch, "1", serial.checkpoints), _harvest(homes, monkeypatch, "3", serial.checkpoints))
 
 
-def _context() -> HarvestContext:
+def _context(count: int = 0) -> HarvestContext:
     return HarvestContext.build(scope="all", project=None, include_sdk_sessions=False, lookback_hours=0,
-                                checkpoints=None, now=None, new_checkpoints={})
+                                checkpoints=None, now=None, new_checkpoints={}, workers=count)
 
 
 def _exit_in_worker(path: Path, context: HarvestContext, stats: HarvestStats):
@@ -90,36 +90,31 @@ def _exit_in_worker(path: Path, context: HarvestContext, stats: HarvestStats):
 PARENT = os.getpid()
 
 
-def test_a_worker_that_dies_leaves_the_files_to_one_loop(tmp_path, monkeypatch):
+def test_a_worker_that_dies_leaves_the_files_to_one_loop(tmp_path):
     paths = []
     for number in range(6):
         paths.append(tmp_path / f"{number}.jsonl")
         paths[-1].write_text("{}\n")
-    monkeypatch.setenv(workers.WORKERS_ENV, "2")
     stats = HarvestStats()
-    assert workers.read_files(paths, _exit_in_worker, _context(), stats) == []
+    assert workers.read_files(paths, _exit_in_worker, _context(2), stats) == []
     assert stats.files_scanned == 6  # each file once, by the parent, nothing merged from the dead pool
 
 
-def test_one_loop_beside_other_threads_or_below_the_size_bound(tmp_path, monkeypatch):
+def test_one_loop_beside_other_threads_or_below_the_size_bound(tmp_path):
     paths = [tmp_path / "a.jsonl", tmp_path / "b.jsonl"]
     for path in paths:
         path.write_text("{}\n")
-    monkeypatch.delenv(workers.WORKERS_ENV, raising=False)
     assert workers._workers(paths, _context()) == 1  # a few bytes: not worth a process
-    monkeypatch.setenv(workers.WORKERS_ENV, "4")
-    if (os.cpu_count() or 1) >= 1:
-        assert workers._workers(paths, _context()) == 2  # forced, at most one per file
+    assert workers._workers(paths, _context(4)) == 2  # a number set: forced, at most one per file
     stop = threading.Event()
     other = threading.Thread(target=stop.wait)
     other.start()
     try:
-        assert workers._workers(paths, _context()) == 1  # forking beside a thread could leave a lock held
+        assert workers._workers(paths, _context(4)) == 1  # forking beside a thread could leave a lock held
     finally:
         stop.set()
         other.join()
-    monkeypatch.setenv(workers.WORKERS_ENV, "1")
-    assert workers._workers(paths, _context()) == 1
+    assert workers._workers(paths, _context(1)) == 1
 
 
 @pytest.mark.parametrize("count", [1, 2, 5, 40])
