@@ -36,8 +36,14 @@ from pydantic import BaseModel, Field
 
 from skillopt_sleep.documents import is_within, managed_block_segments, read_document, sha256_text
 from skillopt_sleep.engine.edits import ensure_block
-from skillopt_sleep.errors import (AdoptError, LiveFileChanged, NothingToAdopt, ProposalTampered,
-                                   SleepError, TargetRefused)
+from skillopt_sleep.errors import (
+    AdoptError,
+    LiveFileChanged,
+    NothingToAdopt,
+    ProposalTampered,
+    SleepError,
+    TargetRefused,
+)
 from skillopt_sleep.fsio import read_json, write_json_atomic, write_text_atomic
 from skillopt_sleep.lock import take_project_lock
 from skillopt_sleep.state import ProjectPaths

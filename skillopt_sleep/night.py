@@ -23,8 +23,15 @@ from skillopt_sleep.backends.base import Budget, CallMeter
 from skillopt_sleep.backends.select import BackendChoice, choose_backend
 from skillopt_sleep.changes import changes_sentence, file_changes
 from skillopt_sleep.config import SleepConfig
-from skillopt_sleep.documents import (AIDER_NOTE, MEMORY_FILES, Document, load_documents, mirror_candidates, prompt_view,
-                                      stage_proposal)
+from skillopt_sleep.documents import (
+    AIDER_NOTE,
+    MEMORY_FILES,
+    Document,
+    load_documents,
+    mirror_candidates,
+    prompt_view,
+    stage_proposal,
+)
 from skillopt_sleep.engine.edit_budget import next_edit_budget, update_edit_budget_state
 from skillopt_sleep.engine.judges import gate_score, make_rubric_judge
 from skillopt_sleep.engine.replay import ReplayCache, replay_tasks
@@ -35,16 +42,16 @@ from skillopt_sleep.harvest import HarvestResult, harvest_for_config
 from skillopt_sleep.harvest.checkpoint import load_checkpoints, save_checkpoints
 from skillopt_sleep.lock import take_project_lock
 from skillopt_sleep.mine import MineResult, mine_tasks, wants_miner
-from skillopt_sleep.notify import notify
 from skillopt_sleep.models import Diagnostics, ReplayResult, Scores, TaskRecord
+from skillopt_sleep.notify import notify
 from skillopt_sleep.progress import NullProgress, Progress, watch_meter
 from skillopt_sleep.provenance import UserText, blocked_summary, unsupported_lines
 from skillopt_sleep.redact import redact_text
 from skillopt_sleep.retention import prune_nights
 from skillopt_sleep.rule_ledger import drop_forgotten
 from skillopt_sleep.rulebook import stated_rules
-from skillopt_sleep.stage_clock import StageClock
 from skillopt_sleep.rules import make_llm_miner
+from skillopt_sleep.stage_clock import StageClock
 from skillopt_sleep.state import ProjectPaths, load_state, save_state
 
 #: Exit code of ``run-now`` by the status of a night that failed: the error class's ``exit_code`` (the table is in

@@ -157,9 +157,30 @@ def _accept_assignment_value(value: str) -> bool:
 
 def _library_rules() -> list[_Rule]:
     from detect_secrets.plugins import (  # imported lazily: detect-secrets is slow to import
-        artifactory, aws, azure_storage_key, basic_auth, cloudant, discord, github_token, gitlab_token,
-        ibm_cloud_iam, ibm_cos_hmac, jwt, keyword, mailchimp, npm, openai, private_key, pypi_token, sendgrid,
-        slack, softlayer, square_oauth, stripe, telegram_token, twilio,
+        artifactory,
+        aws,
+        azure_storage_key,
+        basic_auth,
+        cloudant,
+        discord,
+        github_token,
+        gitlab_token,
+        ibm_cloud_iam,
+        ibm_cos_hmac,
+        jwt,
+        keyword,
+        mailchimp,
+        npm,
+        openai,
+        private_key,
+        pypi_token,
+        sendgrid,
+        slack,
+        softlayer,
+        square_oauth,
+        stripe,
+        telegram_token,
+        twilio,
     )
 
     modules = (artifactory, aws, azure_storage_key, basic_auth, cloudant, discord, github_token, gitlab_token,

@@ -32,8 +32,15 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from skillopt_sleep.adopt import adopt_night, night_sort_key
-from skillopt_sleep.documents import (DEFAULT_SKILL_PATH, MEMORY_FILES, Document, check_target, read_document,
-                                      sha256_text, stage_proposal)
+from skillopt_sleep.documents import (
+    DEFAULT_SKILL_PATH,
+    MEMORY_FILES,
+    Document,
+    check_target,
+    read_document,
+    sha256_text,
+    stage_proposal,
+)
 from skillopt_sleep.engine.edits import block_rule_lines
 from skillopt_sleep.errors import SleepError
 from skillopt_sleep.fsio import read_json, write_json_atomic
@@ -239,8 +246,8 @@ def forget_rule(project: Path, paths: ProjectPaths, rule_id: str, *, skill_path:
     docstring). Returns ``{"rule", "change_id", "files", "adoption"}``. Raises SleepError for an unknown rule or one
     that is in no file (naming its status), and whatever ``adopt_night`` raises (nothing written then);
     LockedError while a night runs."""
-    from skillopt_sleep.archive.tasks import TaskArchive
     from skillopt_sleep.archive.rejected_edits import rejected_edit_key
+    from skillopt_sleep.archive.tasks import TaskArchive
 
     project = Path(project).expanduser().resolve()
     rules = list_rules(project, paths, skill_path=skill_path, memory_path=memory_path)

@@ -60,8 +60,8 @@ from skillopt_sleep.engine.replay import ReplayCache, doc_hash, replay_tasks
 from skillopt_sleep.engine.step import StepResult, StepSettings, run_step
 from skillopt_sleep.envs.base import RolloutClient, RolloutResult, SkillEnv, default_task_for
 from skillopt_sleep.errors import ConfigError
-from skillopt_sleep.hashing import sha256_text
 from skillopt_sleep.fsio import read_json, write_json_atomic, write_text_atomic
+from skillopt_sleep.hashing import sha256_text
 from skillopt_sleep.models import ReplayResult, Role, Scores, TaskRecord
 
 CONFIG_FORMAT = "skillopt-sleep-train-config/1"

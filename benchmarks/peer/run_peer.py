@@ -56,8 +56,9 @@ def main() -> int:
     if "STANDIN_BASE_URL" not in os.environ:
         raise SystemExit("set STANDIN_BASE_URL to the llama.cpp server's /v1 URL")
     world = _load_world(args.world)  # by file: the repository root on sys.path would shadow the peer's skillopt_sleep
-    from skillopt_sleep.config import load_config
     from skillopt_sleep.cycle import run_sleep_cycle
+
+    from skillopt_sleep.config import load_config
 
     project = scratch / "project"
     project.mkdir()

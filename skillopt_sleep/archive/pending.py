@@ -26,13 +26,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from skillopt_sleep.hashing import sha256_text
 from skillopt_sleep.archive.docstore import DocumentStore
 from skillopt_sleep.documents import prompt_views
 from skillopt_sleep.engine.evaluate import replay_pair
 from skillopt_sleep.engine.gate import decide
-from skillopt_sleep.engine.val_pool import select_val
 from skillopt_sleep.engine.step import StepResult, StepSettings
+from skillopt_sleep.engine.val_pool import select_val
+from skillopt_sleep.hashing import sha256_text
 from skillopt_sleep.models import GateDecision, TaskRecord
 from skillopt_sleep.state import PendingCandidate
 

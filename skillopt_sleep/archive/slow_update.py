@@ -16,11 +16,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from skillopt_sleep.archive.tasks import ArchivedTask, TaskArchive
-from skillopt_sleep.hashing import sha256_text
 from skillopt_sleep.archive.docstore import DocumentStore
+from skillopt_sleep.archive.tasks import ArchivedTask, TaskArchive
 from skillopt_sleep.documents import prompt_views
 from skillopt_sleep.engine.replay import replay_tasks
+from skillopt_sleep.hashing import sha256_text
 from skillopt_sleep.models import EditRecord, ReplayResult, TaskRecord
 from skillopt_sleep.state import NightDocuments, ProjectState
 

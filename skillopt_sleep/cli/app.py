@@ -10,8 +10,16 @@ import typer
 
 from skillopt_sleep import __version__
 from skillopt_sleep.cli import adopt_cmd, config_cmd, models_cmd, report_cmd, rules_cmd, schedule_cmd, train_cmd
-from skillopt_sleep.cli.common import (QuietOpt, emit_json, home_flags, make_progress, resolve_config, stderr, stdout,
-                                       user_errors)
+from skillopt_sleep.cli.common import (
+    QuietOpt,
+    emit_json,
+    home_flags,
+    make_progress,
+    resolve_config,
+    stderr,
+    stdout,
+    user_errors,
+)
 
 app = typer.Typer(
     name="skillopt-sleep",

@@ -65,7 +65,6 @@ from skillopt_sleep.engine.aggregate import PatchList, dedupe_edits, merge_patch
 from skillopt_sleep.engine.edits import apply_edits
 from skillopt_sleep.engine.evaluate import Evaluation, replay_pair
 from skillopt_sleep.engine.gate import decide, summarize
-from skillopt_sleep.engine.val_pool import select_val
 from skillopt_sleep.engine.reflect import (
     MAX_PASSING_TASKS,
     ContentScreen,
@@ -75,6 +74,7 @@ from skillopt_sleep.engine.reflect import (
     screen_edits,
 )
 from skillopt_sleep.engine.replay import ReplayCache, Rollout, replay_tasks
+from skillopt_sleep.engine.val_pool import select_val
 from skillopt_sleep.models import EditRecord, GateDecision, ReplayResult, TaskRecord
 from skillopt_sleep.parallel import map_parallel
 from skillopt_sleep.provenance import UserText, provenance_reason

@@ -41,8 +41,8 @@ import orjson
 from skillopt_sleep.control_commands import CONTROL_COMMANDS
 from skillopt_sleep.errors import HarvestError
 from skillopt_sleep.harvest.base import (
-    DraftTurn,
     SKIP,
+    DraftTurn,
     HarvestContext,
     TranscriptParser,
     checkpoint_unread,
@@ -53,8 +53,8 @@ from skillopt_sleep.harvest.base import (
     read_planned_file,
     text_of_blocks,
 )
-from skillopt_sleep.models import HarvestStats, Session
 from skillopt_sleep.harvest.workers import read_files
+from skillopt_sleep.models import HarvestStats, Session
 
 SOURCE = "claude"
 

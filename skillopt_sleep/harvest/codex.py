@@ -32,8 +32,8 @@ import zstandard
 
 from skillopt_sleep.errors import HarvestError
 from skillopt_sleep.harvest.base import (
-    DraftTurn,
     SKIP,
+    DraftTurn,
     HarvestContext,
     TranscriptParser,
     compact_json,
@@ -43,8 +43,8 @@ from skillopt_sleep.harvest.base import (
     read_planned_file,
     text_of_blocks,
 )
-from skillopt_sleep.models import HarvestStats, Session
 from skillopt_sleep.harvest.workers import read_files
+from skillopt_sleep.models import HarvestStats, Session
 
 SOURCE = "codex"
 

@@ -15,6 +15,7 @@ import pytest
 from cli_subprocess import run_cli
 from transcripts import PNPM_CONVERSATIONS, write_claude_sessions
 
+
 @pytest.fixture
 def tasks_file(tmp_path, cli_env) -> Path:
     output = tmp_path / "tasks.jsonl"

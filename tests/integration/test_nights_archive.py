@@ -348,8 +348,8 @@ def test_a_stated_user_rule_the_gate_rejected_is_not_proposed_again_the_next_nig
 
 
 def test_a_rule_the_user_keeps_stating_is_retested_until_rejected_on_two_nights(tmp_path):
-    from skillopt_sleep.archive.tasks import TaskArchive
     from skillopt_sleep.archive.rejected_edits import STATED_RULE_REJECTIONS, rejected_keys, stated_rule_keys
+    from skillopt_sleep.archive.tasks import TaskArchive
 
     archive = TaskArchive(tmp_path / "archive.sqlite3")
     entry = dict(key="memory|append|use pnpm, never npm", target="memory", op="append", anchor=None,

@@ -12,8 +12,16 @@ import pytest
 from PIL import Image
 
 from skillopt_sleep.fsio import write_json_atomic
-from skillopt_sleep.models import (Diagnostics, EditRecord, FileChange, GateDecision, ReplayResult, RoleCost, Scores,
-                                   TaskComparison)
+from skillopt_sleep.models import (
+    Diagnostics,
+    EditRecord,
+    FileChange,
+    GateDecision,
+    ReplayResult,
+    RoleCost,
+    Scores,
+    TaskComparison,
+)
 from skillopt_sleep.report import write_html_report
 from skillopt_sleep.state import ProjectPaths
 

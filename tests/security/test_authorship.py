@@ -13,8 +13,8 @@ import json
 from pathlib import Path
 
 import pytest
-
 from planted import CORRECTION, MARKERS, PLANTED
+
 from skillopt_sleep.harvest import harvest
 from skillopt_sleep.mine import mine_tasks
 

@@ -16,8 +16,6 @@ import re
 from pathlib import Path
 
 import pytest
-from werkzeug import Request, Response
-
 from planted import (
     CLAUDE_PLACES,
     CORRECTION,
@@ -28,6 +26,8 @@ from planted import (
     write_claude,
     write_codex,
 )
+from werkzeug import Request, Response
+
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.engine.prompts import DATA_CLOSE, DATA_OPEN
 from skillopt_sleep.night import run_night

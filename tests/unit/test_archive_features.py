@@ -16,10 +16,10 @@ from skillopt_sleep.archive.rejected_edits import RejectedEditScreen, rejected_e
 from skillopt_sleep.archive.slow_update import HISTORY_NIGHTS, is_due, record_night_documents
 from skillopt_sleep.backends.base import CallMeter, ChatMessage, ChatRequest
 from skillopt_sleep.backends.mock import MockBackend
-from skillopt_sleep.hashing import sha256_text
 from skillopt_sleep.engine.reflect import edits_schema
 from skillopt_sleep.engine.replay import ReplayCache
 from skillopt_sleep.engine.step import StepSettings
+from skillopt_sleep.hashing import sha256_text
 from skillopt_sleep.models import Check, EditRecord, Judge, TaskRecord
 from skillopt_sleep.state import PendingCandidate, ProjectState
 

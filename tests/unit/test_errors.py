@@ -13,8 +13,19 @@ from skillopt_sleep.adopt import adopt_night, revert_adoption
 from skillopt_sleep.backends.base import CallMeter, ChatMessage, ChatRequest, ChatResult
 from skillopt_sleep.backends.claude_cli import ClaudeCLIBackend
 from skillopt_sleep.backends.mock import MockBackend
-from skillopt_sleep.errors import (AdoptError, BackendError, BudgetExhausted, ConfigError, LockedError, ModelPullError,
-                                   NothingToAdopt, ProposalTampered, ScheduleError, SleepError, TargetRefused)
+from skillopt_sleep.errors import (
+    AdoptError,
+    BackendError,
+    BudgetExhausted,
+    ConfigError,
+    LockedError,
+    ModelPullError,
+    NothingToAdopt,
+    ProposalTampered,
+    ScheduleError,
+    SleepError,
+    TargetRefused,
+)
 from skillopt_sleep.models import Usage
 from skillopt_sleep.night import EXIT_CODES, FALLBACK_BACKEND_FIX
 from skillopt_sleep.paths import ProjectPaths

@@ -11,8 +11,15 @@ from skillopt_sleep.backends.base import CallMeter, ChatMessage, ChatRequest
 from skillopt_sleep.backends.mock import MockBackend
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.night import run_night
-from skillopt_sleep.progress import (NullProgress, Progress, ProgressState, RichProgress, format_count,
-                                     format_seconds, watch_meter)
+from skillopt_sleep.progress import (
+    NullProgress,
+    Progress,
+    ProgressState,
+    RichProgress,
+    format_count,
+    format_seconds,
+    watch_meter,
+)
 
 
 class FakeClock:

@@ -132,9 +132,9 @@ def test_wants_repair_needs_a_win_a_few_losses_on_two_samples_and_two_edits():
 
 
 def test_a_night_puts_the_blamed_edit_in_the_rejected_edit_ledger_and_not_the_kept_one(tmp_path):
-    from skillopt_sleep.config import SleepConfig
     from skillopt_sleep.archive.around_step import AcrossNights, Outcome
     from skillopt_sleep.archive.rejected_edits import rejected_edit_key, rejected_keys
+    from skillopt_sleep.config import SleepConfig
     from skillopt_sleep.state import ProjectPaths, load_state
 
     result, _ = run(HELPFUL, HARMFUL)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from skillopt_sleep.engine.val_pool import select_val, touches
-from skillopt_sleep.archive.tasks import TaskArchive
 from skillopt_sleep.archive.rule_history import record_night, with_history
+from skillopt_sleep.archive.tasks import TaskArchive
+from skillopt_sleep.engine.val_pool import select_val, touches
 from skillopt_sleep.models import Check, EditRecord, Judge, TaskComparison, TaskRecord
 from skillopt_sleep.rulebook import rule_line, stated_rules
 

@@ -17,8 +17,8 @@ from skillopt_sleep.rules import (
     extract_rules,
     llm_miner_schema,
     make_llm_miner,
-    validate_check,
     typed_text,
+    validate_check,
 )
 
 

@@ -13,9 +13,9 @@ from tzlocal import get_localzone
 from skillopt_sleep.errors import ScheduleError
 from skillopt_sleep.schedule import (
     captured_path,
+    next_fire_time,
     night_command,
     night_environment,
-    next_fire_time,
     parse_at,
     run_now_argv,
 )
