@@ -1550,7 +1550,8 @@ def _replay_source(source: str, out: Path, project: str, *, sessions: int, targe
         if source == "claude":
             path = out / "claude" / "projects" / re.sub(r"[^A-Za-z0-9]", "-", project) / f"{session_id}.jsonl"
         else:
-            path = out / "codex" / "archived_sessions" / f"rollout-{start.strftime('%Y-%m-%dT%H-%M-%S')}-{session_id}.jsonl"
+            path = (out / "codex" / "archived_sessions"
+                    / f"rollout-{start.strftime('%Y-%m-%dT%H-%M-%S')}-{session_id}.jsonl")
         path.parent.mkdir(parents=True, exist_ok=True)
         data = b"\n".join(lines) + b"\n"
         path.write_bytes(data)
@@ -1828,9 +1829,10 @@ def render_real(report: dict) -> str:
     for prefix, both in report["combined"].items():
         goal = goals[prefix]
         verdict = "met" if both["ratio"] >= goal else f"MISSED ({goal / both['ratio']:.2f}x short)"
-        lines.append(f"| {prefix}, both sources (a night: the two added) | | | | {both['ours']:.2f} | {both['peer']:.2f} | "
-                     f"{both['ratio']:.2f}x | >= {goal:g}x: {verdict} |")
-    lines += ["", "| ours, real-mix corpus | cold s | nothing new s | nothing new / cold | goal |", "|---|---:|---:|---:|---|"]
+        lines.append(f"| {prefix}, both sources (a night: the two added) | | | | "
+                     f"{both['ours']:.2f} | {both['peer']:.2f} | {both['ratio']:.2f}x | >= {goal:g}x: {verdict} |")
+    lines += ["", "| ours, real-mix corpus | cold s | nothing new s | nothing new / cold | goal |",
+              "|---|---:|---:|---:|---|"]
     for label in ("Claude Code", "Codex"):
         case = report["cases"][f"real, {label}"]
         verdict = "met" if case["quiet_over_cold"] <= 0.10 else "MISSED"

@@ -23,7 +23,8 @@ Flags: ``--workers N [N ...]``, ``--sessions N`` (2-8), ``--model FILE.gguf``, `
 all CPUs), ``--target-max-tokens N`` (cap on each target reply; default: the product's own 400),
 ``--llm-mine / --no-llm-mine`` (default on, as for any real backend), ``--repeat N`` (nights per workers value,
 alternating the order; the median night is reported), ``--probe`` (first, 8 plain requests sent one at a time
-and max(--workers) at a time, twice, alternating: does the server run requests in parallel?), ``--json FILE``. The server gets one unmeasured warm-up
+and max(--workers) at a time, twice, alternating: does the server run requests in parallel?), ``--json FILE``.
+The server gets one unmeasured warm-up
 request first (llama.cpp's first decode after loading a model takes seconds longer).
 """
 

@@ -158,9 +158,11 @@ NIGHTS: list[list[Conversation]] = [
                      "```python\nimport json\nfrom pathlib import Path\n"
                      "settings = json.loads((Path(__file__).parent / 'settings.json').read_text())\n```"),
         Conversation(_L, "python snippet that creates the build/output directory if it is missing",
-                     "```python\nimport os\nif not os.path.exists('build/output'):\n    os.makedirs('build/output')\n```",
+                     "```python\nimport os\nif not os.path.exists('build/output'):\n"
+                     "    os.makedirs('build/output')\n```",
                      "use pathlib, not os.path",
-                     "```python\nfrom pathlib import Path\nPath('build/output').mkdir(parents=True, exist_ok=True)\n```"),
+                     "```python\nfrom pathlib import Path\n"
+                     "Path('build/output').mkdir(parents=True, exist_ok=True)\n```"),
     ],
     [
         Conversation(_P, "how do I start the dev server?", "Run `npm run dev`.",

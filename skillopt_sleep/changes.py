@@ -53,7 +53,8 @@ def file_changes(project: Path, documents: dict[str, Document], staged: dict[str
             continue
         out.append(FileChange(
             file=name, kind=kind, state="written" if str(document.path) in written else "staged",
-            added=[line for line in after if line not in before], removed=[line for line in before if line not in after]))
+            added=[line for line in after if line not in before],
+            removed=[line for line in before if line not in after]))
     return out
 
 
@@ -103,7 +104,8 @@ def nothing_changed_reason(diagnostics: Diagnostics) -> str:
         evidence = f" ({kept} more kept as evidence only)" if kept else ""
         if not train:
             return f"no request tonight could be replayed{evidence}"
-        return f"no rule was proposed: the {train} replayed request{'s' if train != 1 else ''} gave nothing to learn{evidence}"
+        return (f"no rule was proposed: the {train} replayed request{'s' if train != 1 else ''} "
+                f"gave nothing to learn{evidence}")
     gate = diagnostics.gate
     details = gate.details if gate else {}
     pending = (diagnostics.pending or {}).get("action") in ("stored", "kept")

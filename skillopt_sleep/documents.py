@@ -253,7 +253,8 @@ def prompt_view(text: str) -> str:
     room = max(0, MAX_DOCUMENT_CHARS - len(block))
     head = before[:room]
     tail = after[: max(0, room - len(head))]
-    return head + (marker if len(head) < len(before) else "") + block + tail + (marker if len(tail) < len(after) else "")
+    return (head + (marker if len(head) < len(before) else "") + block + tail
+            + (marker if len(tail) < len(after) else ""))
 
 
 def unified_diff(before: str, after: str, name: str) -> str:

@@ -131,7 +131,8 @@ def _status_line(diagnostics: Diagnostics) -> str:
     status = diagnostics.status
     tasks = diagnostics.tasks
     if status == "no_sessions":
-        return f"no new sessions for this project ({', '.join(diagnostics.sources) or 'no source found'}); nothing to learn tonight"
+        return (f"no new sessions for this project ({', '.join(diagnostics.sources) or 'no source found'}); "
+                "nothing to learn tonight")
     if status == "no_tasks":
         reasons = diagnostics.mining.get("not_replayable") or {}
         why = f" ({', '.join(f'{count} {reason}' for reason, count in reasons.items())})" if reasons else ""
@@ -139,10 +140,12 @@ def _status_line(diagnostics: Diagnostics) -> str:
                 "stated; nothing to learn tonight")
     if status == "dry_run":
         return (f"dry run: {diagnostics.harvest.sessions_harvested} sessions, {tasks.get('total', 0)} tasks "
-                f"(train {tasks.get('train', 0)}, val {tasks.get('val', 0)}, test {tasks.get('test', 0)}); no LLM calls")
+                f"(train {tasks.get('train', 0)}, val {tasks.get('val', 0)}, test {tasks.get('test', 0)}); "
+                "no LLM calls")
     if status == "backend_error":
         failure = diagnostics.failure or {}
-        return (f"BACKEND ERROR ({failure.get('role', '?')} via {failure.get('backend', '?')}/{failure.get('model', '?')}): "
+        return (f"BACKEND ERROR ({failure.get('role', '?')} via "
+                f"{failure.get('backend', '?')}/{failure.get('model', '?')}): "
                 f"{failure.get('reason', '')} -- fix: {failure.get('fix', '')}")
     if status == "budget_exhausted":
         failure = diagnostics.failure or {}

@@ -217,7 +217,8 @@ def _structural_rules() -> list[_Rule]:
         _Rule("private_key", re.compile(
             r"-----BEGIN ([A-Z0-9 ]*)PRIVATE KEY((?: BLOCK)?)-----"
             r"(?:.*?-----END \1PRIVATE KEY\2-----|[A-Za-z0-9+/=\s:,\-\\]*)", re.DOTALL), 0, ("PRIVATE KEY",)),
-        _Rule("anthropic_api_key", re.compile(r"(?<![A-Za-z0-9])sk-ant-[A-Za-z0-9_\-]{16,}"), 0, ("sk-ant-",), min_token=23),
+        _Rule("anthropic_api_key", re.compile(r"(?<![A-Za-z0-9])sk-ant-[A-Za-z0-9_\-]{16,}"), 0, ("sk-ant-",),
+              min_token=23),
         _Rule("api_key", re.compile(r"(?<![A-Za-z0-9])sk-(?:proj-|svcacct-|admin-|or-v1-|live-)?[A-Za-z0-9_\-]{20,}"),
               0, ("sk-",), min_token=23),
         _Rule("github_token", re.compile(r"(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}"),

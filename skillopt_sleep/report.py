@@ -239,7 +239,8 @@ def trend_points(paths: ProjectPaths, limit: int = TREND_NIGHTS) -> list[dict[st
 
     Each: night_id, status, held_out (gate score in [0, 1] of the documents in force after the night: the
     candidate's when accepted, else the baseline's; None when nothing was scored), baseline, candidate,
-    accepted_edits (rule lines an accepted night changed: ``_accepted_edits``), tokens, calls. Unreadable diagnostics are skipped.
+    accepted_edits (rule lines an accepted night changed: ``_accepted_edits``), tokens, calls.
+    Unreadable diagnostics are skipped.
     """
     points = []
     for night_id in night_ids(paths)[-limit:]:

@@ -674,10 +674,12 @@ _CORRECTION_ANYWHERE = re.compile(
 )
 _NEUTRAL_START = re.compile(r"^(?:actually|continue|don't forget|do not forget|also|and|btw|by the way)\b",
                             re.IGNORECASE)
-_PASTED_ERROR = re.compile(r"Traceback \(most recent call last\)|^\s*\w*(?:Error|Exception): |\berror\[?E?\d*\]?:|"
-                           r"exit code [1-9]|\bFAILED\b|command not found|npm ERR!|connection refused|permission denied|"
-                           r"no such file|segmentation fault|\b(?:it|this|that) (?:fails|failed|crashes|crashed)\b|"
-                           r"\b(?:getting|got|get) (?:an? |the same )?(?:error|exception)", re.MULTILINE | re.IGNORECASE)
+_PASTED_ERROR = re.compile(r"Traceback \(most recent call last\)|^\s*\w*(?:Error|Exception): |"
+                           r"\berror\[?E?\d*\]?:|exit code [1-9]|\bFAILED\b|command not found|npm ERR!|"
+                           r"connection refused|permission denied|no such file|segmentation fault|"
+                           r"\b(?:it|this|that) (?:fails|failed|crashes|crashed)\b|"
+                           r"\b(?:getting|got|get) (?:an? |the same )?(?:error|exception)",
+                           re.MULTILINE | re.IGNORECASE)
 _CONTRASTIVE_RULE = re.compile(r"\b(?:not|instead|rather than|never|don't|do not|avoid|stop)\b", re.IGNORECASE)
 
 

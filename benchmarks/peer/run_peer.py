@@ -6,7 +6,8 @@ Run with the peer's interpreter (its virtualenv), from the repository root:
 
 Each night writes that night's sessions (``benchmarks/world.py``, or ``world2.py`` with ``--world 2``), runs
 ``run_sleep_cycle`` with the peer's defaults except: backend ``claude`` (the stand-in, ``benchmarks/peer/claude``),
-the project and ``claude_home`` of the world, ``lookback_hours`` 0 (the first night reads every session), ``max_tasks_per_night`` (default 8, as
+the project and ``claude_home`` of the world, ``lookback_hours`` 0 (the first night reads every session),
+``max_tasks_per_night`` (default 8, as
 ours), ``auto_adopt`` on (accepted documents are applied), and the night's clock (``world.night_run_time``). It
 records the live documents after each night (skill: the peer's managed SKILL.md; memory: the project's CLAUDE.md)
 and the stand-in's call log per night. ``benchmarks/learning.py --score-peer FILE`` scores them with the probes.

@@ -193,7 +193,8 @@ class AcrossNights:
 
     @property
     def blocked_edits(self):
-        return [*(self.screen.blocked if self.screen else []), *(self.stated_screen.blocked if self.stated_screen else [])]
+        return [*(self.screen.blocked if self.screen else []),
+                *(self.stated_screen.blocked if self.stated_screen else [])]
 
     # ------------------------------------------------------------------ after the step (completed nights)
     def after_step(self, step: StepResult, *, tasks: list[TaskRecord], val: list[TaskRecord],

@@ -12,7 +12,8 @@ On a later night, ``retest_pending`` runs before the step:
 * no val task tonight that it was not already tested on: kept, not re-tested (it waits for fresh tasks);
 * else re-tested, once: baseline and candidate replayed on the fresh val tasks (tonight's, then archived ones it
   was not tested on: ``val_pool.select_val``) with the step's protocol (``evaluate.replay_pair``), and
-  ``gate.decide`` rules. ``accept`` / ``accept_new_best`` promotes it (the night stages it like any accepted candidate, and
+  ``gate.decide`` rules. ``accept`` / ``accept_new_best`` promotes it (the night stages it like any accepted
+  candidate, and
   tonight's step starts from it); anything else, a new pending verdict included, drops it and puts its edits in
   the rejected-edit ledger. A pending candidate is never re-tested twice.
 

@@ -318,4 +318,5 @@ def _logged_in_flag(stdout: str) -> bool | None:
     return None
 
 
-__all__ = ["CLAUDE_FLAGS", "ENDPOINT_PLACEHOLDER_KEY", "TESTED_VERSION", "ClaudeCLIBackend", "claude_logged_in", "find_binary", "parse_result", "read_reply"]
+__all__ = ["CLAUDE_FLAGS", "ENDPOINT_PLACEHOLDER_KEY", "TESTED_VERSION", "ClaudeCLIBackend", "claude_logged_in",
+           "find_binary", "parse_result", "read_reply"]

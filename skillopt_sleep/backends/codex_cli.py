@@ -303,4 +303,5 @@ def _login_status(path: str) -> str | None:
     return f"{outcome.stdout}\n{outcome.stderr}".strip()
 
 
-__all__ = ["CODEX_FLAGS", "ENDPOINT_FLAGS", "TESTED_VERSION", "CodexCLIBackend", "codex_logged_in", "find_binary", "read_reply"]
+__all__ = ["CODEX_FLAGS", "ENDPOINT_FLAGS", "TESTED_VERSION", "CodexCLIBackend", "codex_logged_in", "find_binary",
+           "read_reply"]

@@ -154,7 +154,8 @@ class LocalBackend:
         usage = response.get("usage") or {}
         result = ChatResult(
             text=text,
-            usage=Usage(prompt_tokens=usage.get("prompt_tokens", 0), completion_tokens=usage.get("completion_tokens", 0)),
+            usage=Usage(prompt_tokens=usage.get("prompt_tokens", 0),
+                        completion_tokens=usage.get("completion_tokens", 0)),
             latency_s=time.monotonic() - started,
             model=self.model_name,
         )

@@ -120,7 +120,8 @@ def choose_backend(config: SleepConfig, sources: list[str]) -> BackendChoice:
     for source, cli in AGENT_CLIS:
         if source in sources and _cli_ready(cli, config):
             return _with_version_note(BackendChoice(
-                _build(cli, config), cli, f"sessions come from {source} and the '{cli}' CLI is installed and logged in"))
+                _build(cli, config), cli,
+                f"sessions come from {source} and the '{cli}' CLI is installed and logged in"))
     if local_available():
         choice = BackendChoice(_build("local", config), "local",
                                "no endpoint or logged-in agent CLI found; using the embedded local model")

@@ -9,7 +9,8 @@ import typer
 
 from skillopt_sleep.cli.common import emit_json, resolve_config, stdout, user_errors
 
-ProjectOpt = Annotated[Optional[Path], typer.Option("--project", help="Project directory (default: current directory).")]
+ProjectOpt = Annotated[Optional[Path], typer.Option(
+    "--project", help="Project directory (default: current directory).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON to stdout.")]
 NightArg = Annotated[Optional[str], typer.Argument(help="Night id (a directory name under the project's nights).")]
 ConfigOpt = Annotated[Optional[Path], typer.Option("--config", help="Config TOML file (default: user config dir).",

@@ -32,7 +32,8 @@ app = typer.Typer(
 
 ConfigOpt = Annotated[Optional[Path], typer.Option("--config", help="Config TOML file (default: user config dir).",
                                                     envvar="SKILLOPT_SLEEP_CONFIG")]
-ProjectOpt = Annotated[Optional[Path], typer.Option("--project", help="Project directory (default: current directory).")]
+ProjectOpt = Annotated[Optional[Path], typer.Option(
+    "--project", help="Project directory (default: current directory).")]
 ScopeOpt = Annotated[Optional[str], typer.Option("--scope", help="project | all")]
 SourceOpt = Annotated[Optional[str], typer.Option(
     "--source", help="auto | all | a source (claude, codex, gemini, copilot, opencode, cursor, aider, cline) | "
@@ -68,15 +69,18 @@ def run_now(
     project: ProjectOpt = None,
     scope: ScopeOpt = None,
     source: SourceOpt = None,
-    backend: Annotated[Optional[str], typer.Option("--backend", help="auto | openai | local | claude | codex | gemini | copilot | opencode | mock")] = None,
+    backend: Annotated[Optional[str], typer.Option(
+        "--backend", help="auto | openai | local | claude | codex | gemini | copilot | opencode | mock")] = None,
     model_path: Annotated[Optional[Path], typer.Option("--model-path", help="GGUF file for --backend local.")] = None,
     gate_mode: Annotated[Optional[str], typer.Option("--gate-mode", help="on | off")] = None,
     lookback_hours: LookbackOpt = None,
     claude_home: ClaudeHomeOpt = None,
     codex_home: CodexHomeOpt = None,
     home: HomeOpt = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Harvest and mine only: no LLM call, nothing saved.")] = False,
-    apply: Annotated[bool, typer.Option("--apply", help="Write accepted documents to the project (atomic, with backup).")] = False,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Harvest and mine only: no LLM call, nothing saved.")] = False,
+    apply: Annotated[bool, typer.Option(
+        "--apply", help="Write accepted documents to the project (atomic, with backup).")] = False,
     json_: JsonOpt = False,
     quiet: QuietOpt = False,
     config_file: ConfigOpt = None,
@@ -123,7 +127,8 @@ def harvest_cmd(
     claude_home: ClaudeHomeOpt = None,
     codex_home: CodexHomeOpt = None,
     home: HomeOpt = None,
-    output: Annotated[Optional[Path], typer.Option("--output", help="Write the mined tasks (JSONL, mode 0600).")] = None,
+    output: Annotated[Optional[Path], typer.Option(
+        "--output", help="Write the mined tasks (JSONL, mode 0600).")] = None,
     json_: JsonOpt = False,
     config_file: ConfigOpt = None,
 ) -> None:

@@ -9,7 +9,8 @@ import typer
 
 from skillopt_sleep.cli.common import emit_json, stdout, user_errors
 
-ProjectOpt = Annotated[Optional[Path], typer.Option("--project", help="Project directory (default: current directory).")]
+ProjectOpt = Annotated[Optional[Path], typer.Option(
+    "--project", help="Project directory (default: current directory).")]
 
 
 def _fmt(value: Any) -> str:

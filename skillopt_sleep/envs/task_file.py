@@ -102,7 +102,8 @@ class TaskFileEnv:
         self.initial_skill = initial_skill
         self.tasks, self.skipped = load_task_file(self.path)
         if not self.tasks:
-            detail = f" (skipped lines: {', '.join(f'{k} {v}' for k, v in self.skipped.items())})" if self.skipped else ""
+            detail = (f" (skipped lines: {', '.join(f'{k} {v}' for k, v in self.skipped.items())})"
+                      if self.skipped else "")
             raise ConfigError(f"{self.path} holds no valid task{detail}; write one with "
                               "'skillopt-sleep harvest --output FILE'", key="tasks")
 

@@ -54,7 +54,8 @@ def resolve_codex_home(explicit: Path | None) -> Path:
 
 
 def harvest(*, source: str = "auto", scope: str = "project", project: Path | None = None,
-            claude_home: Path | None = None, codex_home: Path | None = None, homes: dict[str, Path | None] | None = None,
+            claude_home: Path | None = None, codex_home: Path | None = None,
+            homes: dict[str, Path | None] | None = None,
             include_sdk_sessions: bool = False, lookback_hours: float = 72.0,
             checkpoints: dict[str, FileCheckpoint] | None = None, now: datetime | None = None,
             workers: int = 0) -> HarvestResult:

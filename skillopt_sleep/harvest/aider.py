@@ -16,7 +16,8 @@ Versions: v0.72.2 (``sabelosimelane__prompt_sail_2__…``), v0.83.1 (``Ahmedrali
 ``/code X`` echoed as a second ``####`` block) and v0.86.0 (``10on__lego-parts-storage__…``).
 
 A request is a ``####`` block the human typed. Slash commands (``/add``, ``/run``, ``/drop``, ``/undo``, ``!cmd``…)
-and mode switches are not requests (counted in ``stats.messages_skipped["command"]``) and end the current turn, so their output (e.g. the
+and mode switches are not requests (counted in ``stats.messages_skipped["command"]``) and end the current turn, so
+their output (e.g. the
 ``/run`` "Add … of command output to the chat? … n") never lands on a request. ``/ask``, ``/code``,
 ``/architect``, ``/context`` with text, and ``/ok``, are requests (the text; a unique prefix such as ``/arch`` counts),
 and the copy of that text aider writes right after as its own ``####`` block is dropped. Written by aider in the

@@ -60,8 +60,8 @@ SOURCE = "claude"
 
 INJECTED_PREFIXES = (
     "<local-command-caveat>", "<local-command-stdout>", "<local-command-stderr>", "<task-notification>",
-    "<agent-notification>", "<system-reminder>", "This session is being continued", "Caveat:", "<bash-input>", "<bash-stdout>",
-    "<bash-stderr>", "<user-prompt-submit-hook>", "<command-stdout>", "<command-stderr>",
+    "<agent-notification>", "<system-reminder>", "This session is being continued", "Caveat:", "<bash-input>",
+    "<bash-stdout>", "<bash-stderr>", "<user-prompt-submit-hook>", "<command-stdout>", "<command-stderr>",
 )
 """Text that Claude Code puts into ``user`` records (and queued messages) but the user did not type as a request."""
 _REMINDER_BLOCK = re.compile(r"<system-reminder>.*?(?:</system-reminder>|\Z)", re.DOTALL)

@@ -1,8 +1,8 @@
 """The transcript sources a night can read, one harvester module each, and the memory file each agent reads.
 
 =========  ====================  ===============================================  ======================================
-source     agent                 sessions (default root; ``<source>_home`` or     memory file it reads (project-relative)
-                                 ``--home source=PATH`` overrides)
+source     agent                 sessions (default root; ``<source>_home`` or     memory file it reads
+                                 ``--home source=PATH`` overrides)                (project-relative)
 =========  ====================  ===============================================  ======================================
 claude     Claude Code           ``$CLAUDE_CONFIG_DIR`` or ``~/.claude``          ``CLAUDE.md``
 codex      Codex CLI             ``$CODEX_HOME`` or ``~/.codex``                  ``AGENTS.md``
@@ -16,8 +16,8 @@ opencode   OpenCode              ``$XDG_DATA_HOME/opencode`` or                 
                                  legacy ``storage/``)
 cursor     Cursor                ``~/.cursor`` (``projects/<path>/agent-          ``.cursor/rules/skillopt-sleep.mdc``
                                  transcripts/``)
-aider      Aider                 ``$AIDER_CHAT_HISTORY_FILE``, else the project   ``CONVENTIONS.md`` (read with ``--read``)
-                                 (``.aider.chat.history.md``)
+aider      Aider                 ``$AIDER_CHAT_HISTORY_FILE``, else the project   ``CONVENTIONS.md`` (read with
+                                 (``.aider.chat.history.md``)                     ``--read``)
 cline      Cline, Roo Code,      VS Code ``globalStorage`` (Linux                 ``.clinerules/skillopt-sleep.md``
            Kilo Code             ``$XDG_CONFIG_HOME/Code/User/globalStorage``)
                                  ``/<extension-id>/tasks/<id>/``

@@ -70,7 +70,8 @@ def check_failed_loudly(project: Path, completed, *, reason_has: str, fix_has: s
     assert failure["role"] in ("miner", "target", "judge", "optimizer")
     assert reason_has in failure["reason"]
     assert fix_has in failure["fix"]
-    assert diagnostics["summary"].startswith("nothing changed: BACKEND ERROR") and failure["fix"] in diagnostics["summary"]
+    assert (diagnostics["summary"].startswith("nothing changed: BACKEND ERROR")
+            and failure["fix"] in diagnostics["summary"])
     # never a rejection in disguise
     assert diagnostics["gate"] is None
     assert "0.0 -> 0.0" not in diagnostics["summary"] and "reject" not in diagnostics["summary"].lower()

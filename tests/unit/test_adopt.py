@@ -161,7 +161,8 @@ def test_rebase_keeps_crlf_line_endings_outside_the_block():
 def test_rebase_onto_a_file_that_still_has_no_block_appends_the_proposed_block():
     base = "Notes\n"
     proposed = edited(base, "- rule")
-    assert rebase_proposal(proposed, "Notes, edited\n", None) == "Notes, edited\n\n" + block(BLOCK_HEADING, "", "- rule")
+    assert (rebase_proposal(proposed, "Notes, edited\n", None)
+            == "Notes, edited\n\n" + block(BLOCK_HEADING, "", "- rule"))
     assert rebase_proposal(proposed, "Notes\n\n" + block("- other"), None) is None
 
 

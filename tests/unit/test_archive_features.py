@@ -170,7 +170,8 @@ def test_a_pending_candidate_is_dropped_without_replays_when_the_baseline_change
 
 def test_a_pending_candidate_waits_when_no_val_task_is_fresh(store):
     pending = pending_record(store, baseline="# notes\n", candidate="# notes\nUse pnpm, not npm\n")
-    outcome, backend = retest(store, pending, {"memory": "# notes\n"}, [task("t-val-1", "install the deps", split="val")])
+    outcome, backend = retest(store, pending, {"memory": "# notes\n"},
+                              [task("t-val-1", "install the deps", split="val")])
     assert outcome.action == "kept" and backend.calls == 0
 
 

@@ -206,7 +206,8 @@ def test_a_probe_that_fails_is_not_taken_as_no_login(fake_agents):
 
 def test_the_auth_list_output_of_the_real_cli_is_parsed():
     plain = "\x1b[0m\n\u250c  Credentials \x1b[90m~/.local/share/opencode/auth.json\n\u2502\n\u2514  0 credentials\n"
-    keys = plain + "\u250c  Environment\n\u2502\n\u25cf  Anthropic \x1b[90mANTHROPIC_API_KEY\n\u2514  2 environment variables\n"
+    keys = plain + ("\u250c  Environment\n\u2502\n\u25cf  Anthropic \x1b[90mANTHROPIC_API_KEY\n"
+                    "\u2514  2 environment variables\n")
 
     assert not parse_auth_list(plain).logged_in
     status = parse_auth_list(keys)

@@ -159,7 +159,8 @@ def test_rfp_code_echo_mode_switch_and_run_prompts(tmp_path):
     project = real(tmp_path, RFP)
     sessions, stats, _ = run(project)
     (session,) = sessions  # run 1 (line 2) is only the upgrade prompt
-    assert stats.sessions_skipped == {"no_requests": 1} and stats.messages_skipped == {"command": 5}  # /code (110), /run ×3, /commit (448)
+    # /code (110), /run ×3, /commit (448)
+    assert stats.sessions_skipped == {"no_requests": 1} and stats.messages_skipped == {"command": 5}
     assert session.session_id == session_id(project / HISTORY_NAME, 306)  # header at line 9
     assert session.version == "0.83.1"
     requests = [t.request for t in session.turns]

@@ -159,7 +159,8 @@ def test_ide_wrapper_keeps_only_the_request(tmp_path):
 
 def test_event_before_response_item_still_counts_one_prompt(tmp_path):
     write_rollout(day_dir(tmp_path), [meta(), user_event("add a README", 1), user_item("add a README", 2),
-                                      agent_event("Added."), user_event("now a LICENSE", 6), user_item("now a LICENSE", 7)])
+                                      agent_event("Added."), user_event("now a LICENSE", 6),
+                                      user_item("now a LICENSE", 7)])
     assert [t.request for t in run(tmp_path).sessions[0].turns] == ["add a README", "now a LICENSE"]
 
 
@@ -182,7 +183,8 @@ def test_legacy_pre_envelope_rollout_is_read(tmp_path):
         {"id": THREAD, "timestamp": "2025-06-01T10:00:00.000Z", "instructions": None},
         {"record_type": "state"},
         {"type": "message", "role": "user", "content": [
-            {"type": "input_text", "text": "<environment_context>\n<cwd>/home/dev/repo</cwd>\n</environment_context>"}]},
+            {"type": "input_text",
+             "text": "<environment_context>\n<cwd>/home/dev/repo</cwd>\n</environment_context>"}]},
         {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "add type hints"}]},
         {"type": "function_call", "name": "shell", "arguments": "{\"command\":[\"mypy\",\".\"]}", "call_id": "c1"},
         {"type": "function_call_output", "call_id": "c1",

@@ -169,7 +169,8 @@ def test_project_scope_keeps_the_project_and_below_but_never_an_ancestor_or_a_si
             claude_file(tmp_path, [claude_user(f"task in {name}", "2026-03-01T10:00:00Z", cwd=cwd)], name=name,
                         folder=cwd.replace("/", "-"))
         else:
-            codex_file(tmp_path, codex_lines(f"task in {name}", cwd=cwd), name=f"rollout-2026-03-01T10-00-00-{name}.jsonl")
+            codex_file(tmp_path, codex_lines(f"task in {name}", cwd=cwd),
+                       name=f"rollout-2026-03-01T10-00-00-{name}.jsonl")
     homes = {"claude_home": tmp_path} if source == "claude" else {"codex_home": tmp_path}
     project = harvest(source=source, scope="project", project=PROJECT, lookback_hours=0, **homes)
     assert sorted(requests_of(project)) == ["task in repo", "task in sub"]
@@ -183,7 +184,8 @@ def test_out_of_scope_file_is_not_parsed_to_the_end_but_its_checkpoint_covers_it
                                   for n in range(50)])
     fed = []
     original = claude_code.ClaudeTranscript.feed
-    monkeypatch.setattr(claude_code.ClaudeTranscript, "feed", lambda self, record: (fed.append(1), original(self, record)))
+    monkeypatch.setattr(claude_code.ClaudeTranscript, "feed",
+                        lambda self, record: (fed.append(1), original(self, record)))
     result = harvest(source="claude", scope="project", project=PROJECT, claude_home=tmp_path, lookback_hours=0)
     assert len(fed) == 1
     assert result.checkpoints[str(path)].offset == path.stat().st_size

@@ -38,8 +38,8 @@ def _homes(tmp_path: Path) -> dict[str, Path]:
     day.mkdir(parents=True)
     for copy in range(3):
         for number, real in enumerate(sorted((FIXTURES / "codex").glob("*.jsonl"))):
-            shutil.copyfile(real, day / f"rollout-2025-11-17T15-30-{copy}{number}-019a93b9-f380-7600-98ff-94{copy}{number}"
-                                        f"e6b99603c.jsonl")
+            shutil.copyfile(real, day / f"rollout-2025-11-17T15-30-{copy}{number}-"
+                                        f"019a93b9-f380-7600-98ff-94{copy}{number}e6b99603c.jsonl")
     return {"claude": claude, "codex": codex}
 
 

@@ -561,7 +561,8 @@ def test_a_correction_after_the_user_refused_a_tool_labels_the_task_with_the_ref
 
 
 def test_a_pasted_screen_is_not_a_request_and_ends_the_thread():
-    screen = "▐▛███▜▌   Claude Code v2.1.53\n▝▜█████▛▘  Opus 4.6\n❯ erk objective plan 8036\n● Skill(/erk:objective-plan)"
+    screen = ("▐▛███▜▌   Claude Code v2.1.53\n▝▜█████▛▘  Opus 4.6\n❯ erk objective plan 8036\n"
+              "● Skill(/erk:objective-plan)")
     result = mine(session("s1", turn(0, "add lodash to the web app", "Run `npm install lodash`."),
                           turn(1, screen, "I see the plan output."), turn(2, "thanks")))
     task = only(result)

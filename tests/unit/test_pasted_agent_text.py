@@ -98,7 +98,8 @@ def test_mining_drops_a_pasted_answer_from_another_session_and_ends_the_thread()
         Turn(index=0, request="Write a changelog entry for the parser fix", final_answer="Added.",
              timestamp=T0.replace(hour=11)),
         Turn(index=1, request=ANSWER, final_answer="Thanks for the summary.", timestamp=T0.replace(hour=11, minute=5)),
-        Turn(index=2, request="no, use pnpm", final_answer="Switched to pnpm.", timestamp=T0.replace(hour=11, minute=6)),
+        Turn(index=2, request="no, use pnpm", final_answer="Switched to pnpm.",
+             timestamp=T0.replace(hour=11, minute=6)),
     ])
     mined = mine_tasks([earlier, later], project=None, val_fraction=0.0, test_fraction=0.0)
     requests = [task.request for task in mined.tasks]

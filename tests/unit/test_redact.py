@@ -84,8 +84,8 @@ def test_several_secrets_in_one_text_are_each_counted():
 
 
 def test_a_key_prefix_inside_a_word_is_not_a_key_but_one_after_punctuation_is():
-    # A real Roo Code transcript (examples/cline-home) pasted "docs\\technical-notes\\roo-task-reassociation-analysis.md":
-    # the "sk-" of "task-..." is no API key.
+    # A real Roo Code transcript (examples/cline-home) pasted
+    # "docs\\technical-notes\\roo-task-reassociation-analysis.md": the "sk-" of "task-..." is no API key.
     path = "docs\\technical-notes\\roo-task-reassociation-analysis.md and dask-distributed-scheduler-settings"
     assert redact(path) == (path, 0)
     for text in (f"OPENAI_API_KEY={OPENAI_PROJECT}", f"key:{ANTHROPIC}", f"({OPENAI_PROJECT})"):

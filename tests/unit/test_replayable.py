@@ -19,12 +19,13 @@ from skillopt_sleep.replayable import (
 
 #: The head of a real message (erk session 52bc43f3, Claude Code 2.1.53): the user pasted the agent's own screen.
 PASTED_TERMINAL = ("▐▛███▜▌   Claude Code v2.1.53\n▝▜█████▛▘  Opus 4.6 · Claude Max\n  ▘▘ ▝▝    /workspaces/erk\n\n"
-                   "❯ erk objective plan 8036\n\n● Skill(/erk:objective-plan)\n  ⎿  Successfully loaded skill · 5 tools "
-                   "allowed\n\n● Loading objective #8036...\n")
+                   "❯ erk objective plan 8036\n\n● Skill(/erk:objective-plan)\n"
+                   "  ⎿  Successfully loaded skill · 5 tools allowed\n\n● Loading objective #8036...\n")
 #: The head of a real message (erk session 5968a0da, 2.1.63): a pull request page copied from the browser.
-PASTED_PAGE = ("\nThis pull request was updated while you were viewing it\n\nSee latest version\n\nPR inbox \nG\nthen\nI\n"
-               "99+\nMerge Queue \nG\nthen\nM\nAutomations \nG\nthen\nA\nInsights \nG\nthen\nT\nAI Reviews \nG\nthen\nR\n\n\n"
-               "\n\nSettings \nG\nthen\nS\n\nNick Schrock\n#8457 [erk-plan] Fix: Rebase stacked plan branch onto parent\n")
+PASTED_PAGE = ("\nThis pull request was updated while you were viewing it\n\nSee latest version\n\n"
+               "PR inbox \nG\nthen\nI\n99+\nMerge Queue \nG\nthen\nM\nAutomations \nG\nthen\nA\n"
+               "Insights \nG\nthen\nT\nAI Reviews \nG\nthen\nR\n\n\n\n\nSettings \nG\nthen\nS\n\n"
+               "Nick Schrock\n#8457 [erk-plan] Fix: Rebase stacked plan branch onto parent\n")
 
 
 def test_a_pasted_terminal_screen_and_a_pasted_page_are_not_requests():
