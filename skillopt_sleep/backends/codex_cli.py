@@ -13,8 +13,11 @@ Command (every fixed flag in ``CODEX_FLAGS``; ``-m`` added when a model is confi
   ``developer_instructions``, profiles and providers; login still comes from ``CODEX_HOME``) and
   ``--ignore-rules`` no execpolicy ``.rules`` files. (Checked with the real 0.169.0 binary: without the first, a
   planted config's MCP server starts and its instructions reach the request.) No flag keeps out the global
-  ``$CODEX_HOME/AGENTS.md``: Codex 0.169.0 always sends it (only another ``CODEX_HOME`` would, which loses the
-  login).
+  ``$CODEX_HOME/AGENTS.md``: Codex 0.169.0 always sends it. So every call gets its own ``CODEX_HOME`` in the
+  scratch directory (``replay_codex_home``), empty but for a link to the user's ``auth.json`` (the login:
+  ``--ignore-user-config`` already makes Codex read it from the file, and a refreshed token is written through
+  the link): the user's ``AGENTS.md``, skills, prompts and history stay out, and the session Codex records is
+  written there and deleted with it.
 * Before the first call, ``codex login status`` (no model call): "Not logged in" without ``CODEX_API_KEY`` is a
   fatal error naming ``codex login``. Without it an unauthenticated ``codex exec`` does not fail: it retries
   the network until the timeout (offline) or fails only at the API.
@@ -48,6 +51,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+from pathlib import Path
 
 from skillopt_sleep.backends.base import ChatRequest, ChatResult
 from skillopt_sleep.backends.subprocess_call import (
@@ -79,6 +83,8 @@ CODEX_FLAGS: tuple[str, ...] = ("exec", "--sandbox", "read-only", "--skip-git-re
 TESTED_VERSION = "0.169.0"
 #: Environment variable holding an API key that ``codex exec`` uses without a login.
 API_KEY_ENV = "CODEX_API_KEY"
+#: The login file Codex keeps in its home (``codex login`` writes it).
+AUTH_FILE = "auth.json"
 #: Name of the ``-o`` file inside the scratch directory.
 LAST_MESSAGE_FILE = "last_message.txt"
 #: Seconds the ``codex login status`` probe may take.
@@ -207,9 +213,9 @@ class CodexCLIBackend(AgentCLIBackend):
                 with open(instructions_path, "w", encoding="utf-8") as handle:
                     handle.write(system_prompt(request))
             argv = self.command(path, request.role, last_message_path, instructions_path)
+            env = child_environment(extra={"CODEX_HOME": replay_codex_home(scratch)})
             try:
-                outcome = run_contained(argv, stdin_text=prompt, cwd=work_dir, timeout_s=self.timeout_s,
-                                        env=child_environment())
+                outcome = run_contained(argv, stdin_text=prompt, cwd=work_dir, timeout_s=self.timeout_s, env=env)
             except OSError as exc:
                 raise self.start_failed(path, exc) from None
             last_message = _read_text(last_message_path)
@@ -218,6 +224,22 @@ class CodexCLIBackend(AgentCLIBackend):
             text = structured_text(text)
         return AttemptReply(text=text, usage=Usage(prompt_tokens=estimate_tokens(prompt),
                                                    completion_tokens=estimate_tokens(text)))
+
+
+def user_codex_home() -> Path:
+    """The user's Codex home: ``$CODEX_HOME``, else ``~/.codex``."""
+    return Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex").expanduser()
+
+
+def replay_codex_home(scratch: str) -> str:
+    """A ``CODEX_HOME`` for one call, made in ``scratch``: empty but for a link to the user's ``auth.json`` when
+    there is one (see the module docstring). Returns its path."""
+    home = Path(scratch) / "codex-home"
+    home.mkdir(mode=0o700)
+    auth = user_codex_home() / AUTH_FILE
+    if auth.is_file():
+        (home / AUTH_FILE).symlink_to(auth)
+    return str(home)
 
 
 def _toml_string(text: str) -> str:
