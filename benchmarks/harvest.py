@@ -145,16 +145,16 @@ def _ours_worker(spec_path: str) -> int:
         checkpoints = {path: FileCheckpoint.model_validate(value) for path, value in raw.items()}
     # One-time set-up, like the imports: the secret detectors are built once per process (detect-secrets import,
     # pattern compilation). Timed apart and reported as its own row, not inside the harvest call.
-    setup_started, setup_cpu_started = time.perf_counter(), time.process_time()
+    setup_started, setup_cpu_started = time.perf_counter(), _cpu_time()
     prepare = getattr(importlib.import_module("skillopt_sleep.redact"), "prepare", None)
     if prepare is not None:
         prepare()
-    setup_seconds, setup_cpu_seconds = time.perf_counter() - setup_started, time.process_time() - setup_cpu_started
+    setup_seconds, setup_cpu_seconds = time.perf_counter() - setup_started, _cpu_time() - setup_cpu_started
     baseline = _high_water_kb()
-    started, cpu_started = time.perf_counter(), time.process_time()
+    started, cpu_started = time.perf_counter(), _cpu_time()
     result = harvest(source=spec["source"], scope="all", claude_home=spec["claude_home"],
                      codex_home=spec["codex_home"], lookback_hours=0, checkpoints=checkpoints)
-    seconds, cpu_seconds = time.perf_counter() - started, time.process_time() - cpu_started
+    seconds, cpu_seconds = time.perf_counter() - started, _cpu_time() - cpu_started
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     result_json_bytes = sum(len(session.model_dump_json()) for session in result.sessions)
     warm_seconds = None
@@ -1209,6 +1209,13 @@ def generate_source_corpus(out: Path, sources: list[str], *, sessions: int, turn
     return {"project": str(project), "roots": roots}
 
 
+def _cpu_time() -> float:
+    """CPU seconds of this process and of its reaped children (the harvest's worker processes, config
+    ``harvest_workers``: a big Claude Code or Codex corpus is read by forked workers, whose CPU counts too)."""
+    times = os.times()
+    return times.user + times.system + times.children_user + times.children_system
+
+
 def _source_worker(spec_path: str) -> int:
     """One cold harvest of one source, then the same call with the checkpoints it returned (nothing new)."""
     spec = json.loads(Path(spec_path).read_text())
@@ -1218,14 +1225,14 @@ def _source_worker(spec_path: str) -> int:
     if prepare is not None:
         prepare()
     source, project, homes = spec["source"], Path(spec["project"]), {spec["source"]: Path(spec["root"])}
-    started, cpu_started = time.perf_counter(), time.process_time()
+    started, cpu_started = time.perf_counter(), _cpu_time()
     cold = harvest(source=source, scope="project", project=project, homes=homes, lookback_hours=0, checkpoints=None)
-    seconds, cpu_seconds = time.perf_counter() - started, time.process_time() - cpu_started
+    seconds, cpu_seconds = time.perf_counter() - started, _cpu_time() - cpu_started
     peak = _high_water_kb()  # VmHWM: ru_maxrss would keep the parent's peak across exec
-    started, cpu_started = time.perf_counter(), time.process_time()
+    started, cpu_started = time.perf_counter(), _cpu_time()
     quiet = harvest(source=source, scope="project", project=project, homes=homes, lookback_hours=0,
                     checkpoints=cold.checkpoints)
-    quiet_seconds, quiet_cpu_seconds = time.perf_counter() - started, time.process_time() - cpu_started
+    quiet_seconds, quiet_cpu_seconds = time.perf_counter() - started, _cpu_time() - cpu_started
     Path(spec["result"]).write_text(json.dumps({
         "seconds": seconds, "cpu_seconds": cpu_seconds, "peak_rss_kb": peak,
         "quiet_seconds": quiet_seconds, "quiet_cpu_seconds": quiet_cpu_seconds,

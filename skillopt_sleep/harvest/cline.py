@@ -79,7 +79,7 @@ _TEXT_CAP = REQUEST_MAX_CHARS + 1024
 _ENV = re.compile(r"<environment_details>.*?(?:</environment_details>|\Z)", re.DOTALL)
 _CWD = re.compile(r"Current (?:Working|Workspace) Directory \((.+)\)(?: Files)?[ \t]*$", re.MULTILINE)
 _HEADER = re.compile(r"\[([a-z_]+)((?: for '| in ).*?| completed|)\] Result:", re.DOTALL)
-_LINE_START = re.compile(r"(?m)^\[[a-z_]+[] ]")
+_LINE_START = re.compile(r"\[[a-z_]+[] ]")
 _RESUME = re.compile(r"\A\s*(?:\[TASK RESUMPTION\].*?)?New instructions for task continuation:\s*"
                      r"<user_message>\n?(.*?)\n?</user_message>", re.DOTALL)
 _TASK = re.compile(r"\A\s*<task>\n?(.*?)\n?</task>", re.DOTALL)
@@ -373,9 +373,15 @@ def read_ui(messages: list, task: Task) -> None:
 
 
 def split_results(text: str) -> list[str]:
-    """Cut a joined request text into blocks, one starting at each ``[name ...] Result:`` header at a line start."""
-    starts = [0] + [found.start() for found in _LINE_START.finditer(text)
-                    if found.start() and _HEADER.match(text, found.start())]
+    """Cut a joined request text into blocks, one starting at each ``[name ...] Result:`` header at a line start.
+    Line starts are found with ``str.find`` (a multi-line ``^`` regex tries every position of long tool outputs)."""
+    starts = [0]
+    position = text.find("\n[")
+    while position != -1:
+        start = position + 1
+        if _LINE_START.match(text, start) and _HEADER.match(text, start):
+            starts.append(start)
+        position = text.find("\n[", start)
     return [text[start:end] for start, end in zip(starts, starts[1:] + [len(text)])]
 
 

@@ -290,6 +290,8 @@ def tool_error(call: dict) -> str | None:
     if errors:
         return errors[0]
     for output in outputs:
+        if "Exit Code: " not in output:  # a substring test first: the regex over a whole read_file output is slow
+            continue
         match = _EXIT_CODE.search(output)
         if match and int(match.group(1)) != 0:
             return output
