@@ -59,12 +59,14 @@ from skillopt_sleep.backends.subprocess_call import (
     estimate_tokens,
     find_binary,
     matches_any,
+    raise_if_refused,
     render_prompt,
     run_contained,
     scratch_dirs,
     structured_text,
     system_prompt,
     tail,
+    timeout_failure,
     without_prompt_echo,
 )
 from skillopt_sleep.models import Role, Usage
@@ -236,9 +238,7 @@ def read_reply(outcome: ProcessOutcome, *, timeout_s: float, prompt: str = "",
     run is only ever part of the error message, never the reply.
     """
     if outcome.timed_out:
-        raise AttemptFailed(f"claude timed out after {timeout_s:g}s (its process group was killed); "
-                            "raise request_timeout_s if the model is slow", "transient",
-                            fix=f"raise request_timeout_s (now {timeout_s:g}s) if the model is slow")
+        raise timeout_failure("claude", timeout_s)
     result = parse_result(outcome.stdout)
     failed = outcome.returncode != 0 or result is None or bool(result.get("is_error"))
     if failed:
@@ -252,15 +252,12 @@ def read_reply(outcome: ProcessOutcome, *, timeout_s: float, prompt: str = "",
         ) if part) or "no output"
         evidence = without_prompt_echo(f"{said}\n{outcome.stderr}", prompt)
         check_endpoint_reached(evidence, endpoint, setting="claude_base_url", detail=detail)
-        if matches_any(evidence, _AUTH_ERRORS):
-            raise AttemptFailed(f"claude is not logged in or its credentials were rejected ({detail}): "
-                                f"{_LOGIN_FIX}", "fatal", fix=_LOGIN_FIX)
-        if matches_any(evidence, _FATAL_ERRORS):
-            raise AttemptFailed(f"claude rejected the call ({detail}): check the model name, and update Claude "
-                                f"Code (`claude update`) if a flag is unknown; skillopt-sleep runs "
-                                f"`claude {' '.join(_shown(CLAUDE_FLAGS))}`", "fatal",
-                                fix="check target_model / optimizer_model ('skillopt-sleep config show'), and run "
-                                    "`claude update` if a flag is unknown")
+        raise_if_refused("claude", detail, logged_out=matches_any(evidence, _AUTH_ERRORS),
+                         rejected=matches_any(evidence, _FATAL_ERRORS), login_fix=_LOGIN_FIX,
+                         rejected_hint="check the model name, and update Claude Code (`claude update`) if a flag is "
+                                       f"unknown; skillopt-sleep runs `claude {' '.join(_shown(CLAUDE_FLAGS))}`",
+                         rejected_fix="check target_model / optimizer_model ('skillopt-sleep config show'), and "
+                                      "run `claude update` if a flag is unknown")
         if outcome.returncode != 0:
             raise AttemptFailed(f"claude exited with status {outcome.returncode} ({detail})", "transient")
         if result is None:

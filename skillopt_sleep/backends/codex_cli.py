@@ -66,12 +66,14 @@ from skillopt_sleep.backends.subprocess_call import (
     estimate_tokens,
     find_binary,
     matches_any,
+    raise_if_refused,
     render_prompt,
     run_contained,
     scratch_dirs,
     structured_text,
     system_prompt,
     tail,
+    timeout_failure,
     without_prompt_echo,
 )
 from skillopt_sleep.models import Role, Usage
@@ -265,9 +267,7 @@ def read_reply(outcome: ProcessOutcome, last_message: str | None, *, timeout_s: 
     error message, never the reply.
     """
     if outcome.timed_out:
-        raise AttemptFailed(f"codex timed out after {timeout_s:g}s (its process group was killed); "
-                            "raise request_timeout_s if the model is slow", "transient",
-                            fix=f"raise request_timeout_s (now {timeout_s:g}s) if the model is slow")
+        raise timeout_failure("codex", timeout_s)
     has_reply = last_message is not None and bool(last_message.strip())
     if outcome.returncode == 0 and has_reply:
         assert last_message is not None
@@ -279,14 +279,12 @@ def read_reply(outcome: ProcessOutcome, last_message: str | None, *, timeout_s: 
         f"stdout: {outcome.stdout_tail(200)}" if outcome.stdout.strip() else "",
     ) if part) or "no output"
     check_endpoint_reached(evidence, endpoint, setting="codex_base_url", detail=detail)
-    if matches_any(evidence, _AUTH_ERRORS):
-        raise AttemptFailed(f"codex is not logged in or its credentials were rejected ({detail}): {_LOGIN_FIX}",
-                            "fatal", fix=_LOGIN_FIX)
-    if matches_any(evidence, _FATAL_ERRORS):
-        raise AttemptFailed(f"codex rejected the call ({detail}): check the model name, and update the Codex CLI "
-                            f"if a flag is unknown; skillopt-sleep runs `codex {' '.join(CODEX_FLAGS)} -o FILE -`",
-                            "fatal", fix="check target_model / optimizer_model ('skillopt-sleep config show'), and "
-                                         "update the Codex CLI (npm install -g @openai/codex) if a flag is unknown")
+    raise_if_refused("codex", detail, logged_out=matches_any(evidence, _AUTH_ERRORS),
+                     rejected=matches_any(evidence, _FATAL_ERRORS), login_fix=_LOGIN_FIX,
+                     rejected_hint="check the model name, and update the Codex CLI if a flag is unknown; "
+                                   f"skillopt-sleep runs `codex {' '.join(CODEX_FLAGS)} -o FILE -`",
+                     rejected_fix="check target_model / optimizer_model ('skillopt-sleep config show'), and update "
+                                  "the Codex CLI (npm install -g @openai/codex) if a flag is unknown")
     if outcome.returncode != 0:
         raise AttemptFailed(f"codex exited with status {outcome.returncode} ({detail})", "transient")
     raise AttemptFailed(f"empty reply from codex: no last message was written ({detail})", "transient")

@@ -51,11 +51,13 @@ from skillopt_sleep.backends.subprocess_call import (
     estimate_tokens,
     find_binary,
     matches_any,
+    raise_if_refused,
     render_prompt,
     run_contained,
     scratch_dirs,
     structured_text,
     tail,
+    timeout_failure,
     without_prompt_echo,
 )
 from skillopt_sleep.models import Role, Usage
@@ -228,9 +230,7 @@ def read_reply(outcome: ProcessOutcome, *, timeout_s: float, prompt: str = "") -
     """Return the reply of a finished ``copilot`` run (its last ``assistant.message``); raise ``AttemptFailed``
     otherwise. prompt: the prompt sent (an echo of it is not taken as evidence of an error kind)."""
     if outcome.timed_out:
-        raise AttemptFailed(f"copilot timed out after {timeout_s:g}s (its process group was killed); "
-                            "raise request_timeout_s if the model is slow", "transient",
-                            fix=f"raise request_timeout_s (now {timeout_s:g}s) if the model is slow")
+        raise timeout_failure("copilot", timeout_s)
     events = parse_events(outcome.stdout)
     errors = [str(_data(event).get("message") or "") for event in events if event.get("type") == "session.error"]
     replies = [_data(event).get("content") for event in events if event.get("type") == "assistant.message"]
@@ -246,15 +246,13 @@ def read_reply(outcome: ProcessOutcome, *, timeout_s: float, prompt: str = "") -
         f"stdout: {outcome.stdout_tail(200)}" if not events and outcome.stdout.strip() else "",
     ) if part) or "no output"
     evidence = without_prompt_echo(f"{said}\n{outcome.stderr}\n{outcome.stdout if not events else ''}", prompt)
-    if matches_any(evidence, _AUTH_ERRORS):
-        raise AttemptFailed(f"copilot is not logged in or its credentials were rejected ({detail}): {_LOGIN_FIX}",
-                            "fatal", fix=_LOGIN_FIX)
-    if matches_any(evidence, _FATAL_ERRORS):
-        raise AttemptFailed(f"copilot rejected the call ({detail}): check the model name and your Copilot access, "
-                            f"and update the Copilot CLI if a flag is unknown; skillopt-sleep runs `copilot "
-                            f"{' '.join(COPILOT_FLAGS)} --usage-output-file FILE`", "fatal",
-                            fix="check copilot_model ('skillopt-sleep config show') and that your GitHub account has "
-                                "Copilot, and update the Copilot CLI (`copilot update`) if a flag is unknown")
+    raise_if_refused("copilot", detail, logged_out=matches_any(evidence, _AUTH_ERRORS),
+                     rejected=matches_any(evidence, _FATAL_ERRORS), login_fix=_LOGIN_FIX,
+                     rejected_hint="check the model name and your Copilot access, and update the Copilot CLI if a "
+                                   f"flag is unknown; skillopt-sleep runs `copilot {' '.join(COPILOT_FLAGS)} "
+                                   "--usage-output-file FILE`",
+                     rejected_fix="check copilot_model ('skillopt-sleep config show') and that your GitHub account "
+                                  "has Copilot, and update the Copilot CLI (`copilot update`) if a flag is unknown")
     if outcome.returncode != 0 or errors or exit_code not in (0, None):
         status = outcome.returncode if outcome.returncode != 0 else exit_code
         raise AttemptFailed(f"copilot exited with status {status} ({detail})", "transient")

@@ -46,11 +46,13 @@ from skillopt_sleep.backends.subprocess_call import (
     estimate_tokens,
     find_binary,
     matches_any,
+    raise_if_refused,
     render_prompt,
     run_contained,
     scratch_dirs,
     structured_text,
     tail,
+    timeout_failure,
     without_prompt_echo,
 )
 from skillopt_sleep.models import Role, Usage
@@ -253,9 +255,7 @@ def read_reply(outcome: ProcessOutcome, *, timeout_s: float, prompt: str = "") -
     of an error message, never the reply.
     """
     if outcome.timed_out:
-        raise AttemptFailed(f"gemini timed out after {timeout_s:g}s (its process group was killed); "
-                            "raise request_timeout_s if the model is slow", "transient",
-                            fix=f"raise request_timeout_s (now {timeout_s:g}s) if the model is slow")
+        raise timeout_failure("gemini", timeout_s)
     result = parse_output(outcome.stdout)
     error = result.get("error") if result is not None else None
     if outcome.returncode != 0 or result is None or error:
@@ -272,15 +272,13 @@ def read_reply(outcome: ProcessOutcome, *, timeout_s: float, prompt: str = "") -
         evidence = without_prompt_echo(f"{said}\n{outcome.stderr}\n{outcome.stdout if result is None else ''}",
                                        prompt)
         code = error.get("code") if isinstance(error, dict) else None
-        if outcome.returncode == AUTH_EXIT_CODE or code == AUTH_EXIT_CODE or matches_any(evidence, _AUTH_ERRORS):
-            raise AttemptFailed(f"gemini is not logged in or its credentials were rejected ({detail}): {_LOGIN_FIX}",
-                                "fatal", fix=_LOGIN_FIX)
-        if matches_any(evidence, _FATAL_ERRORS):
-            raise AttemptFailed(f"gemini rejected the call ({detail}): check the model name, and update the Gemini "
-                                f"CLI if a flag is unknown; skillopt-sleep runs `gemini -p \"\" "
-                                f"{' '.join(GEMINI_FLAGS[2:])}`", "fatal",
-                                fix="check gemini_model ('skillopt-sleep config show'), and update the Gemini CLI "
-                                    "(npm install -g @google/gemini-cli) if a flag is unknown")
+        logged_out = AUTH_EXIT_CODE in (outcome.returncode, code) or matches_any(evidence, _AUTH_ERRORS)
+        raise_if_refused("gemini", detail, logged_out=logged_out, rejected=matches_any(evidence, _FATAL_ERRORS),
+                         login_fix=_LOGIN_FIX,
+                         rejected_hint="check the model name, and update the Gemini CLI if a flag is unknown; "
+                                       f"skillopt-sleep runs `gemini -p \"\" {' '.join(GEMINI_FLAGS[2:])}`",
+                         rejected_fix="check gemini_model ('skillopt-sleep config show'), and update the Gemini CLI "
+                                      "(npm install -g @google/gemini-cli) if a flag is unknown")
         if outcome.returncode != 0:
             raise AttemptFailed(f"gemini exited with status {outcome.returncode} ({detail})", "transient")
         if result is None:

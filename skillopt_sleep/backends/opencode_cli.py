@@ -71,12 +71,14 @@ from skillopt_sleep.backends.subprocess_call import (
     estimate_tokens,
     find_binary,
     matches_any,
+    raise_if_refused,
     render_prompt,
     run_contained,
     scratch_dirs,
     structured_text,
     system_prompt,
     tail,
+    timeout_failure,
     without_prompt_echo,
 )
 from skillopt_sleep.models import Role, Usage
@@ -447,9 +449,7 @@ def read_reply(outcome: ProcessOutcome, *, timeout_s: float, prompt: str = "",
     ever part of an error message, never the reply.
     """
     if outcome.timed_out:
-        raise AttemptFailed(f"opencode timed out after {timeout_s:g}s (its process group was killed); "
-                            "raise request_timeout_s if the model is slow", "transient",
-                            fix=f"raise request_timeout_s (now {timeout_s:g}s) if the model is slow")
+        raise timeout_failure("opencode", timeout_s)
     events = parse_events(outcome.stdout)
     errors = [_error_message(event) for event in events if event.get("type") == "error"]
     text = reply_text(events)
@@ -469,14 +469,11 @@ def read_reply(outcome: ProcessOutcome, *, timeout_s: float, prompt: str = "",
         raise AttemptFailed(f"opencode rejected its command line and printed its usage ({detail}): update OpenCode; "
                             f"skillopt-sleep runs `opencode {' '.join(_shown(OPENCODE_FLAGS))}`", "fatal",
                             fix="update OpenCode (`opencode upgrade`, or npm install -g opencode-ai)")
-    if matches_any(evidence, _AUTH_ERRORS):
-        raise AttemptFailed(f"opencode is not logged in or its credentials were rejected ({detail}): {_LOGIN_FIX}",
-                            "fatal", fix=_LOGIN_FIX)
-    if matches_any(evidence, _FATAL_ERRORS):
-        raise AttemptFailed(f"opencode rejected the call ({detail}): check the model name (provider/model), and "
-                            "update OpenCode if a flag is unknown", "fatal",
-                            fix="check opencode_model ('skillopt-sleep config show'; `opencode models` lists yours), "
-                                "and update OpenCode (`opencode upgrade`) if a flag is unknown")
+    raise_if_refused("opencode", detail, logged_out=matches_any(evidence, _AUTH_ERRORS),
+                     rejected=matches_any(evidence, _FATAL_ERRORS), login_fix=_LOGIN_FIX,
+                     rejected_hint="check the model name (provider/model), and update OpenCode if a flag is unknown",
+                     rejected_fix="check opencode_model ('skillopt-sleep config show'; `opencode models` lists "
+                                  "yours), and update OpenCode (`opencode upgrade`) if a flag is unknown")
     if outcome.returncode != 0 or errors:
         status = outcome.returncode if outcome.returncode != 0 else "0 with an error event"
         raise AttemptFailed(f"opencode exited with status {status} ({detail})", "transient")

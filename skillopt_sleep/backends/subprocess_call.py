@@ -367,6 +367,26 @@ def matches_any(text: str, patterns: Iterable[re.Pattern[str]]) -> bool:
     return any(pattern.search(text) for pattern in patterns)
 
 
+def timeout_failure(name: str, timeout_s: float) -> AttemptFailed:
+    """The transient failure of a ``name`` run killed after ``timeout_s`` seconds, with the setting to raise."""
+    return AttemptFailed(f"{name} timed out after {timeout_s:g}s (its process group was killed); "
+                         "raise request_timeout_s if the model is slow", "transient",
+                         fix=f"raise request_timeout_s (now {timeout_s:g}s) if the model is slow")
+
+
+def raise_if_refused(name: str, detail: str, *, logged_out: bool, rejected: bool, login_fix: str,
+                     rejected_hint: str, rejected_fix: str) -> None:
+    """Raise the fatal ``AttemptFailed`` of a failed ``name`` run that retrying cannot help: ``logged_out`` (no
+    login, or credentials refused: the fix is ``login_fix``), else ``rejected`` (the CLI or the API refused the call:
+    ``rejected_hint`` follows the message, ``rejected_fix`` is the fix). detail: what the run printed, for the
+    message. Returns when neither holds (the caller then says what else failed)."""
+    if logged_out:
+        raise AttemptFailed(f"{name} is not logged in or its credentials were rejected ({detail}): {login_fix}",
+                            "fatal", fix=login_fix)
+    if rejected:
+        raise AttemptFailed(f"{name} rejected the call ({detail}): {rejected_hint}", "fatal", fix=rejected_fix)
+
+
 def without_prompt_echo(text: str, prompt: str) -> str:
     """``text`` without the lines that also occur in ``prompt``.
 
