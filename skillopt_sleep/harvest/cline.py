@@ -437,9 +437,13 @@ def build_turns(events: list[Event], cwd: str | None) -> list[tuple[int, DraftTu
 # --------------------------------------------------------------------------- harvest
 
 
+class _NotASession(Exception):
+    """A task folder whose files hold no list of messages (the reason is the message)."""
+
+
 def _load_list(path: Path, stats: HarvestStats) -> list | None:
-    """The JSON array in ``path``; None when absent. Raises ValueError (``bad_json``, ``too_large``) or TypeError
-    (``not_a_session``: not an array), the reason as the message."""
+    """The JSON array in ``path``; None when absent. Raises ValueError (``bad_json``, ``too_large``) or
+    ``_NotASession`` (``not_a_session``: not an array), the reason as the message."""
     try:
         with open(path, "rb") as handle:
             raw = handle.read(MAX_LINE_BYTES + 1)
@@ -453,7 +457,7 @@ def _load_list(path: Path, stats: HarvestStats) -> list | None:
     except orjson.JSONDecodeError as error:
         raise ValueError("bad_json") from error
     if not isinstance(data, list):
-        raise TypeError("not_a_session")
+        raise _NotASession("not_a_session")
     return data
 
 
@@ -524,10 +528,14 @@ def _load_task(folder: Path, extension: str | None, context: HarvestContext, sta
     task = Task()
     try:
         ui = _load_list(ui_path, stats) if main == ui_path else None
-        api = _load_list(api_path, stats)
+        if ui is not None:
+            read_ui(ui, task)
+        # With the UI file read, the API history adds only the cwd and sub-tasks (the UI lists them too): it is
+        # read only when the UI gave no cwd. Every tool output is in both files, so this halves what is decoded.
+        api = _load_list(api_path, stats) if ui is None or task.cwd is None else None
         if ui is None and api is None:
-            raise TypeError("not_a_session")
-    except (OSError, ValueError, TypeError) as error:
+            raise _NotASession("not_a_session")
+    except (OSError, ValueError, _NotASession) as error:
         reason = "unreadable" if isinstance(error, OSError) else str(error)
         if reason == "bad_json":
             stats.malformed(reason)
@@ -535,8 +543,6 @@ def _load_task(folder: Path, extension: str | None, context: HarvestContext, sta
             stats.skip(reason)
         keep_previous_checkpoint(plan, context)
         return None
-    if ui is not None:
-        read_ui(ui, task)
     if api is not None:
         read_api(api, task, requests=ui is None)
     count = len(ui if ui is not None else api)  # type: ignore[arg-type]

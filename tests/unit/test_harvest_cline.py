@@ -412,3 +412,16 @@ def test_malformed_files_are_counted_never_raised(tmp_path):
     assert stats.malformed_lines == {"bad_json": 1}
     assert stats.sessions_skipped == {"not_a_session": 1, "no_requests": 1}
     assert str(bad / "ui_messages.json") not in context.new_checkpoints  # a bad file is read again next night
+
+
+def test_with_the_ui_file_giving_the_cwd_the_api_history_is_not_decoded(tmp_path):
+    """Roo ``bc93a6f7``: its ``ui_messages.json`` names the cwd (``api_req_started`` requests carry the environment
+    details), so the API history, which repeats every tool output, is not read: same turns, half the bytes."""
+    storage = tmp_path / "globalStorage"
+    folder = install(storage, ROO_EXT, "bc93a6f7", ROO, ("ui_messages.json", "api_conversation_history.json"))
+    sessions, stats, _ = run(storage)
+    assert stats.bytes_read == (folder / "ui_messages.json").stat().st_size
+    assert len(sessions) == 1 and sessions[0].cwd == "d:/dev/roo-extensions" and len(sessions[0].turns) == 9
+    (folder / "api_conversation_history.json").write_text("[{not json")  # never decoded, so never counted
+    again, stats, _ = run(storage)
+    assert [s.model_dump() for s in again] == [s.model_dump() for s in sessions] and not stats.malformed_lines
