@@ -693,6 +693,8 @@ def _build_task(group: list[_Candidate], project: str | None) -> TaskRecord:
     checks: list[Check] = []
     rejected: list[str] = []
     for candidate in group:
+        if not candidate.rules and not candidate.corrections:
+            continue  # no words of its own to derive a check from: nothing to validate
         kept, dropped = _judge(candidate)[:2]
         rejected.extend(reason for reason in dropped if reason not in rejected)
         checks.extend(check for check in kept if all(check_key(check) != check_key(known) for known in checks))
