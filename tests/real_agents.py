@@ -8,12 +8,15 @@ variable from each test.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
+from transcripts import PNPM_CONVERSATIONS, write_claude_sessions
 
 REPO = Path(__file__).resolve().parents[1]
 BIN_ENV = "SKILLOPT_SLEEP_AGENT_CLIS"
@@ -45,3 +48,31 @@ def run_now(project: Path, claude_home: Path, backend: str, bins: Path) -> subpr
                "--source", "claude", "--claude-home", str(claude_home), "--project", str(project),
                "--backend", backend, "--json"]
     return subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=project, env=env)
+
+
+def check_no_login_night(tmp_path: Path, backend: str, bins: Path, login_words: tuple[str, ...]) -> None:
+    """A night through the real ``backend`` CLI without a login (the caller's empty HOME): it stops at its first call
+    with ``backend_error`` and exit code 2, a fix naming each of ``login_words``, no gate, no replay, no retry, within
+    ``PROMPT_STOP_S`` seconds: never a 0.0 -> 0.0 night."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "CLAUDE.md").write_text("# Web app\n\nHand-written notes.\n", encoding="utf-8")
+    claude_home = tmp_path / "harvested-claude"
+    write_claude_sessions(claude_home, project, PNPM_CONVERSATIONS)
+
+    started = time.monotonic()
+    completed = run_now(project, claude_home, backend, bins)
+    elapsed = time.monotonic() - started
+
+    assert completed.returncode == 2, completed.stdout + completed.stderr
+    report = json.loads(completed.stdout)
+    diagnostics = json.loads((Path(report["night_dir"]) / "diagnostics.json").read_text(encoding="utf-8"))
+    assert diagnostics["status"] == report["status"] == "backend_error"
+    assert diagnostics["harvest"]["sessions_harvested"] == len(PNPM_CONVERSATIONS)
+    for word in login_words:
+        assert word in diagnostics["failure"]["fix"]
+    assert "not logged in" in diagnostics["failure"]["reason"].lower()
+    assert diagnostics["gate"] is None and "0.0 -> 0.0" not in diagnostics["summary"]
+    assert diagnostics["train_results"] == []
+    assert all(error["attempts"] == 1 for error in diagnostics["errors"] if "attempts" in error)  # fatal: no retry
+    assert elapsed < PROMPT_STOP_S

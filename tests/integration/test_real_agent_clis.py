@@ -20,13 +20,11 @@ from __future__ import annotations
 
 import json
 import shutil
-import time
 from pathlib import Path
 
 import pytest
 from pytest_httpserver import HTTPServer
-from real_agents import BIN_DIR, PLANTED_RULE, PROMPT_STOP_S, run_now, skip_unless_installed
-from transcripts import PNPM_CONVERSATIONS, write_claude_sessions
+from real_agents import BIN_DIR, PLANTED_RULE, check_no_login_night, skip_unless_installed
 
 from skillopt_sleep.backends.base import ChatMessage, ChatRequest
 from skillopt_sleep.backends.claude_cli import CLAUDE_FLAGS, ClaudeCLIBackend
@@ -145,29 +143,7 @@ def test_every_codex_flag_is_in_the_real_help_and_the_real_binary_runs_our_argv_
 ])
 def test_a_night_without_a_login_stops_at_once_with_backend_error_exit_2_and_the_login_fix(
         bins, home, tmp_path, backend, login_commands):
-    project = tmp_path / "project"
-    project.mkdir()
-    (project / "CLAUDE.md").write_text("# Web app\n\nHand-written notes.\n", encoding="utf-8")
-    claude_home = tmp_path / "harvested-claude"
-    write_claude_sessions(claude_home, project, PNPM_CONVERSATIONS)
-
-    started = time.monotonic()
-    completed = run_now(project, claude_home, backend, bins)
-    elapsed = time.monotonic() - started
-
-    assert completed.returncode == 2, completed.stdout + completed.stderr
-    report = json.loads(completed.stdout)
-    diagnostics = json.loads((Path(report["night_dir"]) / "diagnostics.json").read_text(encoding="utf-8"))
-    assert diagnostics["status"] == report["status"] == "backend_error"
-    assert diagnostics["harvest"]["sessions_harvested"] == len(PNPM_CONVERSATIONS)
-    fix = diagnostics["failure"]["fix"]
-    for command in login_commands:
-        assert command in fix
-    assert "not logged in" in diagnostics["failure"]["reason"].lower()
-    assert diagnostics["gate"] is None and "0.0 -> 0.0" not in diagnostics["summary"]
-    assert diagnostics["train_results"] == []
-    assert all(error["attempts"] == 1 for error in diagnostics["errors"] if "attempts" in error)  # fatal: no retry
-    assert elapsed < PROMPT_STOP_S
+    check_no_login_night(tmp_path, backend, bins, login_commands)
 
 
 # --------------------------------------------------------------------------- (c) isolation from the user's setup

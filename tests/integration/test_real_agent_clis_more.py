@@ -30,8 +30,7 @@ from pathlib import Path
 
 import pytest
 from pytest_httpserver import HTTPServer
-from real_agents import BIN_DIR, PLANTED_RULE, PROMPT_STOP_S, run_now, skip_unless_installed
-from transcripts import PNPM_CONVERSATIONS, write_claude_sessions
+from real_agents import BIN_DIR, PLANTED_RULE, check_no_login_night, skip_unless_installed
 
 from skillopt_sleep.backends.base import ChatMessage, ChatRequest
 from skillopt_sleep.backends.copilot_cli import COPILOT_FLAGS, CopilotCLIBackend
@@ -251,28 +250,7 @@ def test_without_our_flags_copilot_does_send_the_planted_instructions_and_start_
 ])
 def test_a_night_without_a_login_stops_at_once_with_backend_error_exit_2_and_the_login_fix(
         bins, home, tmp_path, backend, login_words):
-    project = tmp_path / "project"
-    project.mkdir()
-    (project / "CLAUDE.md").write_text("# Web app\n\nHand-written notes.\n", encoding="utf-8")
-    claude_home = tmp_path / "harvested-claude"
-    write_claude_sessions(claude_home, project, PNPM_CONVERSATIONS)
-
-    started = time.monotonic()
-    completed = run_now(project, claude_home, backend, bins)
-    elapsed = time.monotonic() - started
-
-    assert completed.returncode == 2, completed.stdout + completed.stderr
-    report = json.loads(completed.stdout)
-    diagnostics = json.loads((Path(report["night_dir"]) / "diagnostics.json").read_text(encoding="utf-8"))
-    assert diagnostics["status"] == report["status"] == "backend_error"
-    assert diagnostics["harvest"]["sessions_harvested"] == len(PNPM_CONVERSATIONS)
-    for word in login_words:
-        assert word in diagnostics["failure"]["fix"]
-    assert "not logged in" in diagnostics["failure"]["reason"].lower()
-    assert diagnostics["gate"] is None and "0.0 -> 0.0" not in diagnostics["summary"]
-    assert diagnostics["train_results"] == []
-    assert all(error["attempts"] == 1 for error in diagnostics["errors"] if "attempts" in error)  # fatal: no retry
-    assert elapsed < PROMPT_STOP_S
+    check_no_login_night(tmp_path, backend, bins, login_words)
 
 
 # --------------------------------------------------------------------------- the version check
