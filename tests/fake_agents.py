@@ -1,4 +1,6 @@
-"""Fake agent CLIs (``tests/fixtures/fake_bins/<name>``) put first on PATH, for the CLI backend tests.
+"""Fake agent CLIs (``tests/fixtures/fake_bins/<name>``) put first on PATH, for the CLI backend tests, and what those
+tests share besides: ``request`` (a ``ChatRequest`` with a system and a user message) and ``alive`` (is a pid
+running, for the tests that kill a hung CLI).
 
 The fakes record what they received (argv, stdin, cwd, env) to ``$FAKE_AGENT_RECORD`` and misbehave on request
 (``$FAKE_AGENT_MODE``): fail auth, exit non-zero, hang, print garbage, reject a flag.
@@ -13,6 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from skillopt_sleep.backends.base import ChatMessage, ChatRequest
+from skillopt_sleep.schedule.daemon import pid_alive
 
 FAKE_BINS = Path(__file__).parent / "fixtures" / "fake_bins"
 
@@ -56,3 +61,22 @@ def install_fake_agents(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, names: 
     monkeypatch.delenv("FAKE_AGENT_MODE", raising=False)
     monkeypatch.delenv("FAKE_AGENT_REPLY", raising=False)
     return FakeAgents(bin_dir, tmp_path / "record.jsonl", tmp_path / "pids.txt", monkeypatch)
+
+
+def request(user: str = "Summarize the diff in one line.", *, system: str | None = "You follow SKILL.md.",
+            role: str = "target", schema: dict | None = None) -> ChatRequest:
+    """A ``ChatRequest`` for ``role``: the system message (when given), then the user message."""
+    messages = [ChatMessage(role="system", content=system)] if system else []
+    messages.append(ChatMessage(role="user", content=user))
+    return ChatRequest(role=role, messages=messages, json_schema=schema)
+
+
+def alive(pid: int) -> bool:
+    """True while ``pid`` runs (a zombie waiting for its parent to reap it counts as dead, where ``/proc`` says so)."""
+    stat = Path(f"/proc/{pid}/stat")
+    if Path("/proc/self").exists():
+        try:
+            return stat.read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+        except (OSError, IndexError):
+            return False
+    return pid_alive(pid)

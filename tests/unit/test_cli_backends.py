@@ -14,9 +14,9 @@ import time
 from pathlib import Path
 
 import pytest
-from fake_agents import FakeAgents, install_fake_agents
+from fake_agents import FakeAgents, alive, install_fake_agents, request
 
-from skillopt_sleep.backends.base import SESSION_MARKER, CallMeter, ChatMessage, ChatRequest
+from skillopt_sleep.backends.base import SESSION_MARKER, CallMeter
 from skillopt_sleep.backends.claude_cli import CLAUDE_FLAGS, ClaudeCLIBackend, claude_logged_in
 from skillopt_sleep.backends.codex_cli import CODEX_FLAGS, CodexCLIBackend, codex_logged_in
 from skillopt_sleep.backends.subprocess_call import find_binary, render_prompt, run_contained
@@ -36,28 +36,6 @@ def make(name: str, **options):
     return BACKENDS[name](**options)
 
 
-def request(user: str = "Summarize the diff in one line.", *, system: str | None = "You follow SKILL.md.",
-            role: str = "target", schema: dict | None = None) -> ChatRequest:
-    messages = [ChatMessage(role="system", content=system)] if system else []
-    messages.append(ChatMessage(role="user", content=user))
-    return ChatRequest(role=role, messages=messages, json_schema=schema)
-
-
-def alive(pid: int) -> bool:
-    """True while ``pid`` runs (a zombie waiting for its parent to reap it counts as dead)."""
-    stat = Path(f"/proc/{pid}/stat")
-    if stat.parent.parent.is_dir() and Path("/proc/self").exists():
-        try:
-            return stat.read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-        except (OSError, IndexError):
-            return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 # --------------------------------------------------------------------------- claude: the happy path

@@ -14,10 +14,10 @@ import time
 from pathlib import Path
 
 import pytest
-from fake_agents import FakeAgents, install_fake_agents
+from fake_agents import FakeAgents, install_fake_agents, request
 
 from skillopt_sleep.backends import backend_options, get_backend
-from skillopt_sleep.backends.base import SESSION_MARKER, CallMeter, ChatMessage, ChatRequest
+from skillopt_sleep.backends.base import SESSION_MARKER, CallMeter
 from skillopt_sleep.backends.opencode_cli import (
     AGENT_NAME,
     ENDPOINT_PROVIDER,
@@ -65,12 +65,6 @@ def make(**options) -> OpenCodeCLIBackend:
     options.setdefault("timeout_s", 20.0)
     return OpenCodeCLIBackend(**options)
 
-
-def request(user: str = "Summarize the diff in one line.", *, system: str | None = "You follow SKILL.md.",
-            role: str = "target", schema: dict | None = None) -> ChatRequest:
-    messages = [ChatMessage(role="system", content=system)] if system else []
-    messages.append(ChatMessage(role="user", content=user))
-    return ChatRequest(role=role, messages=messages, json_schema=schema)
 
 
 def runs(agents: FakeAgents) -> list[dict]:
