@@ -7,6 +7,10 @@ Resolution order for each directory (first wins):
   > platformdirs user state dir
 * data dir:   ``$SKILLOPT_SLEEP_DATA_DIR``   > ``$SKILLOPT_SLEEP_HOME/data``   > platformdirs user data dir
 
+And where two agents keep their own files, read by both their harvester and their CLI backend:
+``codex_home()`` (``$CODEX_HOME`` > ``~/.codex``) and ``opencode_data_dir()`` (``$XDG_DATA_HOME/opencode`` >
+``~/.local/share/opencode``).
+
 Nothing here creates a directory: callers create what they write into (no side effects at import).
 """
 
@@ -87,3 +91,18 @@ class ProjectPaths:
         self.lock = self.root / "night.lock"
         self.archive = self.root / "archive.sqlite3"
         self.documents = self.root / "documents"
+
+
+def codex_home() -> Path:
+    """Codex CLI's home (sessions, login, ``AGENTS.md``): ``$CODEX_HOME``, else ``~/.codex`` (absolute, ``~``
+    expanded)."""
+    configured = os.environ.get("CODEX_HOME")
+    return (Path(configured).expanduser() if configured else Path.home() / ".codex").absolute()
+
+
+def opencode_data_dir() -> Path:
+    """OpenCode's data directory (sessions, login): ``$XDG_DATA_HOME/opencode``, else ``~/.local/share/opencode``
+    (absolute)."""
+    configured = os.environ.get("XDG_DATA_HOME")
+    base = Path(configured).expanduser() if configured else Path.home() / ".local" / "share"
+    return (base / "opencode").absolute()

@@ -77,6 +77,7 @@ from skillopt_sleep.backends.subprocess_call import (
     without_prompt_echo,
 )
 from skillopt_sleep.models import Role, Usage
+from skillopt_sleep.paths import codex_home
 
 #: Fixed flags of every call, in one place (see the module docstring for why each is there).
 CODEX_FLAGS: tuple[str, ...] = ("exec", "--sandbox", "read-only", "--skip-git-repo-check", "--color", "never",
@@ -228,17 +229,12 @@ class CodexCLIBackend(AgentCLIBackend):
                                                    completion_tokens=estimate_tokens(text)))
 
 
-def user_codex_home() -> Path:
-    """The user's Codex home: ``$CODEX_HOME``, else ``~/.codex``."""
-    return Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex").expanduser()
-
-
 def replay_codex_home(scratch: str) -> str:
     """A ``CODEX_HOME`` for one call, made in ``scratch``: empty but for a link to the user's ``auth.json`` when
     there is one (see the module docstring). Returns its path."""
     home = Path(scratch) / "codex-home"
     home.mkdir(mode=0o700)
-    auth = user_codex_home() / AUTH_FILE
+    auth = codex_home() / AUTH_FILE
     if auth.is_file():
         (home / AUTH_FILE).symlink_to(auth)
     return str(home)

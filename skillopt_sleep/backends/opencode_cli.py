@@ -82,6 +82,7 @@ from skillopt_sleep.backends.subprocess_call import (
     without_prompt_echo,
 )
 from skillopt_sleep.models import Role, Usage
+from skillopt_sleep.paths import opencode_data_dir
 
 #: The agent our config defines (its prompt replaces OpenCode's; no tools).
 AGENT_NAME = "skillopt-sleep"
@@ -282,7 +283,7 @@ class OpenCodeCLIBackend(AgentCLIBackend):
         for folder in (home, *dirs.values()):
             folder.mkdir(parents=True)
         if not self.base_url:
-            link_login(self.user_data_dir or user_data_dir(), dirs["XDG_DATA_HOME"] / "opencode")
+            link_login(self.user_data_dir or opencode_data_dir(), dirs["XDG_DATA_HOME"] / "opencode")
         extra = {"HOME": str(home), **{name: str(folder) for name, folder in dirs.items()},
                  "OPENCODE_CONFIG": str(scratch / "opencode.json"), **ISOLATION_ENV,
                  **(ENDPOINT_ENV if self.base_url else {})}
@@ -290,12 +291,6 @@ class OpenCodeCLIBackend(AgentCLIBackend):
 
 
 # --------------------------------------------------------------------------- the user's login
-
-
-def user_data_dir() -> Path:
-    """The user's OpenCode data folder: ``$XDG_DATA_HOME/opencode``, else ``~/.local/share/opencode``."""
-    base = os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share")
-    return Path(base) / "opencode"
 
 
 def link_login(user_dir: Path, scratch_data_dir: Path) -> None:

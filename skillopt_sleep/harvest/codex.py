@@ -45,6 +45,7 @@ from skillopt_sleep.harvest.base import (
 )
 from skillopt_sleep.harvest.workers import read_files
 from skillopt_sleep.models import HarvestStats, Session
+from skillopt_sleep.paths import codex_home
 
 SOURCE = "codex"
 
@@ -183,9 +184,8 @@ def list_files(root: Path) -> list[Path]:
 
 
 def default_root() -> Path:
-    """Codex CLI's root: ``$CODEX_HOME``, else ``~/.codex`` (absolute, ``~`` expanded)."""
-    configured = os.environ.get("CODEX_HOME")
-    return (Path(configured).expanduser() if configured else Path.home() / ".codex").absolute()
+    """Codex CLI's root: ``$CODEX_HOME``, else ``~/.codex`` (``paths.codex_home``)."""
+    return codex_home()
 
 
 def has_sessions(root: Path) -> bool:

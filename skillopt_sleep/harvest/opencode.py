@@ -62,6 +62,7 @@ from skillopt_sleep.harvest.base import (
 )
 from skillopt_sleep.marker import SESSION_MARKER
 from skillopt_sleep.models import FileCheckpoint, HarvestStats, Session
+from skillopt_sleep.paths import opencode_data_dir
 
 SOURCE = "opencode"
 
@@ -82,10 +83,9 @@ MessageRow = tuple[str, object, dict]
 
 
 def default_root() -> Path:
-    """OpenCode's data directory: ``$XDG_DATA_HOME/opencode``, else ``~/.local/share/opencode`` (absolute)."""
-    configured = os.environ.get("XDG_DATA_HOME")
-    base = Path(configured).expanduser() if configured else Path.home() / ".local" / "share"
-    return (base / "opencode").absolute()
+    """OpenCode's data directory: ``$XDG_DATA_HOME/opencode``, else ``~/.local/share/opencode``
+    (``paths.opencode_data_dir``)."""
+    return opencode_data_dir()
 
 
 def list_databases(root: Path) -> list[Path]:
