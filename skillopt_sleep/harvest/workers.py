@@ -47,63 +47,64 @@ _job: tuple[list[Path], ReadOne, HarvestContext] | None = None
 
 def read_files(paths: list[Path], read_one: ReadOne, context: HarvestContext, stats: HarvestStats) -> list[Session]:
     """The sessions ``read_one`` returns for ``paths``, in order; see the module docstring."""
-    workers = _workers(paths, context)
+    workers, left = _workers(paths, context)
     if workers > 1:
         try:
-            return _read_in_workers(paths, read_one, context, stats, workers)
+            return _read_in_workers(paths, read_one, context, stats, _chunks(left, workers * CHUNKS_PER_WORKER),
+                                    workers)
         except BrokenProcessPool:
             pass  # nothing of the workers was merged: read everything in this process
     return [session for path in paths if (session := read_one(path, context, stats)) is not None]
 
 
-def _workers(paths: list[Path], context: HarvestContext) -> int:
+def _workers(paths: list[Path], context: HarvestContext) -> tuple[int, list[int]]:
+    """(worker processes to use, 1 for one loop; the bytes left per file, which the chunks are cut by: empty when
+    one loop is decided before any file is stat-ed)."""
     workers = context.workers or min(os.cpu_count() or 1, MAX_WORKERS)
     if workers < 2 or len(paths) < 2 or os.name != "posix" or threading.active_count() > 1:
-        return 1
-    if not context.workers and _bytes_left(paths, context) < PARALLEL_MIN_BYTES:
-        return 1
-    return min(workers, len(paths))
+        return 1, []
+    left = _bytes_left(paths, context)
+    if not context.workers and sum(left) < PARALLEL_MIN_BYTES:
+        return 1, left
+    return min(workers, len(paths)), left
 
 
-def _bytes_left(paths: list[Path], context: HarvestContext) -> int:
+def _bytes_left(paths: list[Path], context: HarvestContext) -> list[int]:
+    """Per file, the bytes left to read: its size less its checkpoint's offset (0 when it cannot be stat-ed)."""
     old = context.old_checkpoints or {}
-    total = 0
+    left = []
     for path in paths:
         try:
             size = path.stat().st_size
         except OSError:
-            continue
+            size = 0
         previous = old.get(str(path))
-        total += max(0, size - previous.offset) if previous is not None and previous.offset > 0 else size
-    return total
+        left.append(max(0, size - previous.offset) if previous is not None and previous.offset > 0 else size)
+    return left
 
 
-def _chunks(paths: list[Path], count: int) -> list[tuple[int, int]]:
-    """``count`` contiguous runs of ``paths`` of about equal bytes, as (start, end) index pairs (none empty)."""
-    sizes = []
-    for path in paths:
-        try:
-            sizes.append(path.stat().st_size + 1)
-        except OSError:
-            sizes.append(1)
+def _chunks(weights: list[int], count: int) -> list[tuple[int, int]]:
+    """``count`` contiguous runs of the files of ``weights`` (bytes left per file) of about equal bytes, as (start,
+    end) index pairs (none empty)."""
+    sizes = [weight + 1 for weight in weights]
     target = sum(sizes) / count
     bounds, start, filled = [], 0, 0.0
     for index, size in enumerate(sizes):
         filled += size
-        if filled >= target * (len(bounds) + 1) and index + 1 < len(paths):
+        if filled >= target * (len(bounds) + 1) and index + 1 < len(sizes):
             bounds.append((start, index + 1))
             start = index + 1
-    bounds.append((start, len(paths)))
+    bounds.append((start, len(sizes)))
     return bounds
 
 
 def _read_in_workers(paths: list[Path], read_one: ReadOne, context: HarvestContext, stats: HarvestStats,
-                     workers: int) -> list[Session]:
+                     bounds: list[tuple[int, int]], workers: int) -> list[Session]:
     global _job
     _job = (paths, read_one, context)
     try:
         with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("fork")) as pool:
-            chunks = list(pool.map(_read_chunk, _chunks(paths, workers * CHUNKS_PER_WORKER)))
+            chunks = list(pool.map(_read_chunk, bounds))
     finally:
         _job = None
     sessions: list[Session] = []

@@ -104,17 +104,17 @@ def test_one_loop_beside_other_threads_or_below_the_size_bound(tmp_path):
     paths = [tmp_path / "a.jsonl", tmp_path / "b.jsonl"]
     for path in paths:
         path.write_text("{}\n")
-    assert workers._workers(paths, _context()) == 1  # a few bytes: not worth a process
-    assert workers._workers(paths, _context(4)) == 2  # a number set: forced, at most one per file
+    assert workers._workers(paths, _context())[0] == 1  # a few bytes: not worth a process
+    assert workers._workers(paths, _context(4))[0] == 2  # a number set: forced, at most one per file
     stop = threading.Event()
     other = threading.Thread(target=stop.wait)
     other.start()
     try:
-        assert workers._workers(paths, _context(4)) == 1  # forking beside a thread could leave a lock held
+        assert workers._workers(paths, _context(4))[0] == 1  # forking beside a thread could leave a lock held
     finally:
         stop.set()
         other.join()
-    assert workers._workers(paths, _context(1)) == 1
+    assert workers._workers(paths, _context(1))[0] == 1
 
 
 @pytest.mark.parametrize("count", [1, 2, 5, 40])
@@ -123,7 +123,7 @@ def test_chunks_cover_every_file_once_in_order(tmp_path, count):
     for number, size in enumerate([10, 5000, 3, 3, 900, 1, 1, 20000, 7, 7]):
         paths.append(tmp_path / f"{number}.jsonl")
         paths[-1].write_bytes(b"x" * size)
-    bounds = workers._chunks(paths, count)
+    bounds = workers._chunks(workers._bytes_left(paths, _context()), count)
     assert bounds[0][0] == 0 and bounds[-1][1] == len(paths)
     assert all(start < end for start, end in bounds)
     assert all(bounds[i][1] == bounds[i + 1][0] for i in range(len(bounds) - 1))
