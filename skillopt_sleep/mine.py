@@ -918,3 +918,12 @@ def mine_tasks(sessions: list[Session], *, project: str | None, val_fraction: fl
     result.tasks = kept
     result.not_replayable = _count([task.not_replayable for task in evidence_only if task.not_replayable])
     return result
+
+
+def mine_for_config(harvested: Any, config: Any, *, project: str,
+                    miner: Callable[[TaskRecord], dict] | None = None) -> MineResult:
+    """``mine_tasks`` on a harvest (``harvest.HarvestResult``: its sessions and sub-agent answers) with the splits and
+    task cap of a ``SleepConfig`` (night and preview alike)."""
+    return mine_tasks(harvested.sessions, project=project, val_fraction=config.val_fraction,
+                      test_fraction=config.test_fraction, max_tasks=config.max_tasks_per_night, miner=miner,
+                      agent_answers=harvested.agent_answers)

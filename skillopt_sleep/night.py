@@ -41,7 +41,7 @@ from skillopt_sleep.fsio import write_json_atomic, write_jsonl_atomic
 from skillopt_sleep.harvest import HarvestResult, harvest_for_config
 from skillopt_sleep.harvest.checkpoint import load_checkpoints, save_checkpoints
 from skillopt_sleep.lock import take_project_lock
-from skillopt_sleep.mine import MineResult, mine_tasks, wants_miner
+from skillopt_sleep.mine import MineResult, mine_for_config, wants_miner
 from skillopt_sleep.models import Diagnostics, ReplayResult, Scores, TaskRecord
 from skillopt_sleep.notify import notify
 from skillopt_sleep.progress import NullProgress, Progress, watch_meter
@@ -286,11 +286,8 @@ class _Night:
     def mine(self, harvested: HarvestResult, miner: Callable[[TaskRecord], dict] | None = None) -> list[TaskRecord]:
         """Tonight's tasks (stage ``mine``; with ``miner``, the LLM miner's pass, stage ``mine_llm``), counted in
         diagnostics."""
-        config = self.config
         with self.stages.stage("mine" if miner is None else "mine_llm"):
-            mined = mine_tasks(harvested.sessions, project=str(self.project), val_fraction=config.val_fraction,
-                               test_fraction=config.test_fraction, max_tasks=config.max_tasks_per_night, miner=miner,
-                               agent_answers=harvested.agent_answers)
+            mined = mine_for_config(harvested, self.config, project=str(self.project), miner=miner)
         self.diagnostics.tasks = _split_counts(mined.tasks)
         self.diagnostics.mining = mining_report(mined)
         self.night_dir.mkdir(parents=True, exist_ok=True, mode=0o700)

@@ -25,11 +25,9 @@ def preview_harvest(config: SleepConfig, *, project: Path, output: Path | None =
     result = harvest_for_config(config, project=project, checkpoints=load_checkpoints(paths.checkpoints))
     tasks = []
     if result.sessions:  # nothing new: no session, nothing to mine, and the mining modules are not even imported
-        from skillopt_sleep.mine import mine_tasks
+        from skillopt_sleep.mine import mine_for_config
 
-        tasks = mine_tasks(result.sessions, project=str(project), val_fraction=config.val_fraction,
-                           test_fraction=config.test_fraction, max_tasks=config.max_tasks_per_night,
-                           agent_answers=result.agent_answers).tasks
+        tasks = mine_for_config(result, config, project=str(project)).tasks
     if output is not None:
         write_jsonl_atomic(Path(output), [t.model_dump(mode="json") for t in tasks], mode=0o600)
     return {
