@@ -114,3 +114,12 @@ def llama_server(tmp_path_factory):
 def write_sessions():
     """The ``write_claude_sessions`` function (fixtures are how integration tests share helpers here)."""
     return write_claude_sessions
+
+
+@pytest.fixture
+def bins() -> Path:
+    """The directory of the pinned real agent CLIs (``real_agents.BIN_DIR``); the tests that use it skip without it."""
+    from real_agents import BIN_DIR
+
+    assert BIN_DIR is not None
+    return BIN_DIR

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 from pytest_httpserver import HTTPServer
-from real_agents import BIN_DIR, PLANTED_RULE, check_no_login_night, skip_unless_installed
+from real_agents import PLANTED_RULE, check_no_login_night, skip_unless_installed
 
 from skillopt_sleep.backends.base import ChatMessage, ChatRequest
 from skillopt_sleep.backends.claude_cli import CLAUDE_FLAGS, ClaudeCLIBackend
@@ -37,12 +37,6 @@ CREDENTIAL_ENV = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_U
 
 
 pytestmark = skip_unless_installed(("claude", "codex"), "test the real claude and codex CLIs")
-
-
-@pytest.fixture
-def bins() -> Path:
-    assert BIN_DIR is not None
-    return BIN_DIR
 
 
 @pytest.fixture

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 from pytest_httpserver import HTTPServer
-from real_agents import BIN_DIR, PLANTED_RULE, check_no_login_night, skip_unless_installed
+from real_agents import PLANTED_RULE, check_no_login_night, skip_unless_installed
 
 from skillopt_sleep.backends.base import ChatMessage, ChatRequest
 from skillopt_sleep.backends.copilot_cli import COPILOT_FLAGS, CopilotCLIBackend
@@ -47,12 +47,6 @@ CREDENTIAL_ENV = ("GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GEMINI_BASE_URL", 
 GEMINI_MODEL = "gemini-2.5-flash"
 
 pytestmark = skip_unless_installed(("gemini", "copilot"), "test the real gemini and copilot CLIs")
-
-
-@pytest.fixture
-def bins() -> Path:
-    assert BIN_DIR is not None
-    return BIN_DIR
 
 
 @pytest.fixture
