@@ -50,9 +50,9 @@ COMMANDS: dict[str, list[str]] = {
 }
 #: Bound per command (seconds). ``status`` and ``config show`` as they are run most (no option but ``--json``) are
 #: answered without typer (``cli.fast``): ``import typer._adapters`` alone takes ~0.12 s on the 2-core benchmark
-#: machine. ``config show`` still builds the pydantic ``SleepConfig`` (pydantic and the config module: ~0.14 s), so
-#: 0.10 s cannot hold for it; 0.25 s still catches an engine or a backend imported again (0.29-0.40 s before
-#: issue 13).
+#: machine. ``config show`` still builds the pydantic ``SleepConfig``: importing pydantic takes ~0.055 s and the
+#: config module ~0.02 s on top of the interpreter's ~0.02 s, so 0.10 s holds only on an idle machine; 0.25 s still
+#: catches an engine or a backend imported again (0.29-0.40 s before issue 13).
 DEFAULT_BOUNDS: dict[str, float] = {"--version": 0.10, "--help": 0.10, "status": 0.10, "config show": 0.25}
 
 

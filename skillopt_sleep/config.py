@@ -50,54 +50,49 @@ class StepConfig(BaseModel):
     """How a SkillOpt step rolls out, reflects, merges and gates: the keys a night (``SleepConfig``), the trainer
     (``trainer.SkillOptConfig``) and one step (``engine.step.StepSettings``) share, each defined here once."""
 
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid")
 
     # -- the step
-    rollouts_k: int = Field(1, ge=1, le=8)
-    """Samples per train task; > 1 enables K-rollout contrastive reflection."""
-    rollout_temperature: float = Field(0.7, ge=0, le=2)
-    """Sampling temperature for K > 1 rollouts."""
-    minibatch_size: int = Field(8, ge=1, le=12)
-    """Most train tasks one reflect call sees (at most 12, what one reflect prompt shows); more train tasks are
-    reflected on in parallel minibatches (failing tasks first) whose edits are then merged. One minibatch = one
-    reflect call."""
-    merge_batch_size: int = Field(4, ge=2, le=16)
-    """Patch lists (one per minibatch) merged by one optimizer call; more are merged hierarchically."""
-    failure_only: bool = False
-    """Reflect only on failing train tasks (default: failing and passing ones)."""
-    propose_user_rules: bool = True
-    """Rule mining from corrections: propose the rules users stated in their corrections of failing train tasks,
-    in their own words, as edits (first in line for the edit budget; the gate still decides)."""
+    rollouts_k: int = Field(1, ge=1, le=8, description=(
+        "Samples per train task; > 1 enables K-rollout contrastive reflection."))
+    rollout_temperature: float = Field(0.7, ge=0, le=2, description="Sampling temperature for K > 1 rollouts.")
+    minibatch_size: int = Field(8, ge=1, le=12, description=(
+        "Most train tasks one reflect call sees (at most 12, what one reflect prompt shows); more train tasks are "
+        "reflected on in parallel minibatches (failing tasks first) whose edits are then merged. One minibatch = one "
+        "reflect call."))
+    merge_batch_size: int = Field(4, ge=2, le=16, description=(
+        "Patch lists (one per minibatch) merged by one optimizer call; more are merged hierarchically."))
+    failure_only: bool = Field(False, description=(
+        "Reflect only on failing train tasks (default: failing and passing ones)."))
+    propose_user_rules: bool = Field(True, description=(
+        "Rule mining from corrections: propose the rules users stated in their corrections of failing train tasks, in "
+        "their own words, as edits (first in line for the edit budget; the gate still decides)."))
 
     # -- the gate
-    gate_metric: Literal["hard", "soft", "mixed"] = "hard"
-    """Score the gate compares: hard, soft, or ``(1-w)*hard + w*soft``."""
-    gate_mixed_weight: float = Field(0.3, ge=0, le=1)
-    """w of the mixed metric."""
-    gate_rule: Literal["strict", "paired"] = "paired"
-    """``paired``: per val task win/loss/tie (baseline and candidate replayed tonight on the same tasks); accept
-    iff wins - losses >= ``gate_margin``, a one-sided sign test gives p <= ``gate_alpha``, and no task the baseline
-    passed in every sample fails. ``strict`` (SkillOpt's rule): the candidate's mean gate score must be strictly
-    higher than the baseline's, and no val task the baseline passed in every sample may fail."""
-    gate_margin: int = Field(1, ge=0)
-    """``paired`` gate: least (won val tasks - lost val tasks) to accept."""
-    gate_alpha: float = Field(0.5, ge=0, le=1)
-    """``paired`` gate: largest one-sided exact sign-test p-value (wins vs losses, ties left out) to accept. At
-    0.5 the test blocks nothing beyond ``gate_margin = 1``; lower it (0.25) for more caution, fewer acceptances."""
-    gate_samples: int = Field(4, ge=1, le=8)
-    """``paired`` gate: samples per side for a val task whose outcome could be noise (a win, a loss, or samples
-    that disagree); other val tasks are replayed once. A task whose second samples repeat the first ones word for
-    word on both sides (a deterministic backend) stops at two."""
-    gate_repair: bool = True
-    """When the gate rejects a candidate that won some val tasks and lost one to three, find the edits to blame
-    (the candidate without each edit, replayed on the lost tasks) and gate the candidate without them once more
-    (``engine/repair.py``). Costs about edits x lost tasks + val tasks extra target calls, only on such nights."""
+    gate_metric: Literal["hard", "soft", "mixed"] = Field("hard", description=(
+        "Score the gate compares: hard, soft, or ``(1-w)*hard + w*soft``."))
+    gate_mixed_weight: float = Field(0.3, ge=0, le=1, description="w of the mixed metric.")
+    gate_rule: Literal["strict", "paired"] = Field("paired", description=(
+        "``paired``: per val task win/loss/tie (baseline and candidate replayed tonight on the same tasks); accept "
+        "iff wins - losses >= ``gate_margin``, a one-sided sign test gives p <= ``gate_alpha``, and no task the "
+        "baseline passed in every sample fails. ``strict`` (SkillOpt's rule): the candidate's mean gate score must be "
+        "strictly higher than the baseline's, and no val task the baseline passed in every sample may fail."))
+    gate_margin: int = Field(1, ge=0, description="``paired`` gate: least (won val tasks - lost val tasks) to accept.")
+    gate_alpha: float = Field(0.5, ge=0, le=1, description=(
+        "``paired`` gate: largest one-sided exact sign-test p-value (wins vs losses, ties left out) to accept. At 0.5 "
+        "the test blocks nothing beyond ``gate_margin = 1``; lower it (0.25) for more caution, fewer acceptances."))
+    gate_samples: int = Field(4, ge=1, le=8, description=(
+        "``paired`` gate: samples per side for a val task whose outcome could be noise (a win, a loss, or samples "
+        "that disagree); other val tasks are replayed once. A task whose second samples repeat the first ones word "
+        "for word on both sides (a deterministic backend) stops at two."))
+    gate_repair: bool = Field(True, description=(
+        "When the gate rejects a candidate that won some val tasks and lost one to three, find the edits to blame "
+        "(the candidate without each edit, replayed on the lost tasks) and gate the candidate without them once more "
+        "(``engine/repair.py``). Costs about edits x lost tasks + val tasks extra target calls, only on such nights."))
 
     # -- calls and sampling
-    workers: int = Field(4, ge=1, le=64)
-    """Concurrent replay calls."""
-    seed: int = 0
-    """Seed for sampling and splits."""
+    workers: int = Field(4, ge=1, le=64, description="Concurrent replay calls.")
+    seed: int = Field(0, description="Seed for sampling and splits.")
 
     @classmethod
     def from_config(cls: type[_Settings], config: BaseModel, **values: Any) -> _Settings:
@@ -112,37 +107,34 @@ class NightStepConfig(StepConfig):
     """The step keys a night sets and the trainer fixes (it trains the skill document only, always gates, on its
     whole selection split)."""
 
-    evolve_skill: bool = True
-    """Let the night edit the skill document."""
-    evolve_memory: bool = True
-    """Let the night edit the memory document (CLAUDE.md / AGENTS.md)."""
-    gate_mode: Literal["on", "off"] = "on"
-    """``on``: accept only if held-out (val) tasks improve; ``off``: accept greedily (daily use)."""
-    gate_max_val: int = Field(12, ge=1)
-    """Most val tasks the gate replays a night: tonight's, then those of earlier nights from the task archive (the
-    ones that test what tonight's edits state first), newest first. Only tasks with validated checks count. A night
-    allows at most 100 (``MAX_NIGHT_VAL``); the trainer gates on its whole selection split."""
-    gate_stated_rules: Literal["own_tasks", "held_out"] = "own_tasks"
-    """How a candidate made only of rules you stated is gated. ``own_tasks``: a val tie is no evidence against your
-    own rule; when the candidate lost no val task and regressed none, it is replayed on the train tasks the rules came
-    from and accepted if it passes one the baseline failed and fails none it passed. ``held_out``: it must win val
-    tasks like any other edit."""
+    evolve_skill: bool = Field(True, description="Let the night edit the skill document.")
+    evolve_memory: bool = Field(True, description="Let the night edit the memory document (CLAUDE.md / AGENTS.md).")
+    gate_mode: Literal["on", "off"] = Field("on", description=(
+        "``on``: accept only if held-out (val) tasks improve; ``off``: accept greedily (daily use)."))
+    gate_max_val: int = Field(12, ge=1, description=(
+        "Most val tasks the gate replays a night: tonight's, then those of earlier nights from the task archive (the "
+        "ones that test what tonight's edits state first), newest first. Only tasks with validated checks count. A "
+        "night allows at most 100 (``MAX_NIGHT_VAL``); the trainer gates on its whole selection split."))
+    gate_stated_rules: Literal["own_tasks", "held_out"] = Field("own_tasks", description=(
+        "How a candidate made only of rules you stated is gated. ``own_tasks``: a val tie is no evidence against your "
+        "own rule; when the candidate lost no val task and regressed none, it is replayed on the train tasks the "
+        "rules came from and accepted if it passes one the baseline failed and fails none it passed. ``held_out``: it "
+        "must win val tasks like any other edit."))
 
 
 class EditBudgetConfig(BaseModel):
     """The edit budget (the textual learning rate) and its schedule across nights or a run's steps: the keys a night
     and the trainer share (one step gets the resolved budget, ``StepSettings.edit_budget``)."""
 
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid")
 
-    edit_budget: int = Field(3, ge=1)
-    """Most edits a night may apply (the textual learning rate; max of the scheduler)."""
-    min_edit_budget: int = Field(1, ge=1)
-    """Floor of the edit-budget scheduler."""
+    edit_budget: int = Field(3, ge=1, description=(
+        "Most edits a night may apply (the textual learning rate; max of the scheduler)."))
+    min_edit_budget: int = Field(1, ge=1, description="Floor of the edit-budget scheduler.")
     edit_budget_schedule: Literal["constant", "linear", "cosine", "autonomous"] = Field(
-        "constant", validation_alias=AliasChoices("edit_budget_schedule", "lr_scheduler"))
-    """How the budget changes across nights (the trainer: across its steps).
-    ``lr_scheduler``, the trainer's old name for this key, is still accepted (deprecated)."""
+        "constant", validation_alias=AliasChoices("edit_budget_schedule", "lr_scheduler"), description=(
+        "How the budget changes across nights (the trainer: across its steps). ``lr_scheduler``, the trainer's old "
+        "name for this key, is still accepted (deprecated)."))
 
     @model_validator(mode="before")
     @classmethod
@@ -155,159 +147,146 @@ class EditBudgetConfig(BaseModel):
 
 
 class SleepConfig(NightStepConfig, EditBudgetConfig):
-    """Every setting of skillopt-sleep. Attribute docstrings are the reference (``config show``); the step and gate
+    """Every setting of skillopt-sleep. Field descriptions are the reference (``config show``); the step and gate
     keys are defined once, in ``StepConfig``, ``NightStepConfig`` and ``EditBudgetConfig``."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
     # -- harvest
-    source: str = "auto"
-    """Which transcripts to read: ``auto`` = every source that has sessions (never a silent fallback), ``all``, one
-    source (``claude``, ``codex``, ``gemini``, ``copilot``, ``opencode``, ``cursor``, ``aider``, ``cline``) or several
-    separated by commas (``gemini,aider``)."""
-    scope: Literal["project", "all"] = "project"
-    """``project``: only sessions whose cwd is the project or below it; ``all``: every session."""
-    claude_home: Path | None = None
-    """Claude Code root (default ``$CLAUDE_CONFIG_DIR`` or ``~/.claude``)."""
-    codex_home: Path | None = None
-    """Codex CLI root (default ``$CODEX_HOME`` or ``~/.codex``)."""
-    gemini_home: Path | None = None
-    """Gemini CLI root (default ``~/.gemini``)."""
-    copilot_home: Path | None = None
-    """GitHub Copilot CLI root (default ``~/.copilot``)."""
-    opencode_home: Path | None = None
-    """OpenCode data folder (default ``$XDG_DATA_HOME/opencode`` or ``~/.local/share/opencode``)."""
-    cursor_home: Path | None = None
-    """Cursor root (default ``~/.cursor``)."""
-    aider_home: Path | None = None
-    """Aider chat history file, or the folder holding ``.aider.chat.history.md`` (default
-    ``$AIDER_CHAT_HISTORY_FILE``, else the project)."""
-    cline_home: Path | None = None
-    """VS Code ``User/globalStorage`` folder holding Cline, Roo Code and Kilo tasks (default: VS Code's)."""
-    include_sdk_sessions: bool = False
-    """Also mine headless Claude Code runs (``entrypoint: sdk-cli``, i.e. ``claude -p``)."""
-    lookback_hours: float = Field(72.0, ge=0)
-    """First night only: how far back to read (0 = all history). Later nights read what is new."""
-    harvest_workers: int = Field(0, ge=0, le=64)
-    """Worker processes that read Claude Code and Codex files when at least 32 MB are left to read (a first night
-    over a long history): 0 = one per core (at most 8), 1 = one loop. Never beside other threads."""
+    source: str = Field("auto", description=(
+        "Which transcripts to read: ``auto`` = every source that has sessions (never a silent fallback), ``all``, one "
+        "source (``claude``, ``codex``, ``gemini``, ``copilot``, ``opencode``, ``cursor``, ``aider``, ``cline``) or "
+        "several separated by commas (``gemini,aider``)."))
+    scope: Literal["project", "all"] = Field("project", description=(
+        "``project``: only sessions whose cwd is the project or below it; ``all``: every session."))
+    claude_home: Path | None = Field(None, description=(
+        "Claude Code root (default ``$CLAUDE_CONFIG_DIR`` or ``~/.claude``)."))
+    codex_home: Path | None = Field(None, description="Codex CLI root (default ``$CODEX_HOME`` or ``~/.codex``).")
+    gemini_home: Path | None = Field(None, description="Gemini CLI root (default ``~/.gemini``).")
+    copilot_home: Path | None = Field(None, description="GitHub Copilot CLI root (default ``~/.copilot``).")
+    opencode_home: Path | None = Field(None, description=(
+        "OpenCode data folder (default ``$XDG_DATA_HOME/opencode`` or ``~/.local/share/opencode``)."))
+    cursor_home: Path | None = Field(None, description="Cursor root (default ``~/.cursor``).")
+    aider_home: Path | None = Field(None, description=(
+        "Aider chat history file, or the folder holding ``.aider.chat.history.md`` (default "
+        "``$AIDER_CHAT_HISTORY_FILE``, else the project)."))
+    cline_home: Path | None = Field(None, description=(
+        "VS Code ``User/globalStorage`` folder holding Cline, Roo Code and Kilo tasks (default: VS Code's)."))
+    include_sdk_sessions: bool = Field(False, description=(
+        "Also mine headless Claude Code runs (``entrypoint: sdk-cli``, i.e. ``claude -p``)."))
+    lookback_hours: float = Field(72.0, ge=0, description=(
+        "First night only: how far back to read (0 = all history). Later nights read what is new."))
+    harvest_workers: int = Field(0, ge=0, le=64, description=(
+        "Worker processes that read Claude Code and Codex files when at least 32 MB are left to read (a first night "
+        "over a long history): 0 = one per core (at most 8), 1 = one loop. Never beside other threads."))
 
     # -- mining and splits
-    llm_mine: bool | None = None
-    """Ask the optimizer model for checks on the tasks the user corrected whose own words gave no validated check
-    (one call each; its checks are validated against the session like every other). None = on, except for the
-    mock simulator and the tiny embedded model."""
-    val_fraction: float = Field(0.3, ge=0, lt=1)
-    """Share of tasks held out for the gate (by a hash of the task id, stable across nights)."""
-    test_fraction: float = Field(0.15, ge=0, lt=1)
-    """Share of tasks held out for the report only (never reflected on, never gated on)."""
-    max_tasks_per_night: int = Field(40, ge=1)
-    """Most tasks a night replays (recurring and corrected tasks first)."""
+    llm_mine: bool | None = Field(None, description=(
+        "Ask the optimizer model for checks on the tasks the user corrected whose own words gave no validated check "
+        "(one call each; its checks are validated against the session like every other). None = on, except for the "
+        "mock simulator and the tiny embedded model."))
+    val_fraction: float = Field(0.3, ge=0, lt=1, description=(
+        "Share of tasks held out for the gate (by a hash of the task id, stable across nights)."))
+    test_fraction: float = Field(0.15, ge=0, lt=1, description=(
+        "Share of tasks held out for the report only (never reflected on, never gated on)."))
+    max_tasks_per_night: int = Field(40, ge=1, description=(
+        "Most tasks a night replays (recurring and corrected tasks first)."))
 
     # -- backend
-    backend: Literal["auto", "openai", "local", "claude", "codex", "gemini", "copilot", "opencode", "mock"] = "auto"
-    """LLM backend. ``auto``: configured endpoint/key > your agent CLI > embedded local model > error."""
-    base_url: str | None = None
-    """OpenAI-compatible endpoint (default ``$OPENAI_BASE_URL``)."""
-    api_key: str | None = None
-    """API key (prefer ``$OPENAI_API_KEY``; never printed)."""
-    target_model: str = "gpt-4o-mini"
-    """Model replayed as the agent (openai backend)."""
-    optimizer_model: str = "gpt-4o-mini"
-    """Model that mines, reflects and judges (openai backend)."""
-    judge_model: str | None = None
-    """Rubric judge model (default: the optimizer model)."""
-    model_path: Path | None = None
-    """GGUF file for ``backend = local`` (default: the bundled SmolLM2-135M-Instruct)."""
-    claude_bin: str = "claude"
-    """``claude`` executable: a name looked up on PATH or an absolute path."""
-    codex_bin: str = "codex"
-    """``codex`` executable: a name looked up on PATH or an absolute path."""
-    claude_model: str | None = None
-    """Model of ``backend = claude`` (``--model``, e.g. ``sonnet``); None = Claude Code's own default."""
-    codex_model: str | None = None
-    """Model of ``backend = codex`` (``-m``); None = the Codex CLI's own default."""
-    claude_base_url: str | None = None
-    """Anthropic Messages-compatible endpoint for ``backend = claude`` (e.g. a local model behind a proxy): the
-    replay goes through the real ``claude`` CLI with ``ANTHROPIC_BASE_URL`` set to it, the skill and memory as its
-    whole system prompt and no tools; no Claude login needed. None = Anthropic, with your login."""
-    codex_base_url: str | None = None
-    """OpenAI Responses-compatible endpoint (ending in ``/v1``) for ``backend = codex``: the replay goes through
-    the real ``codex`` CLI with a model provider on it, the skill and memory as its whole instructions and its
-    tools turned off; no Codex login needed. None = OpenAI, with your login."""
-    gemini_bin: str = "gemini"
-    """``gemini`` executable (``backend = gemini``): a name looked up on PATH or an absolute path."""
-    copilot_bin: str = "copilot"
-    """``copilot`` executable (``backend = copilot``): a name looked up on PATH or an absolute path."""
-    gemini_model: str | None = None
-    """Model of ``backend = gemini`` (``--model``, e.g. ``gemini-2.5-flash``); None = the Gemini CLI's default."""
-    copilot_model: str | None = None
-    """Model of ``backend = copilot`` (``--model``); None = the Copilot CLI's default."""
-    opencode_bin: str = "opencode"
-    """``opencode`` executable (``backend = opencode``): a name looked up on PATH or an absolute path."""
-    opencode_model: str | None = None
-    """Model of ``backend = opencode`` (``-m``): ``provider/model`` (e.g. ``anthropic/claude-sonnet-4-5``), or with
-    ``opencode_base_url`` the model id at that endpoint; None = OpenCode's default for your login."""
-    opencode_base_url: str | None = None
-    """OpenAI-compatible Chat Completions endpoint (ending in ``/v1``) for ``backend = opencode``: the replay goes
-    through the real ``opencode`` CLI with a provider on it, the skill and memory as its whole system prompt and no
-    tools; no OpenCode login needed. None = your OpenCode login (``opencode auth login``)."""
-    request_timeout_s: float = Field(120.0, gt=0)
-    """Seconds before one LLM call times out (then retried as transient)."""
-    max_retries: int = Field(3, ge=0)
-    """Retries for transient errors (429, 5xx, timeouts, empty replies), exponential backoff with jitter."""
+    backend: Literal["auto", "openai", "local", "claude", "codex", "gemini", "copilot", "opencode", "mock"] = Field(
+        "auto", description=(
+        "LLM backend. ``auto``: configured endpoint/key > your agent CLI > embedded local model > error."))
+    base_url: str | None = Field(None, description="OpenAI-compatible endpoint (default ``$OPENAI_BASE_URL``).")
+    api_key: str | None = Field(None, description="API key (prefer ``$OPENAI_API_KEY``; never printed).")
+    target_model: str = Field("gpt-4o-mini", description="Model replayed as the agent (openai backend).")
+    optimizer_model: str = Field("gpt-4o-mini", description="Model that mines, reflects and judges (openai backend).")
+    judge_model: str | None = Field(None, description="Rubric judge model (default: the optimizer model).")
+    model_path: Path | None = Field(None, description=(
+        "GGUF file for ``backend = local`` (default: the bundled SmolLM2-135M-Instruct)."))
+    claude_bin: str = Field("claude", description=(
+        "``claude`` executable: a name looked up on PATH or an absolute path."))
+    codex_bin: str = Field("codex", description="``codex`` executable: a name looked up on PATH or an absolute path.")
+    claude_model: str | None = Field(None, description=(
+        "Model of ``backend = claude`` (``--model``, e.g. ``sonnet``); None = Claude Code's own default."))
+    codex_model: str | None = Field(None, description=(
+        "Model of ``backend = codex`` (``-m``); None = the Codex CLI's own default."))
+    claude_base_url: str | None = Field(None, description=(
+        "Anthropic Messages-compatible endpoint for ``backend = claude`` (e.g. a local model behind a proxy): the "
+        "replay goes through the real ``claude`` CLI with ``ANTHROPIC_BASE_URL`` set to it, the skill and memory as "
+        "its whole system prompt and no tools; no Claude login needed. None = Anthropic, with your login."))
+    codex_base_url: str | None = Field(None, description=(
+        "OpenAI Responses-compatible endpoint (ending in ``/v1``) for ``backend = codex``: the replay goes through "
+        "the real ``codex`` CLI with a model provider on it, the skill and memory as its whole instructions and its "
+        "tools turned off; no Codex login needed. None = OpenAI, with your login."))
+    gemini_bin: str = Field("gemini", description=(
+        "``gemini`` executable (``backend = gemini``): a name looked up on PATH or an absolute path."))
+    copilot_bin: str = Field("copilot", description=(
+        "``copilot`` executable (``backend = copilot``): a name looked up on PATH or an absolute path."))
+    gemini_model: str | None = Field(None, description=(
+        "Model of ``backend = gemini`` (``--model``, e.g. ``gemini-2.5-flash``); None = the Gemini CLI's default."))
+    copilot_model: str | None = Field(None, description=(
+        "Model of ``backend = copilot`` (``--model``); None = the Copilot CLI's default."))
+    opencode_bin: str = Field("opencode", description=(
+        "``opencode`` executable (``backend = opencode``): a name looked up on PATH or an absolute path."))
+    opencode_model: str | None = Field(None, description=(
+        "Model of ``backend = opencode`` (``-m``): ``provider/model`` (e.g. ``anthropic/claude-sonnet-4-5``), or with "
+        "``opencode_base_url`` the model id at that endpoint; None = OpenCode's default for your login."))
+    opencode_base_url: str | None = Field(None, description=(
+        "OpenAI-compatible Chat Completions endpoint (ending in ``/v1``) for ``backend = opencode``: the replay goes "
+        "through the real ``opencode`` CLI with a provider on it, the skill and memory as its whole system prompt and "
+        "no tools; no OpenCode login needed. None = your OpenCode login (``opencode auth login``)."))
+    request_timeout_s: float = Field(120.0, gt=0, description=(
+        "Seconds before one LLM call times out (then retried as transient)."))
+    max_retries: int = Field(3, ge=0, description=(
+        "Retries for transient errors (429, 5xx, timeouts, empty replies), exponential backoff with jitter."))
 
     # -- the step (the other step and gate keys: StepConfig, NightStepConfig, EditBudgetConfig)
-    edit_budget_horizon: int = Field(30, ge=1)
-    """Nights over which ``linear``/``cosine`` decay from ``edit_budget`` to ``min_edit_budget``."""
+    edit_budget_horizon: int = Field(30, ge=1, description=(
+        "Nights over which ``linear``/``cosine`` decay from ``edit_budget`` to ``min_edit_budget``."))
 
     # -- memory across nights
-    recall_k: int = Field(3, ge=0, le=12)
-    """Past train tasks from the task archive most similar to tonight's, shown to the optimizer when it
-    reflects (with their last score and the user's rules); 0 = off. Val and test tasks are never recalled."""
-    slow_update_every: int = Field(7, ge=0)
-    """Every N nights, replay archived train tasks with the documents of N nights ago and with today's; tasks
-    that passed then and fail now join tonight's train tasks with the contrast as context; 0 = off."""
-    slow_update_max_tasks: int = Field(8, ge=1, le=40)
-    """Most archived train tasks one slow update replays (twice each: old and new documents)."""
-    dream_factor: int = Field(0, ge=0, le=5)
-    """Synthetic variants per train task (one optimizer call each paraphrases the request, keeping its judge
-    and rules), used as extra train tasks, never val or test; 0 = off."""
+    recall_k: int = Field(3, ge=0, le=12, description=(
+        "Past train tasks from the task archive most similar to tonight's, shown to the optimizer when it reflects "
+        "(with their last score and the user's rules); 0 = off. Val and test tasks are never recalled."))
+    slow_update_every: int = Field(7, ge=0, description=(
+        "Every N nights, replay archived train tasks with the documents of N nights ago and with today's; tasks that "
+        "passed then and fail now join tonight's train tasks with the contrast as context; 0 = off."))
+    slow_update_max_tasks: int = Field(8, ge=1, le=40, description=(
+        "Most archived train tasks one slow update replays (twice each: old and new documents)."))
+    dream_factor: int = Field(0, ge=0, le=5, description=(
+        "Synthetic variants per train task (one optimizer call each paraphrases the request, keeping its judge and "
+        "rules), used as extra train tasks, never val or test; 0 = off."))
 
     # -- documents
-    skill_path: str | None = None
-    """Skill document, relative to the project (default ``.claude/skills/skillopt-sleep/SKILL.md`` for Claude
-    Code; none for Codex)."""
-    memory_path: str | None = None
-    """Memory document, relative to the project (default: the first written agent's file, ``CLAUDE.md`` for Claude
-    Code; see ``targets``)."""
-    targets: list[str] | None = None
-    """The agents whose memory files receive what a night learns, e.g. ``["claude", "aider"]`` (``CLAUDE.md``,
-    ``CONVENTIONS.md``, ...: README "Sources"); None = every source read tonight."""
-    auto_adopt: bool = False
-    """Write accepted documents to the project (atomically, with a backup) instead of only staging them."""
-    stale_after_nights: int = Field(default=30, ge=1)
-    """A learned rule that no replayed task has tested for this many nights is shown as stale (``rules``, the
-    report); nothing is deleted automatically."""
-    notify: bool = False
-    """After a night that wrote or staged a change, show a desktop notification (``notify-send``; skipped silently
-    where it does not exist)."""
+    skill_path: str | None = Field(None, description=(
+        "Skill document, relative to the project (default ``.claude/skills/skillopt-sleep/SKILL.md`` for Claude Code; "
+        "none for Codex)."))
+    memory_path: str | None = Field(None, description=(
+        "Memory document, relative to the project (default: the first written agent's file, ``CLAUDE.md`` for Claude "
+        "Code; see ``targets``)."))
+    targets: list[str] | None = Field(None, description=(
+        "The agents whose memory files receive what a night learns, e.g. ``[\"claude\", \"aider\"]`` (``CLAUDE.md``, "
+        "``CONVENTIONS.md``, ...: README \"Sources\"); None = every source read tonight."))
+    auto_adopt: bool = Field(False, description=(
+        "Write accepted documents to the project (atomically, with a backup) instead of only staging them."))
+    stale_after_nights: int = Field(default=30, ge=1, description=(
+        "A learned rule that no replayed task has tested for this many nights is shown as stale (``rules``, the "
+        "report); nothing is deleted automatically."))
+    notify: bool = Field(False, description=(
+        "After a night that wrote or staged a change, show a desktop notification (``notify-send``; skipped silently "
+        "where it does not exist)."))
 
     # -- budgets
-    max_calls_per_night: int = Field(400, ge=0)
-    """All roles together; 0 = unlimited."""
-    max_tokens_per_night: int = Field(400_000, ge=0)
-    """Prompt + completion tokens, all roles; 0 = unlimited."""
-    max_minutes_per_night: float = Field(90.0, ge=0)
-    """Wall-clock minutes; 0 = unlimited."""
-    max_usd_per_night: float = Field(0.0, ge=0)
-    """Only enforced when ``usd_per_1k_tokens`` is set; 0 = unlimited."""
-    usd_per_1k_tokens: float = Field(0.0, ge=0)
-    """Price used for ``max_usd_per_night``."""
+    max_calls_per_night: int = Field(400, ge=0, description="All roles together; 0 = unlimited.")
+    max_tokens_per_night: int = Field(400_000, ge=0, description=(
+        "Prompt + completion tokens, all roles; 0 = unlimited."))
+    max_minutes_per_night: float = Field(90.0, ge=0, description="Wall-clock minutes; 0 = unlimited.")
+    max_usd_per_night: float = Field(0.0, ge=0, description=(
+        "Only enforced when ``usd_per_1k_tokens`` is set; 0 = unlimited."))
+    usd_per_1k_tokens: float = Field(0.0, ge=0, description="Price used for ``max_usd_per_night``.")
 
     # -- misc
-    keep_nights: int = Field(60, ge=1)
-    """Night directories kept per project."""
+    keep_nights: int = Field(60, ge=1, description="Night directories kept per project.")
 
     @field_validator("claude_home", "codex_home", "gemini_home", "copilot_home", "opencode_home", "cursor_home",
                      "aider_home", "cline_home", "model_path", mode="before")

@@ -8,11 +8,14 @@ stdout is not a terminal), ``fast.terminal_style`` on the fast path (codes only 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
 #: ``style(text, bold=..., dim=..., fg=...) -> text`` (the ``typer.style`` / ``click.style`` signature).
 Style = Callable[..., str]
+#: Where a description's first sentence ends: a full stop and a space, not the one of "e.g." or "i.e.".
+_FIRST_SENTENCE = re.compile(r"(?<!e\.g\.)(?<!i\.e\.)(?<=[.!?])\s+")
 
 
 def json_text(data: Any) -> str:
@@ -47,10 +50,10 @@ def status_lines(report: dict[str, Any], style: Style) -> list[str]:
 
 def config_lines(fields: dict[str, Any], data: dict[str, Any], style: Style) -> list[str]:
     """``config show`` as text: each key (``SleepConfig.model_fields``) with its effective value (``data``: the
-    config's ``public_dump``, secrets masked) and the first line of its description."""
+    config's ``public_dump``, secrets masked) and the first sentence of its description."""
     lines = []
     for key, field in fields.items():
         lines.append(f"{style(key, bold=True)} = {data[key]!r}")
         if field.description:
-            lines.append(style(f"    {field.description.splitlines()[0]}", dim=True))
+            lines.append(style(f"    {_FIRST_SENTENCE.split(field.description, maxsplit=1)[0]}", dim=True))
     return lines
