@@ -67,6 +67,7 @@ import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from itertools import islice
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -76,7 +77,14 @@ from skillopt_sleep.engine.judges import check_passes
 from skillopt_sleep.errors import BackendError, BudgetExhausted
 from skillopt_sleep.models import Check, Judge, Reaction, Session, Split, TaskEvidence, TaskRecord, Turn
 from skillopt_sleep.provenance import authored_text
-from skillopt_sleep.replayable import AgentTexts, inspects, needs_repo_state, not_replayable_reason, pasted_reason
+from skillopt_sleep.replayable import (
+    INSPECTION_CALLS,
+    AgentTexts,
+    inspects,
+    needs_repo_state,
+    not_replayable_reason,
+    pasted_reason,
+)
 from skillopt_sleep.rules import (
     CHECK_OPS,
     INT_OPS,
@@ -411,7 +419,7 @@ class _Candidate:
     tools: list[str] = field(default_factory=list)
     tool_errors: list[str] = field(default_factory=list)
     tool_calls: int = 0
-    inspections: int = 0  # tool calls that read the repository (``replayable.inspects``)
+    inspections: int = 0  # tool calls that read the repository (``replayable.inspects``), up to INSPECTION_CALLS
     reactions: list[tuple[Reaction, str]] = field(default_factory=list)  # (reaction, text)
     authored: list[str] = field(default_factory=list)  # what the user typed (``provenance.authored_text``)
     last_seen: datetime | None = None
@@ -447,11 +455,13 @@ class _Candidate:
 
     def absorb(self, turn: Turn, session: Session, *, take_answer: bool = True) -> None:
         """Take a turn's answer (a new span), tools, structural signals and queued messages into this task."""
-        actions = [f"[{tool.name}] {tool.input_head}".strip() for tool in turn.tools if tool.input_head.strip()]
+        actions = list(islice((f"[{tool.name}] {tool.input_head}".strip() for tool in turn.tools
+                               if tool.input_head.strip()), MAX_ACTIONS))
         if take_answer and (turn.final_answer.strip() or actions):
-            self.spans.append(_Span(turn.final_answer, actions[:MAX_ACTIONS]))
+            self.spans.append(_Span(turn.final_answer, actions))
         self.tool_calls += turn.tool_calls or len(turn.tools)
-        self.inspections += sum(1 for tool in turn.tools if inspects(tool.name, tool.input_head))
+        if self.inspections < INSPECTION_CALLS:  # only whether it reaches INSPECTION_CALLS matters
+            self.inspections += sum(1 for tool in turn.tools if inspects(tool.name, tool.input_head))
         for tool in turn.tools:
             if tool.name not in self.tools:
                 self.tools.append(tool.name)

@@ -193,11 +193,9 @@ def inspects(name: str, input_head: str) -> bool:
     if name.casefold() in ("bash", "shell", "exec_command", "local_shell", "run_shell_command", "terminal"):
         command = input_head
         if command.startswith("{"):  # JSON arguments: {"command": "..."} or {"command": ["bash", "-lc", "..."]}
-            listed = _LISTED_COMMAND.search(command)
-            single = _SINGLE_COMMAND.search(command)
-            if listed:
+            if listed := _LISTED_COMMAND.search(command):
                 command = " ".join(_JSON_STRING.findall(listed.group(1)))
-            elif single:
+            elif single := _SINGLE_COMMAND.search(command):
                 command = single.group(1)
         return _SHELL_READ.match(command) is not None
     return False
