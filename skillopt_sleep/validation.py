@@ -238,8 +238,37 @@ def _code_text(text: str) -> str:
     return "\n".join(parts)
 
 
-def _present(literal: str, text: str) -> bool:
-    return re.search(word_regex(literal), text, re.IGNORECASE) is not None
+#: The characters beyond ASCII that ``re.IGNORECASE`` matches to an ASCII character (Python 3.10-3.13: dotted and
+#: dotless i, long s, Kelvin sign), each mapped to it (``tests/unit/test_validation.py`` recomputes the set).
+ASCII_LOOKALIKES = {"\u0130": "i", "\u0131": "i", "\u017f": "s", "\u212a": "k"}
+_TO_ASCII = str.maketrans(ASCII_LOOKALIKES)
+
+
+class _Text:
+    """A text that many names are looked for in (``has_word``). The whole-word regex scans every position of the text
+    (``re.IGNORECASE`` with a look-behind has no fast literal search), so a name that cannot be there is ruled out
+    first: an ASCII name that ``re.IGNORECASE`` matches is, lower-cased, a substring of the text lower-cased with
+    ``ASCII_LOOKALIKES`` mapped (which is made once)."""
+
+    __slots__ = ("_folded", "text")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._folded: str | None = None
+
+    def has_word(self, literal: str) -> bool:
+        """``literal`` occurs in the text as a whole word (``rules.word_regex``), case-insensitively."""
+        if literal.isascii() and literal.lower() not in self.folded():
+            return False
+        return re.search(word_regex(literal), self.text, re.IGNORECASE) is not None
+
+    def folded(self) -> str:
+        if self._folded is None:
+            text = self.text
+            if not text.isascii() and any(char in text for char in ASCII_LOOKALIKES):
+                text = text.translate(_TO_ASCII)
+            self._folded = text.lower()
+        return self._folded
 
 
 def _literals(text: str) -> list[tuple[str, bool]]:
@@ -263,9 +292,9 @@ def _literals(text: str) -> list[tuple[str, bool]]:
     return found
 
 
-def _is_name(literal: str, code: str) -> bool:
+def _is_name(literal: str, code: _Text) -> bool:
     """A literal counts as a name when it looks like code, is capitalized, or appears in the answers' code."""
-    return bool(_CODE_LIKE.search(literal) or literal[:1].isupper() or _present(literal, code))
+    return bool(_CODE_LIKE.search(literal) or literal[:1].isupper() or code.has_word(literal))
 
 
 def evidence_checks(text: str, evidence: Evidence, *, rule: str | None, origin: str = "correction") -> list[Check]:
@@ -280,9 +309,9 @@ def evidence_checks(text: str, evidence: Evidence, *, rule: str | None, origin: 
     if not evidence.corrected:
         return []
     text = typed_text(text)
-    corrected = "\n".join(evidence.corrected)
-    accepted = evidence.accepted
-    code = _code_text(corrected + "\n" + (accepted or ""))
+    corrected = _Text("\n".join(evidence.corrected))
+    accepted = None if evidence.accepted is None else _Text(evidence.accepted)
+    code = _Text(_code_text(corrected.text + "\n" + (evidence.accepted or "")))
     checks: list[Check] = []
     listed: set[str] = set()
     for match in _ENUMERATION.finditer(text):
@@ -296,9 +325,9 @@ def evidence_checks(text: str, evidence: Evidence, *, rule: str | None, origin: 
     for literal, negated in _literals(text)[: MAX_EVIDENCE_LITERALS * 2]:
         if literal.casefold() in listed or not _is_name(literal, code):
             continue
-        in_corrected = _present(literal, corrected)
+        in_corrected = corrected.has_word(literal)
         if accepted is not None:
-            in_accepted = _present(literal, accepted)
+            in_accepted = accepted.has_word(literal)
             positive = in_accepted and not in_corrected
             negative = in_corrected and not in_accepted
         else:

@@ -7,14 +7,17 @@ any of them: the answers the user rejected and accepted decide.
 
 from __future__ import annotations
 
+import random
 import re
 
 import pytest
 
 from skillopt_sleep.models import Check
-from skillopt_sleep.rules import checks_for_rule, negative_word_regex
+from skillopt_sleep.rules import checks_for_rule, negative_word_regex, word_regex
 from skillopt_sleep.validation import (
+    ASCII_LOOKALIKES,
     Evidence,
+    _Text,
     behaviour,
     check_key,
     check_verdict,
@@ -180,3 +183,28 @@ def test_tool_inputs_are_part_of_what_the_agent_did():
     evidence = Evidence(corrected=[corrected], accepted=behaviour("Done.", ["[Bash] pnpm add axios"]))
     kept, rejected = validate_checks(evidence_checks("no, we use pnpm, not npm", evidence, rule=None), evidence)
     assert {check_key(check) for check in kept} == {("has", "pnpm"), ("not", "npm")} and rejected == []
+
+
+# --------------------------------------------------------------------------- looking for names in answers
+
+
+def test_the_lookalike_table_holds_every_character_ignorecase_matches_to_ascii() -> None:
+    ascii_char = re.compile("[\x00-\x7f]", re.IGNORECASE)
+    matched = {chr(code) for code in range(128, 0x110000) if ascii_char.fullmatch(chr(code))}
+
+    assert matched == set(ASCII_LOOKALIKES)
+    for char, plain in ASCII_LOOKALIKES.items():
+        assert re.fullmatch(re.escape(plain), char, re.IGNORECASE)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_name_is_found_where_the_whole_word_regex_finds_it(seed: int) -> None:
+    rng = random.Random(seed)
+    pieces = ["pnpm", "npm", "Path(", "use_httpx", "KiB", "\u212aib", "fIle", "f\u0131le", "F\u0130LE", "\u017fize",
+              "size", "naïve", "Straße", "STRASSE", "—", "→", " ", "\n", "-", ".", "`"]
+    names = ["npm", "pnpm", "Path(", "kib", "file", "size", "naïve", "straße", "use_httpx", "httpx", "-x"]
+    for _ in range(300):
+        text = _Text("".join(rng.choice(pieces) for _ in range(rng.randint(0, 30))))
+        for name in names:
+            expected = re.search(word_regex(name), text.text, re.IGNORECASE) is not None
+            assert text.has_word(name) is expected, (name, text.text)
