@@ -699,6 +699,7 @@ def jaccard(left: set[str], right: set[str]) -> float:
 MAX_RULE_ONLY_WORDS = 12
 
 
+@lru_cache(maxsize=64)  # mining asks twice about a new request: may it fold into the task before, is it an approval
 def classify_reaction(next_message: str, previous_request: str) -> Reaction:
     """Classify the user's next message as a reaction to the previous turn.
 
