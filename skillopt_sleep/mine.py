@@ -462,8 +462,10 @@ class _Candidate:
         if take_answer and (turn.final_answer.strip() or actions):
             self.spans.append(_Span(turn.final_answer, actions))
         self.tool_calls += turn.tool_calls or len(turn.tools)
-        if self.inspections < INSPECTION_CALLS:  # only whether it reaches INSPECTION_CALLS matters
-            self.inspections += sum(1 for tool in turn.tools if inspects(tool.name, tool.input_head))
+        for tool in turn.tools:  # only whether INSPECTION_CALLS is reached matters
+            if self.inspections >= INSPECTION_CALLS:
+                break
+            self.inspections += inspects(tool.name, tool.input_head)
         for tool in turn.tools:
             if tool.name not in self.tools:
                 self.tools.append(tool.name)

@@ -6,9 +6,14 @@ The pasted screen and page are the two real messages of the public dagster-io/er
 
 from __future__ import annotations
 
+import random
+import re
+
 import pytest
 
 from skillopt_sleep.replayable import (
+    _JSON_STRING,
+    _SINGLE_COMMAND,
     INSPECTION_CALLS,
     LONG_TOOL_RUN,
     inspects,
@@ -103,3 +108,14 @@ def test_an_answer_that_read_the_repository_needs_the_repository():
 ])
 def test_reading_tools_and_reading_shell_commands_inspect_the_repository(name, input_head, reads):
     assert inspects(name, input_head) is reads
+
+
+def test_a_shell_command_is_read_from_its_json_string_as_the_one_char_at_a_time_pattern_reads_it():
+    reference_single = re.compile(r'"(?:command|cmd)"\s*:\s*"((?:[^"\\]|\\.)*)"')
+    reference_string = re.compile(r'"((?:[^"\\]|\\.)*)"')
+    rng = random.Random(3)
+    for _ in range(5000):  # escapes, quotes, and heads cut anywhere (input heads are cut at 200 characters)
+        head = '{"command": "' + "".join(rng.choice('ab "\\:{}[],n') for _ in range(rng.randint(0, 40)))
+        for ours, reference in ((_SINGLE_COMMAND, reference_single), (_JSON_STRING, reference_string)):
+            found, expected = ours.search(head), reference.search(head)
+            assert (found and found.span(1)) == (expected and expected.span(1)), head
