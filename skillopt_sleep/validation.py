@@ -238,8 +238,8 @@ def _code_text(text: str) -> str:
     return "\n".join(parts)
 
 
-#: The characters beyond ASCII that ``re.IGNORECASE`` matches to an ASCII character (Python 3.10-3.13: dotted and
-#: dotless i, long s, Kelvin sign), each mapped to it (``tests/unit/test_validation.py`` recomputes the set).
+#: The characters beyond ASCII that ``re.IGNORECASE`` matches to an ASCII character (dotted and dotless i, long s,
+#: Kelvin sign), each mapped to it; ``tests/unit/test_validation.py`` recomputes the set on the Python that runs it.
 ASCII_LOOKALIKES = {"\u0130": "i", "\u0131": "i", "\u017f": "s", "\u212a": "k"}
 _TO_ASCII = str.maketrans(ASCII_LOOKALIKES)
 
@@ -263,6 +263,7 @@ class _Text:
         return re.search(word_regex(literal), self.text, re.IGNORECASE) is not None
 
     def folded(self) -> str:
+        """The text lower-cased with ``ASCII_LOOKALIKES`` mapped, made on first use."""
         if self._folded is None:
             text = self.text
             if not text.isascii() and any(char in text for char in ASCII_LOOKALIKES):
