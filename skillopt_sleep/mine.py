@@ -462,11 +462,9 @@ class _Candidate:
         if take_answer and (turn.final_answer.strip() or actions):
             self.spans.append(_Span(turn.final_answer, actions))
         self.tool_calls += turn.tool_calls or len(turn.tools)
-        for tool in turn.tools:  # only whether INSPECTION_CALLS is reached matters
-            if self.inspections >= INSPECTION_CALLS:
-                break
-            self.inspections += inspects(tool.name, tool.input_head)
         for tool in turn.tools:
+            if self.inspections < INSPECTION_CALLS:  # only whether INSPECTION_CALLS is reached matters
+                self.inspections += inspects(tool.name, tool.input_head)
             if tool.name not in self.tools:
                 self.tools.append(tool.name)
             if tool.error and len(self.tool_errors) < MAX_TOOL_ERRORS:
