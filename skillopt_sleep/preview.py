@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from skillopt_sleep import collector
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.fsio import write_jsonl_atomic
 from skillopt_sleep.harvest import harvest_for_config
@@ -20,7 +21,12 @@ def preview_harvest(config: SleepConfig, *, project: Path, output: Path | None =
     whether it can be replayed (and why not), whether it is hard evidence, its checks and the checks dropped.
     output: when set, the mined TaskRecords are written there as JSONL (mode 0600).
     """
-    project = Path(project).expanduser().resolve()
+    # The sessions are dropped when _preview returns, before the collector is back: it never walks them (collector.py).
+    with collector.paused():
+        return _preview(config, Path(project).expanduser().resolve(), output)
+
+
+def _preview(config: SleepConfig, project: Path, output: Path | None) -> dict[str, Any]:
     paths = ProjectPaths(project)
     result = harvest_for_config(config, project=project, checkpoints=load_checkpoints(paths.checkpoints))
     tasks = []

@@ -13,10 +13,14 @@ def main() -> None:
 
         print(__version__)
         return
-    from skillopt_sleep.cli.fast import answer
+    from skillopt_sleep import collector
 
-    if answer(sys.argv[1:]):
-        return
-    from skillopt_sleep.cli.app import main as app_main
+    # Imports make the process's modules, classes and schemas in bulk; collecting among them finds next to nothing.
+    with collector.paused(keep=True):
+        from skillopt_sleep.cli.fast import answer
+
+        if answer(sys.argv[1:]):
+            return
+        from skillopt_sleep.cli.app import main as app_main
 
     app_main()

@@ -8,13 +8,12 @@ checkpoint map that the caller persists only once the night completes.
 
 from __future__ import annotations
 
-import gc
 import os
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from skillopt_sleep import collector
 from skillopt_sleep.errors import HarvestError
 from skillopt_sleep.harvest.base import HarvestContext
 from skillopt_sleep.harvest.sources import REGISTRY, parse_sources, resolve_root
@@ -84,7 +83,7 @@ def harvest(*, source: str = "auto", scope: str = "project", project: Path | Non
     context = HarvestContext.build(scope=scope, project=project, include_sdk_sessions=include_sdk_sessions,
                                    lookback_hours=lookback_hours, checkpoints=checkpoints, now=now,
                                    new_checkpoints=result.checkpoints, workers=workers)
-    with _collector_paused():
+    with collector.paused():  # records in bulk, no reference cycles (collector.py)
         for name in selected:
             stats = HarvestStats()
             result.sessions.extend(REGISTRY[name].read(roots[name], context, stats))
@@ -98,20 +97,6 @@ def harvest(*, source: str = "auto", scope: str = "project", project: Path | Non
         if not key.startswith(read_roots):
             result.checkpoints.setdefault(key, checkpoint)
     return result
-
-
-@contextmanager
-def _collector_paused():
-    """Pause Python's cyclic garbage collector while transcripts are read: reading makes hundreds of thousands of
-    short-lived dicts (parsed records) that trigger collections, yet creates no reference cycles, so the
-    collections find nothing (a few percent of a harvest). Restored on exit, also on error."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def harvest_for_config(config, *, project: Path, checkpoints: dict[str, FileCheckpoint] | None,
