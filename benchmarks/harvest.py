@@ -38,6 +38,10 @@ against cold:
 
     python benchmarks/harvest.py --real --quick --repeat 3
 
+With ``--compare TREE`` (a directory holding another version's ``skillopt_sleep/`` package, e.g. from ``git
+archive``), ``--real`` also times that version's ``harvest`` command on every case, cold and with nothing new,
+interleaved with this one's (the same console script with ``PYTHONPATH=TREE``), and prints the speed-ups.
+
 Prints a markdown table; ``--json FILE`` writes the raw numbers.
 """
 
@@ -1679,6 +1683,9 @@ def _best(runs: list[dict]) -> dict:
 def measure_real(args: argparse.Namespace, log=print) -> dict:
     """Process to process, best of ``--repeat``: ours and the peer on the real-mix corpus and on the synthetic
     corpus (their harvest commands), and ours with nothing new (stored checkpoints) against cold."""
+    tree = os.path.abspath(args.compare) if args.compare else None
+    if tree and not os.path.isfile(os.path.join(tree, "skillopt_sleep", "__init__.py")):
+        raise SystemExit(f"--compare {args.compare}: no skillopt_sleep/__init__.py there")
     out = Path(args.real_out or os.path.join(tempfile.gettempdir(), f"skillopt-harvest-real-{args.seed}"))
     real = generate_real_corpus(out, claude_sessions=args.real_sessions, claude_mb=args.real_mb,
                                 codex_sessions=args.real_codex_sessions, codex_mb=args.real_codex_mb,
@@ -1745,6 +1752,9 @@ def measure_real(args: argparse.Namespace, log=print) -> dict:
                     PYTHONPYCACHEPREFIX=os.path.join(tempfile.gettempdir(), "skillopt-harvest-pycache"))
         cold_env = dict(base, SKILLOPT_SLEEP_HOME=str(work / "cold-state"))
         quiet_env = dict(base, SKILLOPT_SLEEP_HOME=str(work / "quiet-state"))
+        # The other version: the same console script, its package found first on PYTHONPATH (the processes run in
+        # the work directory, so this checkout is not on sys.path).
+        compare = {"cold": dict(cold_env, PYTHONPATH=tree), "quiet": dict(quiet_env, PYTHONPATH=tree)} if tree else {}
         log("storing the checkpoints of a night on the real-mix corpus")
         _time_process([sys.executable, "-c", PERSIST_CHECKPOINTS, real["claude_home"], real["codex_home"], project],
                       quiet_env, str(work))
@@ -1770,17 +1780,35 @@ def measure_real(args: argparse.Namespace, log=print) -> dict:
             run("ours --version", [*ours, "--version"], cold_env)
             for name, _bytes, _sessions, our_args, peer_args in cases:
                 run(f"ours: {name}", [*ours, "harvest", *our_args, "--lookback-hours", "0", "--json"], cold_env)
+                if compare:
+                    run(f"compare: {name}", [*ours, "harvest", *our_args, "--lookback-hours", "0", "--json"],
+                        compare["cold"])
                 run(f"peer: {name}", [*peer, "harvest", *peer_args, "--lookback-hours", "0", "--json"], base)
             for source, home in (("claude", real["claude_home"]), ("codex", real["codex_home"])):
                 label = "Claude Code" if source == "claude" else "Codex"
                 our_args = cases[0][3] if source == "claude" else cases[1][3]
                 run(f"ours, nothing new: real, {label}",
                     [*ours, "harvest", *our_args, "--lookback-hours", "0", "--json"], quiet_env)
+                if compare:
+                    run(f"compare, nothing new: real, {label}",
+                        [*ours, "harvest", *our_args, "--lookback-hours", "0", "--json"], compare["quiet"])
                 library = [sys.executable, "-c", LIBRARY_HARVEST, source, home, project]
                 run(f"library, cold: real, {label}", library, cold_env)
                 run(f"library, nothing new: real, {label}", library, quiet_env)
     timings = {key: _best(value) for key, value in runs.items()}
     report["timings"] = timings
+    if tree:
+        report["compare"] = {"tree": tree, "rows": {}}
+        for key in runs:
+            if key.startswith("compare"):
+                mine = key.replace("compare", "ours", 1)
+                before, after = runs[key], runs[mine]
+                row = key.split(": ", 1)[1] + (" (nothing new)" if "nothing new" in key else "")
+                report["compare"]["rows"][row] = {
+                    "before_best": min(run["seconds"] for run in before),
+                    "after_best": min(run["seconds"] for run in after),
+                    "before_median": statistics.median(run["seconds"] for run in before),
+                    "after_median": statistics.median(run["seconds"] for run in after)}
     for name, size, count, _ours, _peer in cases:
         mine, theirs = timings[f"ours: {name}"], timings[f"peer: {name}"]
         report["cases"][name] = {"bytes": size, "sessions": count, "ours": mine, "peer": theirs,
@@ -1849,6 +1877,13 @@ def render_real(report: dict) -> str:
         lines.append(f"| a night's harvest alone (`python -c`: imports, config, checkpoints, harvest), {label} | "
                      f"{case['library_cold']['seconds']:.3f} | {case['library_quiet']['seconds']:.3f} | "
                      f"{case['library_quiet_over_cold']:.1%} | <= 10%: {verdict} |")
+    if report.get("compare"):
+        lines += ["", f"This tree against `--compare {report['compare']['tree']}` (the same command, interleaved):", "",
+                  "| `harvest` command | compare: best / median s | this tree: best / median s | speed-up (medians) |",
+                  "|---|---:|---:|---:|"]
+        for name, row in report["compare"]["rows"].items():
+            lines.append(f"| {name} | {row['before_best']:.3f} / {row['before_median']:.3f} | {row['after_best']:.3f} "
+                         f"/ {row['after_median']:.3f} | {row['before_median'] / row['after_median']:.2f}x |")
     lines += ["", (f"Start-up: bare interpreter {timings['bare interpreter']['seconds']:.3f} s, `skillopt-sleep "
                    f"--version` {timings['ours --version']['seconds']:.3f} s.")]
     before, after = report["background_before"], report["background_after"]
@@ -1899,6 +1934,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                              "on the real-mix corpus and on the synthetic one (--quick: the small one), and ours with "
                              "nothing new against cold")
     parser.add_argument("--real-out", default=None, help="with --real: the real-mix corpus directory (reused)")
+    parser.add_argument("--compare", default=None, metavar="TREE",
+                        help="with --real: also time the harvest command of the skillopt_sleep package in TREE "
+                             "(e.g. git archive REV skillopt_sleep | tar -x -C TREE), interleaved, and print the "
+                             "speed-ups")
     parser.add_argument("--real-sessions", type=int, default=REAL_CLAUDE_SESSIONS,
                         help=f"with --real: Claude Code sessions (default {REAL_CLAUDE_SESSIONS})")
     parser.add_argument("--real-mb", type=float, default=REAL_CLAUDE_MB,
