@@ -178,7 +178,8 @@ class SleepConfig(NightStepConfig, EditBudgetConfig):
         "First night only: how far back to read (0 = all history). Later nights read what is new."))
     harvest_workers: int = Field(0, ge=0, le=64, description=(
         "Worker processes that read Claude Code and Codex files when at least 32 MB are left to read (a first night "
-        "over a long history): 0 = one per core (at most 8), 1 = one loop. Never beside other threads."))
+        "over a long history): 0 = one per core (at most 8), 1 = one loop. Beside other threads (progress on a "
+        "terminal) a forkserver starts them, from 128 MB left to read."))
 
     # -- mining and splits
     llm_mine: bool | None = Field(None, description=(

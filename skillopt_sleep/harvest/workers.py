@@ -6,15 +6,21 @@
 first night over a long history is bound by one core; worker processes split the files between the cores.
 
 When: at least ``PARALLEL_MIN_BYTES`` left to read (file sizes less their checkpoint offsets), more than one file,
-more than one core, a POSIX system, and a process that runs no other thread. The workers are forked (they inherit the
-imported modules and the harvest's settings, so they start in milliseconds); forking beside other threads can leave a
-lock held in the child, so a process with threads (e.g. ``run-now`` drawing progress on a terminal) reads in one
-loop. ``context.workers`` (config ``harvest_workers``): the number of workers (``1``: always one loop; ``0``: one per
-core, at most ``MAX_WORKERS``); a number set there splits the files whatever their size.
+more than one core and a POSIX system. The workers are forked (they inherit the imported modules, so they start in
+milliseconds). Forking beside other threads can leave a lock held in the child, so a process that runs other
+threads (``run-now`` drawing progress on a terminal, the daemon, whose nights run on a scheduler thread) has them
+forked by a ``forkserver`` instead: a fresh single-threaded process that imports the harvesters once (about 0.15 s,
+once per process), from ``FORKSERVER_MIN_BYTES`` left to read. A forkserver's workers import the program's
+``__main__`` again (multiprocessing's "safe importing of main module"), so this is done only when ``__main__`` is
+this package's command line (``skillopt-sleep``, ``python -m skillopt_sleep``); a library caller with other threads
+gets one loop. ``context.workers`` (config ``harvest_workers``): the
+number of workers (``1``: always one loop; ``0``: one per core, at most ``MAX_WORKERS``); a number set there splits
+the files whatever their size.
 
 Each worker reads contiguous runs of files (``CHUNKS_PER_WORKER`` runs per worker, cut by bytes) with a fresh copy
 of the context and its own stats; the parent merges them in order. A worker that dies (killed, out of memory)
-raises ``BrokenProcessPool``, and the files are then read again in one loop: nothing is lost or counted twice.
+raises ``BrokenProcessPool`` (a forkserver that cannot start, ``OSError``), and the files are then read again in one
+loop: nothing is lost or counted twice.
 The sessions come back as ``Session.model_dump()`` dicts and are validated again in the parent: on the real-mix
 benchmark corpus (343 sessions, 3,058 turns, 42,000 tool uses) that is 0.11 s of CPU instead of 0.20 s for pickling
 the model objects themselves, and the same sessions.
@@ -23,19 +29,23 @@ the model objects themselves, and the same sessions.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import replace
-from multiprocessing import get_context
+from multiprocessing import get_all_start_methods, get_context
 from pathlib import Path
 
+from skillopt_sleep import collector
 from skillopt_sleep.harvest.base import HarvestContext
 from skillopt_sleep.models import FileCheckpoint, HarvestStats, Session
 
 #: Bytes left to read from which the files are split between worker processes.
 PARALLEL_MIN_BYTES = 32 * 1024 * 1024
+#: The same when other threads run and a forkserver must start first (~0.15 s; docs/benchmarks.md, "forkserver").
+FORKSERVER_MIN_BYTES = 128 * 1024 * 1024
 #: Most worker processes (more add little: the files are read from the page cache or one disk).
 MAX_WORKERS = 8
 #: Runs of files per worker (several, so that one worker's big files do not leave the others idle).
@@ -44,32 +54,46 @@ CHUNKS_PER_WORKER = 4
 ReadOne = Callable[[Path, HarvestContext, HarvestStats], "Session | None"]
 _Chunk = tuple[list[dict], HarvestStats, dict[str, FileCheckpoint], list[str]]
 
-# What the forked workers read: set by the parent just before it forks them, so only chunk bounds are sent.
+# What a worker reads, set in it by ``_start_worker`` (inherited when forked, sent once when started by a forkserver),
+# so that each task sends only chunk bounds.
 _job: tuple[list[Path], ReadOne, HarvestContext] | None = None
 
 
 def read_files(paths: list[Path], read_one: ReadOne, context: HarvestContext, stats: HarvestStats) -> list[Session]:
     """The sessions ``read_one`` returns for ``paths``, in order; see the module docstring."""
-    workers, left = _workers(paths, context)
+    workers, left, method = _workers(paths, context)
     if workers > 1:
         try:
             return _read_in_workers(paths, read_one, context, stats, _chunks(left, workers * CHUNKS_PER_WORKER),
-                                    workers)
-        except BrokenProcessPool:
+                                    workers, method)
+        except (BrokenProcessPool, OSError):
             pass  # nothing of the workers was merged: read everything in this process
     return [session for path in paths if (session := read_one(path, context, stats)) is not None]
 
 
-def _workers(paths: list[Path], context: HarvestContext) -> tuple[int, list[int]]:
+def _workers(paths: list[Path], context: HarvestContext) -> tuple[int, list[int], str]:
     """(worker processes to use, 1 for one loop; the bytes left per file, which the chunks are cut by: empty when
-    one loop is decided before any file is stat-ed)."""
+    one loop is decided before any file is stat-ed; the start method, ``fork`` or ``forkserver``)."""
     workers = context.workers or min(os.cpu_count() or 1, MAX_WORKERS)
-    if workers < 2 or len(paths) < 2 or os.name != "posix" or threading.active_count() > 1:
-        return 1, []
+    if workers < 2 or len(paths) < 2 or os.name != "posix":
+        return 1, [], "fork"
+    method = "fork" if threading.active_count() == 1 else "forkserver"
+    if method == "forkserver" and not (_main_is_ours() and method in get_all_start_methods()):
+        return 1, [], method
     left = _bytes_left(paths, context)
-    if not context.workers and sum(left) < PARALLEL_MIN_BYTES:
-        return 1, left
-    return min(workers, len(paths)), left
+    if not context.workers and sum(left) < (PARALLEL_MIN_BYTES if method == "fork" else FORKSERVER_MIN_BYTES):
+        return 1, left, method
+    return min(workers, len(paths)), left, method
+
+
+def _main_is_ours() -> bool:
+    """Whether ``__main__`` is this package's command line, which a forkserver's workers may import again: ``python
+    -m skillopt_sleep`` or the ``skillopt-sleep`` console script (both run ``cli.main`` under a ``__name__`` guard)."""
+    main = sys.modules.get("__main__")
+    name = getattr(getattr(main, "__spec__", None), "name", None)
+    if name is not None:
+        return name == "skillopt_sleep.__main__"
+    return Path(getattr(main, "__file__", None) or "").name in ("skillopt-sleep", "skillopt-sleep.exe")
 
 
 def _bytes_left(paths: list[Path], context: HarvestContext) -> list[int]:
@@ -102,14 +126,16 @@ def _chunks(weights: list[int], count: int) -> list[tuple[int, int]]:
 
 
 def _read_in_workers(paths: list[Path], read_one: ReadOne, context: HarvestContext, stats: HarvestStats,
-                     bounds: list[tuple[int, int]], workers: int) -> list[Session]:
-    global _job
-    _job = (paths, read_one, context)
-    try:
-        with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("fork")) as pool:
-            chunks = list(pool.map(_read_chunk, bounds))
-    finally:
-        _job = None
+                     bounds: list[tuple[int, int]], workers: int, method: str = "fork") -> list[Session]:
+    start = get_context(method)
+    if method == "forkserver":
+        start.set_forkserver_preload(["skillopt_sleep.harvest"])  # takes effect when the server starts
+    # What every worker starts from: the settings, with nothing read yet (a forkserver pickles it once per worker).
+    blank = replace(context, new_checkpoints={}, read_buffer=bytearray(), scope_by_cwd=dict(context.scope_by_cwd),
+                    agent_answers=[])
+    with ProcessPoolExecutor(max_workers=workers, mp_context=start, initializer=_start_worker,
+                             initargs=(paths, read_one, blank)) as pool:
+        chunks = list(pool.map(_read_chunk, bounds))
     sessions: list[Session] = []
     for found, chunk_stats, checkpoints, answers in chunks:
         sessions.extend(Session.model_validate(data) for data in found)
@@ -119,15 +145,22 @@ def _read_in_workers(paths: list[Path], read_one: ReadOne, context: HarvestConte
     return sessions
 
 
+def _start_worker(paths: list[Path], read_one: ReadOne, context: HarvestContext) -> None:
+    """A worker's initializer: remember what its chunks are cut from."""
+    global _job
+    _job = (paths, read_one, context)
+
+
 def _read_chunk(bounds: tuple[int, int]) -> _Chunk:
     """In a worker: read ``paths[start:end]`` with a fresh copy of the context and stats."""
-    assert _job is not None, "workers are forked after _job is set"
-    paths, read_one, parent = _job
-    context = replace(parent, new_checkpoints={}, read_buffer=bytearray(), scope_by_cwd=dict(parent.scope_by_cwd),
+    assert _job is not None, "_start_worker runs first in every worker"
+    paths, read_one, blank = _job
+    context = replace(blank, new_checkpoints={}, read_buffer=bytearray(), scope_by_cwd=dict(blank.scope_by_cwd),
                       agent_answers=[])
     stats = HarvestStats()
     start, end = bounds
-    found = [session for path in paths[start:end] if (session := read_one(path, context, stats)) is not None]
+    with collector.paused():  # as in the parent's harvest (a forkserver's worker starts with the collector on)
+        found = [session for path in paths[start:end] if (session := read_one(path, context, stats)) is not None]
     # Sessions travel as plain dicts: pickle copies them in C and pydantic rebuilds the models in Rust, less work
     # on both sides than pickling tens of thousands of model objects one by one (module docstring).
     return [session.model_dump() for session in found], stats, context.new_checkpoints, context.agent_answers

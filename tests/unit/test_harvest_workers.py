@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import threading
+import types
 from pathlib import Path
 
 import pytest
@@ -59,11 +61,11 @@ def test_workers_return_what_one_loop_returns_cold_and_on_the_next_night(tmp_pat
     homes = _homes(tmp_path)
     forks = []
     real = workers._read_in_workers
-    monkeypatch.setattr(workers, "_read_in_workers", lambda *args: forks.append(args[-1]) or real(*args))
+    monkeypatch.setattr(workers, "_read_in_workers", lambda *args: forks.append(args[-2:]) or real(*args))
     serial = _harvest(homes, monkeypatch, "1")
     assert forks == []
     forked = _harvest(homes, monkeypatch, "3")
-    assert forks == [3, 3]  # both sources were read by three forked workers
+    assert forks == [(3, "fork"), (3, "fork")]  # both sources were read by three forked workers
     assert len(serial.sessions) >= 12 and serial.stats.sessions_skipped.get("subagent") == 1
     assert serial.stats.malformed_lines  # the garbage file is counted, not lost
     _same(serial, forked)
@@ -100,21 +102,50 @@ def test_a_worker_that_dies_leaves_the_files_to_one_loop(tmp_path):
     assert stats.files_scanned == 6  # each file once, by the parent, nothing merged from the dead pool
 
 
-def test_one_loop_beside_other_threads_or_below_the_size_bound(tmp_path):
+class _OtherThread:
+    """A thread that runs until the block ends (as ``run-now``'s progress display or the daemon's scheduler)."""
+
+    def __enter__(self):
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.stop.wait)
+        self.thread.start()
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join()
+
+
+def test_forked_alone_a_forkserver_beside_other_threads_one_loop_below_the_size_bound(tmp_path, monkeypatch):
     paths = [tmp_path / "a.jsonl", tmp_path / "b.jsonl"]
     for path in paths:
         path.write_text("{}\n")
     assert workers._workers(paths, _context())[0] == 1  # a few bytes: not worth a process
-    assert workers._workers(paths, _context(4))[0] == 2  # a number set: forced, at most one per file
-    stop = threading.Event()
-    other = threading.Thread(target=stop.wait)
-    other.start()
-    try:
-        assert workers._workers(paths, _context(4))[0] == 1  # forking beside a thread could leave a lock held
-    finally:
-        stop.set()
-        other.join()
+    assert workers._workers(paths, _context(4))[::2] == (2, "fork")  # a number set: forced, at most one per file
+    with _OtherThread():
+        # forking beside a thread could leave a lock held in the child: a fresh forkserver forks them, when the
+        # program is our command line (its workers import __main__ again)
+        monkeypatch.setattr(workers, "_main_is_ours", lambda: False)
+        assert workers._workers(paths, _context(4))[::2] == (1, "forkserver")
+        monkeypatch.setattr(workers, "_main_is_ours", lambda: True)
+        assert workers._workers(paths, _context(4))[::2] == (2, "forkserver")
+        monkeypatch.setattr(workers, "FORKSERVER_MIN_BYTES", 10)
+        monkeypatch.setattr(workers, "PARALLEL_MIN_BYTES", 5)
+        assert workers._workers(paths, _context())[::2] == (1, "forkserver")  # 6 bytes: not worth a server
+    assert workers._workers(paths, _context())[::2] == (2, "fork")  # alone again: above the fork bound
     assert workers._workers(paths, _context(1))[0] == 1
+
+
+def test_a_forkserver_returns_what_one_loop_returns(tmp_path, monkeypatch):
+    homes = _homes(tmp_path)
+    methods = []
+    real = workers._read_in_workers
+    monkeypatch.setattr(workers, "_read_in_workers", lambda *args: methods.append(args[-1]) or real(*args))
+    serial = _harvest(homes, monkeypatch, "1")
+    monkeypatch.setattr(workers, "_main_is_ours", lambda: True)  # pytest's __main__ is guarded too
+    with _OtherThread():
+        served = _harvest(homes, monkeypatch, "2")
+    assert methods == ["forkserver", "forkserver"]  # both sources
+    _same(serial, served)
 
 
 @pytest.mark.parametrize("count", [1, 2, 5, 40])
@@ -128,3 +159,19 @@ def test_chunks_cover_every_file_once_in_order(tmp_path, count):
     assert all(start < end for start, end in bounds)
     assert all(bounds[i][1] == bounds[i + 1][0] for i in range(len(bounds) - 1))
     assert len(bounds) <= min(count, len(paths))
+
+
+@pytest.mark.parametrize(("spec", "file", "ours"), [
+    ("skillopt_sleep.__main__", None, True),  # python -m skillopt_sleep
+    (None, "/home/u/.venv/bin/skillopt-sleep", True),  # the console script
+    ("pytest.__main__", None, False),
+    (None, "/home/u/nightly.py", False),  # a library caller's script, maybe without a __name__ guard
+    (None, None, False),
+])
+def test_only_our_command_line_is_imported_again_by_a_forkserver(monkeypatch, spec, file, ours):
+    main = types.ModuleType("__main__")
+    main.__spec__ = types.SimpleNamespace(name=spec) if spec else None
+    if file:
+        main.__file__ = file
+    monkeypatch.setitem(sys.modules, "__main__", main)
+    assert workers._main_is_ours() is ours
