@@ -116,3 +116,23 @@ def test_train_on_a_terminal_shows_steps_and_calls_and_nothing_on_a_pipe_or_with
     assert code == 0, terminal
     assert plain(terminal).strip() == ""
     assert json.loads(out)["steps_completed"] == 2
+
+
+def test_run_now_on_a_terminal_reads_in_forkserver_workers_what_one_loop_reads(tmp_path, cli_env):
+    """The progress display runs a thread, so the harvest's workers (forced to 2 here) are started by a forkserver,
+    whose workers import ``python -m skillopt_sleep``'s ``__main__`` again: the night reads what one loop reads,
+    and no worker fails (a failed one would print its traceback on the terminal)."""
+    nights = {}
+    for name, workers in (("forkserver", "2"), ("one loop", "1")):
+        project = tmp_path / name / "project"
+        project.mkdir(parents=True)
+        env = {**cli_env, "SKILLOPT_SLEEP_HARVEST_WORKERS": workers,
+               "SKILLOPT_SLEEP_HOME": str(tmp_path / name / "sleep-home")}
+        code, out, terminal = run_cli_tty(*night_args(), env=env, cwd=project)
+        assert code == 0, terminal
+        assert "Traceback" not in terminal and "Error" not in terminal, terminal
+        diagnostics = json.loads(next((tmp_path / name / "sleep-home").rglob("diagnostics.json")).read_text())
+        nights[name] = (diagnostics["harvest"], diagnostics["harvest_per_source"], diagnostics["tasks"],
+                        diagnostics["mining"])
+    assert nights["forkserver"][0]["sessions_harvested"] > 1
+    assert nights["forkserver"] == nights["one loop"]
