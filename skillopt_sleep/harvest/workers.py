@@ -32,10 +32,7 @@ import os
 import sys
 import threading
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import replace
-from multiprocessing import get_all_start_methods, get_context
 from pathlib import Path
 
 from skillopt_sleep import collector
@@ -63,6 +60,9 @@ def read_files(paths: list[Path], read_one: ReadOne, context: HarvestContext, st
     """The sessions ``read_one`` returns for ``paths``, in order; see the module docstring."""
     workers, left, method = _workers(paths, context)
     if workers > 1:
+        # multiprocessing is imported only here: ~13 ms that a night with little to read does not pay
+        from concurrent.futures.process import BrokenProcessPool
+
         try:
             return _read_in_workers(paths, read_one, context, stats, _chunks(left, workers * CHUNKS_PER_WORKER),
                                     workers, method)
@@ -78,8 +78,11 @@ def _workers(paths: list[Path], context: HarvestContext) -> tuple[int, list[int]
     if workers < 2 or len(paths) < 2 or os.name != "posix":
         return 1, [], "fork"
     method = "fork" if threading.active_count() == 1 else "forkserver"
-    if method == "forkserver" and not (_main_is_ours() and method in get_all_start_methods()):
-        return 1, [], method
+    if method == "forkserver":
+        from multiprocessing import get_all_start_methods
+
+        if not (_main_is_ours() and method in get_all_start_methods()):
+            return 1, [], method
     left = _bytes_left(paths, context)
     if not context.workers and sum(left) < (PARALLEL_MIN_BYTES if method == "fork" else FORKSERVER_MIN_BYTES):
         return 1, left, method
@@ -127,6 +130,9 @@ def _chunks(weights: list[int], count: int) -> list[tuple[int, int]]:
 
 def _read_in_workers(paths: list[Path], read_one: ReadOne, context: HarvestContext, stats: HarvestStats,
                      bounds: list[tuple[int, int]], workers: int, method: str = "fork") -> list[Session]:
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
+
     start = get_context(method)
     if method == "forkserver":
         start.set_forkserver_preload(["skillopt_sleep.harvest"])  # takes effect when the server starts
