@@ -8,22 +8,20 @@ first night over a long history is bound by one core; worker processes split the
 When: at least ``PARALLEL_MIN_BYTES`` left to read (file sizes less their checkpoint offsets), more than one file,
 more than one core and a POSIX system. The workers are forked (they inherit the imported modules, so they start in
 milliseconds). Forking beside other threads can leave a lock held in the child, so a process that runs other
-threads (``run-now`` drawing progress on a terminal, the daemon, whose nights run on a scheduler thread) has them
-forked by a ``forkserver`` instead: a fresh single-threaded process that imports the harvesters once (about 0.15 s,
-once per process), from ``FORKSERVER_MIN_BYTES`` left to read. A forkserver's workers import the program's
-``__main__`` again (multiprocessing's "safe importing of main module"), so this is done only when ``__main__`` is
-this package's command line (``skillopt-sleep``, ``python -m skillopt_sleep``); a library caller with other threads
-gets one loop. ``context.workers`` (config ``harvest_workers``): the
-number of workers (``1``: always one loop; ``0``: one per core, at most ``MAX_WORKERS``); a number set there splits
-the files whatever their size.
+threads (``run-now`` drawing progress on a terminal) has them forked by a ``forkserver`` instead: a fresh
+single-threaded process that imports the harvesters once (about 0.15 s, once per process), used from
+``FORKSERVER_MIN_BYTES`` left to read. A forkserver's workers import the program's ``__main__`` again
+(multiprocessing's "safe importing of main module"), so this is done only when ``__main__`` is this package's command
+line (``skillopt-sleep``, ``python -m skillopt_sleep``); a library caller with other threads gets one loop.
+``context.workers`` (config ``harvest_workers``): the number of workers (``1``: always one loop; ``0``: one per core,
+at most ``MAX_WORKERS``); a number set there splits the files whatever their size.
 
 Each worker reads contiguous runs of files (``CHUNKS_PER_WORKER`` runs per worker, cut by bytes) with a fresh copy
 of the context and its own stats; the parent merges them in order. A worker that dies (killed, out of memory)
 raises ``BrokenProcessPool`` (a forkserver that cannot start, ``OSError``), and the files are then read again in one
-loop: nothing is lost or counted twice.
-The sessions come back as ``Session.model_dump()`` dicts and are validated again in the parent: on the real-mix
-benchmark corpus (343 sessions, 3,058 turns, 42,000 tool uses) that is 0.11 s of CPU instead of 0.20 s for pickling
-the model objects themselves, and the same sessions.
+loop: nothing is lost or counted twice. The sessions come back as ``Session.model_dump()`` dicts and are validated
+again in the parent: on the real-mix benchmark corpus (343 sessions, 3,058 turns, 42,000 tool uses) that is 0.11 s
+of CPU instead of 0.20 s for pickling the model objects themselves, and the same sessions.
 """
 
 from __future__ import annotations
