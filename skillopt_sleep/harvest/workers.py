@@ -137,12 +137,16 @@ def _read_in_workers(paths: list[Path], read_one: ReadOne, context: HarvestConte
     # What every worker starts from: the settings, with nothing read yet (a forkserver pickles it once per worker).
     blank = replace(context, new_checkpoints={}, read_buffer=bytearray(), scope_by_cwd=dict(context.scope_by_cwd),
                     agent_answers=[])
+    chunks = []
     with ProcessPoolExecutor(max_workers=workers, mp_context=start, initializer=_start_worker,
                              initargs=(paths, read_one, blank)) as pool:
-        chunks = list(pool.map(_read_chunk, bounds))
+        # each chunk's sessions are rebuilt as it arrives, while the workers read the next ones; nothing is merged
+        # into stats or context before every chunk is in (a worker that dies leaves them untouched)
+        for found, chunk_stats, checkpoints, answers in pool.map(_read_chunk, bounds):
+            chunks.append(([Session.model_validate(data) for data in found], chunk_stats, checkpoints, answers))
     sessions: list[Session] = []
     for found, chunk_stats, checkpoints, answers in chunks:
-        sessions.extend(Session.model_validate(data) for data in found)
+        sessions.extend(found)
         stats.merge(chunk_stats)
         context.new_checkpoints.update(checkpoints)
         context.agent_answers.extend(answers)
