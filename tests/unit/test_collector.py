@@ -1,5 +1,6 @@
 """collector.paused: the cyclic garbage collector is off inside, back on after the outermost block (also on error),
-never turned on when it was off before, and the harvest preview runs its harvest and mining inside one block."""
+never turned on when it was off before; ``keep=True`` freezes what the block kept. The harvest preview runs its
+harvest and mining inside one block, and the command line its imports (then frozen)."""
 
 from __future__ import annotations
 
