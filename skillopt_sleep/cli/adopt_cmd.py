@@ -7,14 +7,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from skillopt_sleep.cli.common import emit_json, resolve_config, stdout, user_errors
+from skillopt_sleep.cli.common import ConfigOpt, JsonOpt, ProjectOpt, emit_json, resolve_config, stdout, user_errors
 
-ProjectOpt = Annotated[Optional[Path], typer.Option(
-    "--project", help="Project directory (default: current directory).")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON to stdout.")]
 NightArg = Annotated[Optional[str], typer.Argument(help="Night id (a directory name under the project's nights).")]
-ConfigOpt = Annotated[Optional[Path], typer.Option("--config", help="Config TOML file (default: user config dir).",
-                                                    envvar="SKILLOPT_SLEEP_CONFIG")]
 
 
 def _paths(project: Path):

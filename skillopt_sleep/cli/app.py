@@ -11,6 +11,9 @@ import typer
 from skillopt_sleep import __version__
 from skillopt_sleep.cli import adopt_cmd, config_cmd, models_cmd, report_cmd, rules_cmd, schedule_cmd, train_cmd
 from skillopt_sleep.cli.common import (
+    ConfigOpt,
+    JsonOpt,
+    ProjectOpt,
     QuietOpt,
     emit_json,
     home_flags,
@@ -30,10 +33,6 @@ app = typer.Typer(
     rich_markup_mode=None,  # plain click help: rendering it with rich would double the start-up of --help
 )
 
-ConfigOpt = Annotated[Optional[Path], typer.Option("--config", help="Config TOML file (default: user config dir).",
-                                                    envvar="SKILLOPT_SLEEP_CONFIG")]
-ProjectOpt = Annotated[Optional[Path], typer.Option(
-    "--project", help="Project directory (default: current directory).")]
 ScopeOpt = Annotated[Optional[str], typer.Option("--scope", help="project | all")]
 SourceOpt = Annotated[Optional[str], typer.Option(
     "--source", help="auto | all | a source (claude, codex, gemini, copilot, opencode, cursor, aider, cline) | "
@@ -43,7 +42,6 @@ ClaudeHomeOpt = Annotated[Optional[Path], typer.Option("--claude-home", help="Cl
 CodexHomeOpt = Annotated[Optional[Path], typer.Option("--codex-home", help="Codex CLI root to read.")]
 HomeOpt = Annotated[Optional[list[str]], typer.Option(
     "--home", help="SOURCE=PATH: the root to read for a source (repeatable), e.g. --home gemini=~/.gemini")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON to stdout.")]
 
 
 def _version(value: bool) -> None:

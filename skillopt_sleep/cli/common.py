@@ -6,7 +6,7 @@ import os
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
@@ -50,6 +50,12 @@ def _validation_error(exc: BaseException) -> bool:
 
 
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress display on stderr.")]
+#: The options several commands share (one definition each).
+ProjectOpt = Annotated[Optional[Path], typer.Option(
+    "--project", help="Project directory (default: current directory).")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON to stdout.")]
+ConfigOpt = Annotated[Optional[Path], typer.Option("--config", help="Config TOML file (default: user config dir).",
+                                                    envvar="SKILLOPT_SLEEP_CONFIG")]
 
 
 def make_progress(*, quiet: bool = False, json_: bool = False, stage_lines: bool = True) -> Any:

@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
-from skillopt_sleep.cli.common import emit_json, resolve_config, stdout, user_errors
+from skillopt_sleep.cli.common import ConfigOpt, emit_json, resolve_config, stdout, user_errors
 from skillopt_sleep.cli.render import config_lines
 
 app = typer.Typer(help="Show or change the configuration.", no_args_is_help=True, rich_markup_mode=None)
-
-ConfigOpt = Annotated[Optional[Path], typer.Option("--config", help="Config TOML file (default: user config dir).",
-                                                    envvar="SKILLOPT_SLEEP_CONFIG")]
 
 
 @app.command("show")

@@ -7,10 +7,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from skillopt_sleep.cli.common import emit_json, stdout, user_errors
-
-ProjectOpt = Annotated[Optional[Path], typer.Option(
-    "--project", help="Project directory (default: current directory).")]
+from skillopt_sleep.cli.common import ProjectOpt, emit_json, stdout, user_errors
 
 
 def _fmt(value: Any) -> str:

@@ -3,17 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
-from skillopt_sleep.cli.common import emit_json, resolve_config, stdout, user_errors
-
-ProjectOpt = Annotated[Optional[Path], typer.Option(
-    "--project", help="Project directory (default: current directory).")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON to stdout.")]
-ConfigOpt = Annotated[Optional[Path], typer.Option("--config", help="Config TOML file (default: user config dir).",
-                                                    envvar="SKILLOPT_SLEEP_CONFIG")]
+from skillopt_sleep.cli.common import ConfigOpt, JsonOpt, ProjectOpt, emit_json, resolve_config, stdout, user_errors
 
 
 def rules(project: ProjectOpt = None, json_: JsonOpt = False, config_file: ConfigOpt = None) -> None:

@@ -6,19 +6,15 @@
 from __future__ import annotations
 
 import shlex
-from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from skillopt_sleep.cli.common import emit_json, stdout, user_errors
+from skillopt_sleep.cli.common import JsonOpt, ProjectOpt, emit_json, stdout, user_errors
 from skillopt_sleep.cli.render import status_lines
 from skillopt_sleep.schedule import DEFAULT_AT, ScheduleError, resolve_project
 
-ProjectOpt = Annotated[Optional[Path], typer.Option("--project",
-                                                    help="Project directory (default: current directory).")]
 AtOpt = Annotated[str, typer.Option("--at", help="Nightly time, HH:MM local time (24 h).")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON to stdout.")]
 SystemdOpt = Annotated[bool, typer.Option("--systemd", help="systemd user timer (Linux).")]
 CronOpt = Annotated[bool, typer.Option("--cron", help="A line in your crontab.")]
 CrontabOpt = Annotated[Optional[str], typer.Option("--crontab-bin", envvar="SKILLOPT_SLEEP_CRONTAB",
