@@ -13,9 +13,8 @@ On a later night, ``retest_pending`` runs before the step:
 * else re-tested, once: baseline and candidate replayed on the fresh val tasks (tonight's, then archived ones it
   was not tested on: ``val_pool.select_val``) with the step's protocol (``evaluate.replay_pair``), and
   ``gate.decide`` rules. ``accept`` / ``accept_new_best`` promotes it (the night stages it like any accepted
-  candidate, and
-  tonight's step starts from it); anything else, a new pending verdict included, drops it and puts its edits in
-  the rejected-edit ledger. A pending candidate is never re-tested twice.
+  candidate, and tonight's step starts from it); anything else, a new pending verdict included, drops it and puts
+  its edits in the rejected-edit ledger. A pending candidate is never re-tested twice.
 
 A candidate kept on a night that started from a promoted one was tested against that promoted text; unless the
 user adopts it, the next night's live documents differ and it is dropped for a changed baseline. With the gate

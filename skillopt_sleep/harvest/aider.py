@@ -15,14 +15,13 @@ Format (written by aider's ``InputOutput``, append-only Markdown in the project,
 Versions: v0.72.2 (``sabelosimelane__prompt_sail_2__…``), v0.83.1 (``Ahmedrali__rfp_response_platform__…``, also
 ``/code X`` echoed as a second ``####`` block) and v0.86.0 (``10on__lego-parts-storage__…``).
 
-A request is a ``####`` block the human typed. Slash commands (``/add``, ``/run``, ``/drop``, ``/undo``, ``!cmd``…)
-and mode switches are not requests (counted in ``stats.messages_skipped["command"]``) and end the current turn, so
-their output (e.g. the
-``/run`` "Add … of command output to the chat? … n") never lands on a request. ``/ask``, ``/code``,
+A request is a ``####`` block the human typed. Slash commands (``/add``, ``/run``, ``/drop``, ``/undo``, ``!cmd``…) and
+mode switches are not requests (counted in ``stats.messages_skipped["command"]``) and end the current turn, so their
+output (e.g. the ``/run`` "Add … of command output to the chat? … n") never lands on a request. ``/ask``, ``/code``,
 ``/architect``, ``/context`` with text, and ``/ok``, are requests (the text; a unique prefix such as ``/arch`` counts),
-and the copy of that text aider writes right after as its own ``####`` block is dropped. Written by aider in the
-user's name, never a request: the architect's proposal handed to the editor model after ``Edit the files? … y``, and
-a confirm answer given for a whole group (``#### Add URL to the chat? (Y)es/… [Yes]: a``).
+and the copy of that text aider writes right after as its own ``####`` block is dropped. Written by aider in the user's
+name, never a request: the architect's proposal handed to the editor model after ``Edit the files? … y``, and a confirm
+answer given for a whole group (``#### Add URL to the chat? (Y)es/… [Yes]: a``).
 
 What followed a request: the last assistant reply (replies are separated by aider's lines), ``Applied edit to X``
 (tool ``edit``), ``Running X`` (tool ``shell``), edit failures (``The LLM did not conform to the edit format``,
