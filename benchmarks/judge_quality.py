@@ -32,7 +32,7 @@ if str(REPO_ROOT) not in sys.path:
 
 from benchmarks import world as world1  # noqa: E402
 from benchmarks import world2  # noqa: E402
-from skillopt_sleep.engine.judges import check_passes  # noqa: E402
+from skillopt_sleep.checks import check_passes  # noqa: E402
 from skillopt_sleep.harvest import harvest  # noqa: E402
 from skillopt_sleep.mine import mine_tasks  # noqa: E402
 

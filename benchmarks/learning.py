@@ -228,7 +228,8 @@ def run_variant(name: str, *, base_url: str, model: Path, nights: int, probes: l
 def ceiling(base_url: str, probes: list, nights: int) -> dict:
     """Compliance with the world's rules written as well as we can into the memory (after night ``nights``), under
     the heading a night writes: the limit a night can approach with this target model."""
-    from skillopt_sleep.engine.edits import BLOCK_HEADING, apply_edits, ensure_block
+    from skillopt_sleep.block import BLOCK_HEADING, ensure_block
+    from skillopt_sleep.engine.edits import apply_edits
     from skillopt_sleep.models import EditRecord
 
     memory = ensure_block(world.INITIAL_MEMORY)

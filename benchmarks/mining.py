@@ -35,16 +35,17 @@ def _worker(kind: str, spec: str) -> float:
     from datetime import datetime, timedelta, timezone
 
     if kind == "group":
-        from skillopt_sleep.mine import _Candidate, _group_duplicates
+        from skillopt_sleep.mine.candidates import Candidate
+        from skillopt_sleep.mine.duplicates import group_duplicates
 
         rng = random.Random(7)
         vocabulary = [f"w{index}" for index in range(3000)] + "the a to in of and fix add use test file".split() * 50
         start = datetime(2026, 11, 1, tzinfo=timezone.utc)
-        candidates = [_Candidate(source="claude", session_id="s", kind="prompt", seen_at=start + timedelta(seconds=i),
+        candidates = [Candidate(source="claude", session_id="s", kind="prompt", seen_at=start + timedelta(seconds=i),
                                  request=" ".join(rng.choice(vocabulary) for _ in range(rng.randint(4, 30))))
                       for i in range(int(spec))]
         began = time.perf_counter()
-        _group_duplicates(candidates)
+        group_duplicates(candidates)
         return time.perf_counter() - began
     from skillopt_sleep.config import load_config
     from skillopt_sleep.harvest import harvest_for_config

@@ -28,7 +28,7 @@ if str(REPO_ROOT) not in sys.path:
 from benchmarks.learning import WORLDS  # noqa: E402
 from skillopt_sleep.harvest import harvest  # noqa: E402
 from skillopt_sleep.mine import mine_tasks  # noqa: E402
-from skillopt_sleep.provenance import UserText, provenance_reason  # noqa: E402
+from skillopt_sleep.mine.provenance import UserText, provenance_reason  # noqa: E402
 
 
 def user_text(world, night: int, documents: list[str]) -> UserText:

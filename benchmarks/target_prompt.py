@@ -25,10 +25,11 @@ if str(REPO_ROOT) not in sys.path:
 from benchmarks import world as world1  # noqa: E402
 from benchmarks import world2  # noqa: E402
 from benchmarks.learning import chat  # noqa: E402
-from skillopt_sleep.engine import prompts  # noqa: E402
-from skillopt_sleep.engine.edits import apply_edits, ensure_block  # noqa: E402
-from skillopt_sleep.engine.prompts import render  # noqa: E402
+from skillopt_sleep import prompts  # noqa: E402
+from skillopt_sleep.block import ensure_block  # noqa: E402
+from skillopt_sleep.engine.edits import apply_edits  # noqa: E402
 from skillopt_sleep.models import EditRecord  # noqa: E402
+from skillopt_sleep.prompts import render  # noqa: E402
 
 FRAMES = {
     "shipped": prompts.load_prompt("target_system").split("\n\n# Skill document")[0],

@@ -34,8 +34,8 @@ from typing import Iterable, Literal
 from filelock import FileLock
 from pydantic import BaseModel, Field
 
+from skillopt_sleep.block import ensure_block
 from skillopt_sleep.documents import is_within, managed_block_segments, read_document, sha256_text
-from skillopt_sleep.engine.edits import ensure_block
 from skillopt_sleep.errors import (
     AdoptError,
     LiveFileChanged,

@@ -14,9 +14,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from skillopt_sleep.engine.edits import block_rule_lines
+from skillopt_sleep.block import block_rule_lines
+from skillopt_sleep.mine.provenance import is_blocked
 from skillopt_sleep.models import Diagnostics, FileChange
-from skillopt_sleep.provenance import is_blocked
 
 if TYPE_CHECKING:
     from skillopt_sleep.documents import Document

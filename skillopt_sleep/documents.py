@@ -29,7 +29,7 @@ import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from skillopt_sleep.engine.edits import BLOCK_BEGIN, BLOCK_END, ensure_block, new_skill_document
+from skillopt_sleep.block import BLOCK_BEGIN, BLOCK_END, ensure_block, new_skill_document
 from skillopt_sleep.errors import SleepError
 from skillopt_sleep.fsio import write_text_atomic
 from skillopt_sleep.hashing import sha256_text

@@ -29,6 +29,7 @@ CheckOp = Literal[
     "section_present",
     "json_valid",
     "tool_called",
+    "language",
 ]
 EditOp = Literal["append", "insert_after", "replace", "delete"]
 #: Older spellings of edit ops, accepted on input (optimizer replies, old diagnostics.json) and normalized.
@@ -163,7 +164,8 @@ class Check(_Model):
     """One deterministic rule check on a response.
 
     ``value`` is a string for text ops, an int for ``max_chars``/``max_words``, a heading text for
-    ``section_present``, a tool name for ``tool_called`` and ``None`` for ``json_valid``.
+    ``section_present``, a tool name for ``tool_called``, an ISO 639-1 code for ``language`` (the response's prose
+    is in that language) and ``None`` for ``json_valid``. What each op means: ``skillopt_sleep.checks``.
     """
 
     op: CheckOp

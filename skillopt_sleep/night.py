@@ -42,15 +42,15 @@ from skillopt_sleep.harvest import HarvestResult, harvest_for_config
 from skillopt_sleep.harvest.checkpoint import load_checkpoints, save_checkpoints
 from skillopt_sleep.lock import take_project_lock
 from skillopt_sleep.mine import MineResult, mine_for_config, wants_miner
+from skillopt_sleep.mine.llm_miner import make_llm_miner
+from skillopt_sleep.mine.provenance import UserText, blocked_summary, unsupported_lines
 from skillopt_sleep.models import Diagnostics, ReplayResult, Scores, TaskRecord
 from skillopt_sleep.notify import notify
 from skillopt_sleep.progress import NullProgress, Progress, watch_meter
-from skillopt_sleep.provenance import UserText, blocked_summary, unsupported_lines
 from skillopt_sleep.redact import redact_text
 from skillopt_sleep.retention import prune_nights
 from skillopt_sleep.rule_ledger import drop_forgotten
 from skillopt_sleep.rulebook import stated_rules
-from skillopt_sleep.rules import make_llm_miner
 from skillopt_sleep.stage_clock import StageClock
 from skillopt_sleep.state import ProjectPaths, load_state, save_state
 

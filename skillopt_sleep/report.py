@@ -22,8 +22,8 @@ from skillopt_sleep.adopt import load_adoptions, night_sort_key
 from skillopt_sleep.changes import changes_sentence, describe_change
 from skillopt_sleep.errors import SleepError
 from skillopt_sleep.fsio import read_json, write_text_atomic
+from skillopt_sleep.mine.provenance import blocked_token, is_blocked
 from skillopt_sleep.models import Diagnostics, EditRecord, ReplayResult
-from skillopt_sleep.provenance import blocked_token, is_blocked
 from skillopt_sleep.state import ProjectPaths
 
 #: Nights shown in the trend chart.

@@ -32,6 +32,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from skillopt_sleep.adopt import adopt_night, night_sort_key
+from skillopt_sleep.block import block_rule_lines
 from skillopt_sleep.documents import (
     DEFAULT_SKILL_PATH,
     MEMORY_FILES,
@@ -41,7 +42,6 @@ from skillopt_sleep.documents import (
     sha256_text,
     stage_proposal,
 )
-from skillopt_sleep.engine.edits import block_rule_lines
 from skillopt_sleep.errors import SleepError
 from skillopt_sleep.fsio import read_json, write_json_atomic
 from skillopt_sleep.models import EditRecord, TaskRecord

@@ -24,10 +24,10 @@ import re
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from skillopt_sleep.engine.edits import BLOCK_BEGIN, BLOCK_END, BLOCK_HEADING, managed_block
+from skillopt_sleep.block import BLOCK_BEGIN, BLOCK_END, BLOCK_HEADING, managed_block
+from skillopt_sleep.checks import check_key
+from skillopt_sleep.mine.statements import checks_for_rule
 from skillopt_sleep.models import Check, EditRecord, TaskRecord
-from skillopt_sleep.rules import checks_for_rule
-from skillopt_sleep.validation import check_key
 
 Key = tuple[str, str]
 

@@ -50,10 +50,10 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from skillopt_sleep import prompts
 from skillopt_sleep.backends.base import Backend, Budget, CallMeter, ChatRequest, ChatResult
 from skillopt_sleep.config import RENAMED_KEYS, EditBudgetConfig, StepConfig
 from skillopt_sleep.documents import prompt_view
-from skillopt_sleep.engine import prompts
 from skillopt_sleep.engine.edit_budget import EditBudgetState, next_edit_budget, update_edit_budget_state
 from skillopt_sleep.engine.gate import summarize
 from skillopt_sleep.engine.replay import ReplayCache, doc_hash, replay_tasks

@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 
 from skillopt_sleep.backends.base import CallMeter, ChatMessage, ChatRequest
 from skillopt_sleep.backends.jsonextract import extract_json
-from skillopt_sleep.engine.prompts import DATA_NOTICE, quote_data
 from skillopt_sleep.mine import normalize_request
 from skillopt_sleep.models import TaskEvidence, TaskRecord
 from skillopt_sleep.parallel import map_parallel
+from skillopt_sleep.prompts import DATA_NOTICE, quote_data
 from skillopt_sleep.redact import redact_text
 
 #: Characters of a variant request kept at most (a longer one is dropped).

@@ -23,10 +23,10 @@ from __future__ import annotations
 from typing import Any
 
 from skillopt_sleep.archive.tasks import TaskArchive
+from skillopt_sleep.checks import check_key
 from skillopt_sleep.engine.gate import EVIDENCE_CLAUSES
 from skillopt_sleep.models import EditRecord, TaskRecord
 from skillopt_sleep.rulebook import StatedRule, line_keys, rule_line, stating_line, text_key
-from skillopt_sleep.validation import check_key
 
 #: Most phrasings and session ids kept per rule.
 MAX_PHRASINGS = 12

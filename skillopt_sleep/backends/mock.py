@@ -13,9 +13,9 @@ import orjson
 
 from skillopt_sleep.backends.base import ChatRequest, ChatResult, ErrorKind
 from skillopt_sleep.engine.aggregate import PATCH_LIST_HEADER, RANK_ITEM
-from skillopt_sleep.engine.prompts import DATA_CLOSE, DATA_OPEN, load_prompt
 from skillopt_sleep.engine.reflect import TASK_HEADER, USER_RULE_PREFIX
 from skillopt_sleep.models import Role, Usage
+from skillopt_sleep.prompts import DATA_CLOSE, DATA_OPEN, load_prompt
 from skillopt_sleep.words import content_words, words
 
 #: Words that name an action rather than a subject; they never make a rule relevant nor forbidden.

@@ -28,9 +28,9 @@ from pydantic import BaseModel, Field
 
 from skillopt_sleep.backends.base import CallMeter, ChatMessage, ChatRequest
 from skillopt_sleep.backends.jsonextract import extract_json
-from skillopt_sleep.engine.prompts import quote_data, render_prompt
 from skillopt_sleep.engine.reflect import RAW_HEAD_CHARS, document_view, edits_schema, request_edits
 from skillopt_sleep.models import EditRecord
+from skillopt_sleep.prompts import quote_data, render_prompt
 
 PatchKind = Literal["failure", "success"]
 

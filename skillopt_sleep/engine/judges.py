@@ -20,8 +20,6 @@ response that claims a tool ran (``TOOL_CALL: Bash``) is never evidence.
 
 from __future__ import annotations
 
-import functools
-import json
 import math
 import re
 import unicodedata
@@ -32,8 +30,9 @@ from pydantic import BaseModel
 
 from skillopt_sleep.backends.base import ChatMessage, ChatRequest
 from skillopt_sleep.backends.jsonextract import extract_json
-from skillopt_sleep.engine.prompts import quote_data, render_prompt
-from skillopt_sleep.models import Check, TaskRecord
+from skillopt_sleep.checks import UnverifiableCheck, describe_check, evaluate_check
+from skillopt_sleep.models import TaskRecord
+from skillopt_sleep.prompts import quote_data, render_prompt
 
 #: (request, rubric, response) -> (score, rationale). The score should be in [0, 1]; any float is accepted
 #: and clamped by ``score_response``; NaN means "the judge could not score" (left out, never a 0).
@@ -55,14 +54,6 @@ RUBRIC_SCHEMA: dict[str, Any] = {
 }
 
 
-@functools.cache
-def _markdown():
-    """The CommonMark parser (markdown-it), built on first use: a harvest that mines nothing never imports it."""
-    from markdown_it import MarkdownIt
-
-    return MarkdownIt("commonmark")
-
-
 class JudgeOutcome(BaseModel):
     """The judges' verdict on one response.
 
@@ -78,126 +69,6 @@ class JudgeOutcome(BaseModel):
     rationale: str
     llm_judged: bool
     verifiable: bool = True
-
-
-# --------------------------------------------------------------------------- rule checks
-
-
-class _Unverifiable(Exception):
-    """A check that cannot be decided for this response (the message says why)."""
-
-
-def _fold(text: str, case_sensitive: bool) -> str:
-    return text if case_sensitive else text.casefold()
-
-
-def _text_value(check: Check) -> str:
-    if not isinstance(check.value, str) or check.value == "":
-        raise _Unverifiable(f"{check.op} needs a non-empty text value")
-    return check.value
-
-
-def _int_value(check: Check) -> int:
-    value = check.value
-    if isinstance(value, bool):
-        raise _Unverifiable(f"{check.op} needs an integer value")
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value.strip())
-    raise _Unverifiable(f"{check.op} needs an integer value, got {value!r}")
-
-
-def _normalize_heading(text: str, case_sensitive: bool) -> str:
-    text = text.strip().lstrip("#").strip()
-    text = text.strip("*_` ").rstrip(":").strip("*_` ")
-    return _fold(" ".join(text.split()), case_sensitive)
-
-
-def _headings(response: str) -> list[str]:
-    """Text of every Markdown heading (ATX ``#``..``######`` and setext), outside code blocks."""
-    tokens = _markdown().parse(response)
-    return [tokens[i + 1].content for i, token in enumerate(tokens)
-            if token.type == "heading_open" and i + 1 < len(tokens)]
-
-
-def _is_json_container(text: str) -> bool:
-    try:
-        return isinstance(json.loads(text), (dict, list))
-    except ValueError:
-        return False
-
-
-def _json_valid(response: str) -> bool:
-    """The whole response (stripped) is a JSON object or array, or the response has ```json fenced
-    blocks and every one of them holds a JSON object or array. Scalars (``42``) do not count."""
-    if _is_json_container(response.strip()):
-        return True
-    fences = [token.content for token in _markdown().parse(response)
-              if token.type == "fence" and token.info.strip().casefold() == "json"]
-    return bool(fences) and all(_is_json_container(body.strip()) for body in fences)
-
-
-def _evaluate(check: Check, response: str, tools_called: list[str] | None) -> bool:
-    """Decide one check; raise ``_Unverifiable`` when it cannot be decided."""
-    op = check.op
-    sensitive = check.case_sensitive
-    if op in ("contains", "not_contains"):
-        found = _fold(_text_value(check), sensitive) in _fold(response, sensitive)
-        return found if op == "contains" else not found
-    if op == "starts_with":
-        return _fold(response.strip(), sensitive).startswith(_fold(_text_value(check).strip(), sensitive))
-    if op == "ends_with":
-        return _fold(response.strip(), sensitive).endswith(_fold(_text_value(check).strip(), sensitive))
-    if op == "regex":
-        pattern = _text_value(check)
-        try:
-            compiled = re.compile(pattern, 0 if sensitive else re.IGNORECASE)
-        except re.error as exc:
-            raise _Unverifiable(f"regex {pattern!r} does not compile ({exc})") from None
-        return compiled.search(response) is not None
-    if op == "max_chars":
-        return len(response.strip()) <= _int_value(check)
-    if op == "max_words":
-        return len(response.split()) <= _int_value(check)
-    if op == "section_present":
-        wanted = _normalize_heading(_text_value(check), sensitive)
-        return any(_normalize_heading(heading, sensitive) == wanted for heading in _headings(response))
-    if op == "json_valid":
-        return _json_valid(response)
-    if op == "tool_called":
-        name = _text_value(check).strip()
-        if tools_called is None:
-            raise _Unverifiable(f"tool_called {name!r} unverifiable: the backend cannot run tools")
-        return any(_fold(tool, sensitive) == _fold(name, sensitive) for tool in tools_called)
-    raise _Unverifiable(f"unknown check op {op!r}")
-
-
-def check_passes(check: Check, response: str, tools_called: list[str] | None) -> bool | None:
-    """Return True/False for one rule check on ``response``, or None when it cannot be verified.
-
-    Case-insensitive unless ``check.case_sensitive``. ``tools_called``: names of the tools that really ran
-    (from the backend), or None when the backend cannot run tools (``tool_called`` is then unverifiable).
-    ``starts_with``/``ends_with``/``max_chars`` look at the response with surrounding whitespace stripped;
-    ``max_words`` counts whitespace-separated words; ``section_present`` wants a Markdown heading (any
-    level, outside code blocks) whose text equals the value, ignoring case, ``#``s, emphasis and a trailing
-    colon; ``json_valid`` is described in ``_json_valid``. None also for a regex that does not compile and
-    for a value of the wrong type.
-    """
-    try:
-        return _evaluate(check, response, tools_called)
-    except _Unverifiable:
-        return None
-
-
-def describe_check(check: Check) -> str:
-    """Short label of a check for reasons: ``not_contains 'npm install'``, ``json_valid``."""
-    if check.value is None:
-        return check.op
-    value = check.value
-    if isinstance(value, str) and len(value) > 60:
-        value = value[:57] + "..."
-    return f"{check.op} {value!r}"
 
 
 # --------------------------------------------------------------------------- reference
@@ -329,8 +200,8 @@ def score_response(task: TaskRecord, response: str, tools_called: list[str] | No
     passed = verified = 0
     for check in judge.checks:
         try:
-            ok = _evaluate(check, response, tools_called)
-        except _Unverifiable as exc:
+            ok = evaluate_check(check, response, tools_called)
+        except UnverifiableCheck as exc:
             notes.append(f"excluded ({exc})")
             continue
         verified += 1

@@ -35,9 +35,9 @@ from pydantic import BaseModel, Field, ValidationError
 
 from skillopt_sleep.backends.base import CallMeter, ChatMessage, ChatRequest
 from skillopt_sleep.backends.jsonextract import extract_json
-from skillopt_sleep.engine.edits import managed_block
-from skillopt_sleep.engine.prompts import load_prompt, quote_data, render_prompt
+from skillopt_sleep.block import managed_block
 from skillopt_sleep.models import EditRecord, ReplayResult, TaskRecord
+from skillopt_sleep.prompts import load_prompt, quote_data, render_prompt
 from skillopt_sleep.words import STOPWORDS, content_words, words
 
 #: Most tasks shown to the optimizer in one call.

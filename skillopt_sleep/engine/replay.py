@@ -30,11 +30,12 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
+from skillopt_sleep import prompts
 from skillopt_sleep.backends.base import CallMeter, ChatMessage, ChatRequest
-from skillopt_sleep.engine import judges, prompts
-from skillopt_sleep.engine.prompts import render
+from skillopt_sleep.engine import judges
 from skillopt_sleep.fsio import write_jsonl_atomic
 from skillopt_sleep.models import ReplayResult, TaskRecord, Usage
+from skillopt_sleep.prompts import render
 
 #: (target model, skill hash, memory hash, task id, sample index, settings hash)
 CacheKey = tuple[str, str, str, str, int, str]

@@ -75,9 +75,9 @@ from skillopt_sleep.engine.reflect import (
 )
 from skillopt_sleep.engine.replay import ReplayCache, Rollout, replay_tasks
 from skillopt_sleep.engine.val_pool import select_val
+from skillopt_sleep.mine.provenance import UserText, provenance_reason
 from skillopt_sleep.models import EditRecord, GateDecision, ReplayResult, TaskRecord
 from skillopt_sleep.parallel import map_parallel
-from skillopt_sleep.provenance import UserText, provenance_reason
 from skillopt_sleep.rulebook import StatedRule, restated_rule_reason, stated_rules, user_rule_edits
 from skillopt_sleep.stage_clock import StageClock
 

@@ -23,9 +23,9 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
+from skillopt_sleep.checks import check_key
 from skillopt_sleep.models import EditRecord, TaskRecord
 from skillopt_sleep.rulebook import line_keys
-from skillopt_sleep.validation import check_key
 
 #: Default of ``gate_max_val``: most val tasks the gate replays in one night.
 DEFAULT_GATE_MAX_VAL = 12

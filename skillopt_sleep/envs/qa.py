@@ -25,11 +25,11 @@ from typing import Any, Literal
 import orjson
 
 from skillopt_sleep.backends.base import Backend, ChatMessage, ChatRequest
-from skillopt_sleep.engine.prompts import load_prompt
 from skillopt_sleep.engine.replay import doc_hash, system_prompt
 from skillopt_sleep.envs.base import RolloutResult
 from skillopt_sleep.envs.task_file import as_rollout_client
 from skillopt_sleep.models import TaskRecord
+from skillopt_sleep.prompts import load_prompt
 
 Match = Literal["exact", "contains"]
 SPLITS = ("train", "val", "test")

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from benchmarks import world2
+from skillopt_sleep.block import managed_block
+from skillopt_sleep.checks import check_passes
 from skillopt_sleep.config import SleepConfig
-from skillopt_sleep.engine.edits import managed_block
-from skillopt_sleep.engine.judges import check_passes
 from skillopt_sleep.night import run_night
 from skillopt_sleep.rulebook import document_rules
 

@@ -12,9 +12,9 @@ import pytest
 from transcripts import PNPM_CONVERSATIONS, write_claude_sessions
 from typer.testing import CliRunner
 
+from skillopt_sleep.block import BLOCK_END
 from skillopt_sleep.cli.app import app
 from skillopt_sleep.config import SleepConfig
-from skillopt_sleep.engine.edits import BLOCK_END
 from skillopt_sleep.night import run_night
 from skillopt_sleep.rule_ledger import list_rules
 from skillopt_sleep.state import ProjectPaths

@@ -29,9 +29,9 @@ from planted import (
 from werkzeug import Request, Response
 
 from skillopt_sleep.config import SleepConfig
-from skillopt_sleep.engine.prompts import DATA_CLOSE, DATA_OPEN
+from skillopt_sleep.mine.provenance import NO_USER_PROVENANCE, SECRET
 from skillopt_sleep.night import run_night
-from skillopt_sleep.provenance import NO_USER_PROVENANCE, SECRET
+from skillopt_sleep.prompts import DATA_CLOSE, DATA_OPEN
 
 FAKE_SECRET = "ghp_" + "Z9y8X7w6V5u4T3s2R1q0P9o8N7m6L5k4J3i2"
 

@@ -14,10 +14,11 @@ from typer.testing import CliRunner
 
 import skillopt_sleep.adopt as adopt_module
 from skillopt_sleep.adopt import adopt_night, default_night_to_adopt, load_adoptions, rebase_proposal, revert_adoption
+from skillopt_sleep.block import BLOCK_BEGIN, BLOCK_END, BLOCK_HEADING
 from skillopt_sleep.cli.adopt_cmd import register
 from skillopt_sleep.cli.app import app
 from skillopt_sleep.documents import load_documents, sha256_text, stage_proposal
-from skillopt_sleep.engine.edits import BLOCK_BEGIN, BLOCK_END, BLOCK_HEADING, apply_edits
+from skillopt_sleep.engine.edits import apply_edits
 from skillopt_sleep.errors import LockedError, SleepError
 from skillopt_sleep.fsio import write_json_atomic
 from skillopt_sleep.models import Diagnostics, EditRecord

@@ -6,9 +6,9 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from pathlib import Path
 
+from skillopt_sleep.block import BLOCK_BEGIN, BLOCK_END, BLOCK_HEADING
 from skillopt_sleep.changes import changes_sentence, file_changes, nothing_changed_reason, rule_lines
 from skillopt_sleep.documents import Document
-from skillopt_sleep.engine.edits import BLOCK_BEGIN, BLOCK_END, BLOCK_HEADING
 from skillopt_sleep.models import Diagnostics, EditRecord, FileChange, GateDecision
 from skillopt_sleep.report import night_label, outcome_word
 

@@ -8,22 +8,23 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from skillopt_sleep.mine import _EPOCH, DUPLICATE_SIMILARITY, _Candidate, _group_duplicates, _stem_tokens
-from skillopt_sleep.rules import jaccard
+from skillopt_sleep.mine.candidates import EPOCH, Candidate
+from skillopt_sleep.mine.duplicates import DUPLICATE_SIMILARITY, group_duplicates, stem_tokens
+from skillopt_sleep.mine.reactions import jaccard
 
 WORDS = ("fix the flaky test in parser module add type hints rename config loader use httpx not requests "
          "write docs for cli bump version run ruff format tests update changelog").split()
 COMMANDS = ("/review", "/deploy", "/issue")
 
 
-def reference_groups(candidates: list[_Candidate]) -> list[list[_Candidate]]:
+def reference_groups(candidates: list[Candidate]) -> list[list[Candidate]]:
     """Every candidate compared with every group, in order."""
-    ordered = sorted(candidates, key=lambda item: (item.seen_at or _EPOCH,))
-    groups: list[list[_Candidate]] = []
+    ordered = sorted(candidates, key=lambda item: (item.seen_at or EPOCH,))
+    groups: list[list[Candidate]] = []
     keys: list[tuple[str, set[str]]] = []
     for candidate in ordered:
         normalized = candidate.family()
-        candidate_tokens = _stem_tokens(candidate.request)
+        candidate_tokens = stem_tokens(candidate.request)
         for index, (group_text, group_tokens) in enumerate(keys):
             if normalized == group_text:
                 groups[index].append(candidate)
@@ -42,7 +43,7 @@ def reference_groups(candidates: list[_Candidate]) -> list[list[_Candidate]]:
     return groups
 
 
-def random_candidate(rng: random.Random, start: datetime, bases: list[list[str]]) -> _Candidate:
+def random_candidate(rng: random.Random, start: datetime, bases: list[list[str]]) -> Candidate:
     roll = rng.random()
     if roll < 0.1:
         request, kind = f"{rng.choice(COMMANDS)} {rng.choice(['8454', '8463', 'now', 'the parser', ''])}", "command"
@@ -60,7 +61,7 @@ def random_candidate(rng: random.Random, start: datetime, bases: list[list[str]]
                 words = [word + "s" for word in words]
         request, kind = " ".join(words).capitalize() + rng.choice(["", ".", "?"]), "prompt"
     seen_at = None if rng.random() < 0.05 else start + timedelta(minutes=rng.randrange(10_000))
-    return _Candidate(source="claude", session_id=f"s{rng.randrange(50)}", request=request, kind=kind,
+    return Candidate(source="claude", session_id=f"s{rng.randrange(50)}", request=request, kind=kind,
                       seen_at=seen_at)
 
 
@@ -71,7 +72,7 @@ def test_the_groups_are_those_of_comparing_with_every_group(seed: int) -> None:
     bases = [[rng.choice(WORDS) for _ in range(rng.randint(1, 12))] for _ in range(rng.randint(3, 40))]
     candidates = [random_candidate(rng, start, bases) for _ in range(rng.randint(50, 400))]
 
-    groups = _group_duplicates(candidates)
+    groups = group_duplicates(candidates)
 
     assert [[id(item) for item in group] for group in groups] == \
         [[id(item) for item in group] for group in reference_groups(candidates)]
@@ -83,10 +84,10 @@ def test_a_reworded_request_joins_its_group_and_another_task_does_not() -> None:
     start = datetime(2026, 11, 1, tzinfo=timezone.utc)
     texts = ["Add type hints to the config loader", "add type hints to the config loaders please",
              "Rename the config loader", "/deploy 8454", "/deploy 8463"]
-    candidates = [_Candidate(source="claude", session_id="s", request=text,
+    candidates = [Candidate(source="claude", session_id="s", request=text,
                              kind="command" if text.startswith("/") else "prompt",
                              seen_at=start + timedelta(minutes=index)) for index, text in enumerate(texts)]
 
-    groups = _group_duplicates(candidates)
+    groups = group_duplicates(candidates)
 
     assert [[item.request for item in group] for group in groups] == [texts[:2], texts[2:3], texts[3:]]

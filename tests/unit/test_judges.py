@@ -8,8 +8,8 @@ import math
 import pytest
 
 from skillopt_sleep.backends.base import CallMeter, ChatRequest, ChatResult
+from skillopt_sleep.checks import check_passes
 from skillopt_sleep.engine.judges import (
-    check_passes,
     gate_score,
     make_rubric_judge,
     normalize_reference_text,

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from skillopt_sleep.adopt import adopt_night, revert_adoption
+from skillopt_sleep.block import BLOCK_BEGIN, BLOCK_END, ensure_block
 from skillopt_sleep.documents import (
     MDC_FRONTMATTER,
     MEMORY_FILES,
@@ -20,7 +21,7 @@ from skillopt_sleep.documents import (
     target_paths,
     written_agents,
 )
-from skillopt_sleep.engine.edits import BLOCK_BEGIN, BLOCK_END, apply_edits, ensure_block
+from skillopt_sleep.engine.edits import apply_edits
 from skillopt_sleep.fsio import write_json_atomic
 from skillopt_sleep.models import Diagnostics, EditRecord
 from skillopt_sleep.state import ProjectPaths

@@ -9,10 +9,11 @@ import pytest
 
 from skillopt_sleep.backends.base import Budget, CallMeter
 from skillopt_sleep.backends.mock import MockBackend
+from skillopt_sleep.checks import negative_word_regex
 from skillopt_sleep.errors import BudgetExhausted
 from skillopt_sleep.mine import MIN_TASKS_FOR_TEST, assign_split, mine_tasks, task_id_for
+from skillopt_sleep.mine.llm_miner import make_llm_miner
 from skillopt_sleep.models import Session, TaskRecord, ToolUse, Turn
-from skillopt_sleep.rules import make_llm_miner, negative_word_regex
 
 T0 = datetime(2025, 5, 1, 9, 0, tzinfo=timezone.utc)
 

@@ -9,9 +9,9 @@ from skillopt_sleep.backends import get_backend
 from skillopt_sleep.backends.base import Backend, CallMeter, ChatMessage, ChatRequest
 from skillopt_sleep.backends.mock import MockBackend, parse_rule
 from skillopt_sleep.engine import judges
-from skillopt_sleep.engine.prompts import render_prompt
 from skillopt_sleep.engine.reflect import edits_schema
 from skillopt_sleep.engine.replay import system_prompt
+from skillopt_sleep.prompts import render_prompt
 
 
 def ask_target(backend: MockBackend, request: str, *, skill: str = "", memory: str = "",

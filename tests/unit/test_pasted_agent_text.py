@@ -16,8 +16,8 @@ from pathlib import Path
 
 from skillopt_sleep.harvest import harvest
 from skillopt_sleep.mine import mine_tasks
+from skillopt_sleep.mine.requests import COPY_MIN_WORDS, AgentTexts
 from skillopt_sleep.models import Session, Turn
-from skillopt_sleep.replayable import COPY_MIN_WORDS, AgentTexts
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "transcripts" / "cline"
 ROO = "jsboige__jsboige-mcp-servers__roo-bc93a6f7__"

@@ -5,18 +5,18 @@ from __future__ import annotations
 import pytest
 
 from skillopt_sleep.engine.reflect import screen_edits
-from skillopt_sleep.models import EditRecord, TaskRecord
-from skillopt_sleep.provenance import (
+from skillopt_sleep.mine.provenance import (
     NO_USER_PROVENANCE,
     SECRET,
     UserText,
-    authored_text,
     blocked_token,
     is_blocked,
     provenance_reason,
     sensitive_tokens,
     unsupported_lines,
 )
+from skillopt_sleep.mine.typed import authored_text
+from skillopt_sleep.models import EditRecord, TaskRecord
 
 
 def kinds(text: str) -> dict[str, str]:

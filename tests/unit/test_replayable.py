@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from skillopt_sleep.replayable import (
+from skillopt_sleep.mine.replayable import (
     _JSON_STRING,
     _SINGLE_COMMAND,
     INSPECTION_CALLS,
@@ -19,8 +19,8 @@ from skillopt_sleep.replayable import (
     inspects,
     needs_repo_state,
     not_replayable_reason,
-    pasted_reason,
 )
+from skillopt_sleep.mine.requests import pasted_reason
 
 #: The head of a real message (erk session 52bc43f3, Claude Code 2.1.53): the user pasted the agent's own screen.
 PASTED_TERMINAL = ("▐▛███▜▌   Claude Code v2.1.53\n▝▜█████▛▘  Opus 4.6 · Claude Max\n  ▘▘ ▝▝    /workspaces/erk\n\n"

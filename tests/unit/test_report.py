@@ -15,6 +15,7 @@ from skillopt_sleep.cli.app import app
 from skillopt_sleep.cli.report_cmd import register
 from skillopt_sleep.errors import SleepError
 from skillopt_sleep.fsio import write_json_atomic
+from skillopt_sleep.mine.provenance import UserText, provenance_reason
 from skillopt_sleep.models import (
     Diagnostics,
     EditRecord,
@@ -25,7 +26,6 @@ from skillopt_sleep.models import (
     Scores,
     TaskComparison,
 )
-from skillopt_sleep.provenance import UserText, provenance_reason
 from skillopt_sleep.report import (
     edit_diff,
     load_night,

@@ -3,6 +3,7 @@ words; a newer rule replaces the one it contradicts; the optimizer's restatement
 
 from __future__ import annotations
 
+from skillopt_sleep.checks import negative_word_regex
 from skillopt_sleep.engine.edits import apply_edits
 from skillopt_sleep.models import Check, Judge, TaskRecord
 from skillopt_sleep.rulebook import (
@@ -12,7 +13,6 @@ from skillopt_sleep.rulebook import (
     stated_rules,
     user_rule_edits,
 )
-from skillopt_sleep.rules import negative_word_regex
 
 
 def task(number: int, *rules: str, checks: dict[str, list[Check]] | None = None, split: str = "train",

@@ -9,17 +9,12 @@ import pytest
 
 from skillopt_sleep.backends.base import CallMeter
 from skillopt_sleep.backends.mock import MockBackend
-from skillopt_sleep.engine.judges import check_passes
+from skillopt_sleep.checks import check_passes, validate_check
+from skillopt_sleep.mine.llm_miner import llm_miner_schema, make_llm_miner
+from skillopt_sleep.mine.reactions import classify_reaction
+from skillopt_sleep.mine.statements import checks_for_rule, extract_rules
+from skillopt_sleep.mine.typed import typed_text
 from skillopt_sleep.models import Check, CheckOp, TaskEvidence, TaskRecord
-from skillopt_sleep.rules import (
-    checks_for_rule,
-    classify_reaction,
-    extract_rules,
-    llm_miner_schema,
-    make_llm_miner,
-    typed_text,
-    validate_check,
-)
 
 
 def ops(checks: list[Check]) -> list[tuple[str, object]]:

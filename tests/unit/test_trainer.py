@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from skillopt_sleep import prompts
 from skillopt_sleep.backends.mock import MockBackend
 from skillopt_sleep.config import SleepConfig
-from skillopt_sleep.engine import prompts
 from skillopt_sleep.envs import QAEnv, TaskFileEnv
 from skillopt_sleep.errors import ConfigError
 from skillopt_sleep.night import run_night

@@ -12,14 +12,13 @@ import re
 
 import pytest
 
-from skillopt_sleep.models import Check
-from skillopt_sleep.rules import checks_for_rule, negative_word_regex, word_regex
-from skillopt_sleep.validation import (
+from skillopt_sleep.checks import check_key, negative_word_regex, word_regex
+from skillopt_sleep.mine.statements import checks_for_rule
+from skillopt_sleep.mine.validation import (
     ASCII_LOOKALIKES,
     Evidence,
     _Text,
     behaviour,
-    check_key,
     check_verdict,
     evidence_checks,
     hard_evidence,
@@ -28,6 +27,7 @@ from skillopt_sleep.validation import (
     validate_checks,
     wants_artefact,
 )
+from skillopt_sleep.models import Check
 
 
 def contains(value: str, origin: str = "llm_miner") -> Check:

@@ -1,4 +1,4 @@
-"""Prompt templates: Markdown files shipped in ``skillopt_sleep/engine/prompts/``, overridable by the user.
+"""Prompt templates: Markdown files shipped in ``skillopt_sleep/prompts/``, overridable by the user.
 
 Templates: ``reflect.md``, ``reflect_contrastive.md``, ``merge.md``, ``rank.md``, ``target_system.md``,
 ``judge_rubric.md``, ``miner.md``.
@@ -59,7 +59,7 @@ def load_prompt(name: str) -> str:
     override = override_path(file_name)
     if override.is_file():
         return override.read_text(encoding="utf-8")
-    return resources.files("skillopt_sleep.engine").joinpath("prompts", file_name).read_text(encoding="utf-8")
+    return resources.files("skillopt_sleep.prompts").joinpath(file_name).read_text(encoding="utf-8")
 
 
 #: Untrusted text in a prompt stands between these tags (``quote_data``); the templates say what they mean.

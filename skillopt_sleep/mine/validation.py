@@ -31,9 +31,17 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from skillopt_sleep.engine.judges import check_passes, describe_check
+from skillopt_sleep.checks import (
+    check_key,
+    check_passes,
+    describe_check,
+    negative_word_regex,
+    validate_check,
+    word_regex,
+)
+from skillopt_sleep.mine.literals import GENERIC_WORDS
+from skillopt_sleep.mine.typed import typed_text
 from skillopt_sleep.models import Check
-from skillopt_sleep.rules import GENERIC_WORDS, negative_word_regex, typed_text, validate_check, word_regex
 
 #: Replies that do nothing; a judge of a request for an artefact must fail them.
 VACUOUS_REPLIES = ("OK.", "Done.", "Sure, I can help with that.")
@@ -181,23 +189,8 @@ def merge_alternatives(checks: list[Check], evidence: Evidence) -> list[Check]:
     return out
 
 
-_NEGATIVE = re.compile(r"^\\A\(\?!\[\\s\\S\]\*(?:\(\?<!\\w\))?(?P<body>.+?)(?:\(\?!\\w\))?\)$")
 
 
-def check_key(check: Check) -> tuple[str, str]:
-    """What a check demands, independent of how it is written: ``("has", literal)`` for ``contains``, ``("not",
-    literal)`` for ``not_contains`` and a whole-word negative regex, else ``(op, value)``; literals case-folded.
-    Two checks with one key are one check; a rule is identified by the keys of its validated checks."""
-    value = check.value
-    if check.op == "contains" and isinstance(value, str):
-        return "has", value.casefold()
-    if check.op == "not_contains" and isinstance(value, str):
-        return "not", value.casefold()
-    if check.op == "regex" and isinstance(value, str):
-        negative = _NEGATIVE.match(value)
-        if negative:
-            return "not", re.sub(r"\\(.)", r"\1", negative.group("body")).casefold()
-    return check.op, str(value)
 
 
 def validate_checks(checks: list[Check], evidence: Evidence) -> tuple[list[Check], list[str]]:

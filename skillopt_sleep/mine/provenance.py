@@ -25,17 +25,14 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from skillopt_sleep.engine.edits import managed_block
+from skillopt_sleep.block import managed_block
 from skillopt_sleep.models import EditRecord, TaskRecord
 from skillopt_sleep.redact import REDACTED_PREFIX, redact
-from skillopt_sleep.rules import typed_text
 
 #: The reason prefix of an edit the screen rejected for a token no user typed.
 NO_USER_PROVENANCE = "no_user_provenance"
 #: The reason prefix of an edit that carries a secret or a redaction placeholder.
 SECRET = "secret"
-#: Characters of one user-authored text kept (a longer one is cut).
-AUTHORED_CHARS = 4000
 #: Characters of a token shown in a reason.
 TOKEN_SHOWN_CHARS = 80
 
@@ -52,23 +49,8 @@ class Token:
 
 # --------------------------------------------------------------------------- user-authored text
 
-_FENCE = re.compile(r"^[ \t]*(```|~~~).*?^[ \t]*\1[^\n]*$", re.MULTILINE | re.DOTALL)
-_OPEN_FENCE = re.compile(r"^[ \t]*(```|~~~).*\Z", re.MULTILINE | re.DOTALL)
-_QUOTED_LINE = re.compile(r"^[ \t]*>.*$", re.MULTILINE)
-_INDENTED_CODE = re.compile(r"^(?: {4}|\t).*$", re.MULTILINE)
 
 
-def authored_text(message: str) -> str:
-    """The part of one user message the user typed: ``rules.typed_text`` (a long paste keeps only its short first and
-    last paragraphs), then fenced blocks, ``>`` quoted lines and indented code removed; cut to ``AUTHORED_CHARS``.
-    message: a user message as harvested (already redacted)."""
-    text = typed_text(message or "")
-    text = _FENCE.sub("", text)
-    text = _OPEN_FENCE.sub("", text)
-    text = _QUOTED_LINE.sub("", text)
-    text = _INDENTED_CODE.sub("", text)
-    text = "\n".join(line.rstrip() for line in text.splitlines() if line.strip())
-    return text[:AUTHORED_CHARS]
 
 
 class UserText:

@@ -1,0 +1,37 @@
+"""The evidence layer: what the user asked, how they reacted, and the rules they taught, read from harvested sessions.
+
+Input: ``list[Session]`` (``skillopt_sleep.harvest``: only turns the transcript's structure says the user typed).
+Output: ``MineResult`` with the ``TaskRecord``s a night replays, labels and learns from. The modules, bottom up:
+
+| module | job |
+|---|---|
+| ``typed`` | what the user typed in a message, as opposed to what they pasted into it (fenced, quoted, logs, ...) |
+| ``clauses`` | a message as clauses, without the discourse words that only frame them |
+| ``literals`` | the literal a rule names (``pnpm``, ``os.path``), or none for a style ("tabs") |
+| ``formats`` | format rules (Conventional Commits, ISO dates, length limits, sections, JSON) and their checks |
+| ``forms`` | the form of a rule statement: prefer, use, forbid, always, declare |
+| ``statements`` | the rule statements of a message, in the user's words, and the checks each implies |
+| ``reactions`` | the user's reaction to an answer: approval, correction, re-ask |
+| ``requests`` | is a message a request at all (acknowledgements, pasted screens, an agent's answer pasted back) |
+| ``replayable`` | can a task be replayed as text, and why not |
+| ``validation`` | checks validated by the session's own answers (fail the corrected one, pass the accepted one) |
+| ``candidates`` | each request assembled from its turn, refinements and reactions |
+| ``duplicates`` | near-duplicate requests are one task |
+| ``split`` | task ids and the train / val / test split |
+| ``llm_miner`` | the optional LLM miner (role ``miner``) for tasks whose words gave no check |
+| ``result`` | ``MineResult``: the tasks and the counts that explain them |
+| ``tasks`` | ``mine_tasks``: candidates -> groups -> ``TaskRecord``s with validated judges, rules and splits |
+| ``provenance`` | what an edit may name: only what users typed (the screen every edit passes) |
+
+The check vocabulary it stands on is ``skillopt_sleep.checks``; nothing here imports the engine.
+"""
+
+from __future__ import annotations
+
+from skillopt_sleep.mine.llm_miner import make_llm_miner, wants_miner
+from skillopt_sleep.mine.result import MineResult
+from skillopt_sleep.mine.split import MIN_TASKS_FOR_TEST, assign_split, normalize_request, task_id_for
+from skillopt_sleep.mine.tasks import mine_for_config, mine_tasks
+
+__all__ = ["MIN_TASKS_FOR_TEST", "MineResult", "assign_split", "make_llm_miner", "mine_for_config", "mine_tasks",
+           "normalize_request", "task_id_for", "wants_miner"]

@@ -1,0 +1,106 @@
+"""Format rules: a rule about the shape of an answer, which a check can test whatever its phrasing.
+
+Conventional Commits, ISO dates (``YYYY-MM-DD``), a word or character limit, a named section, JSON output:
+``format_rule_hit(clause)`` says whether a clause states one, ``format_checks(text, rule, origin)`` gives its checks.
+"""
+
+from __future__ import annotations
+
+import re
+
+from skillopt_sleep.mine.literals import GENERIC_WORDS
+from skillopt_sleep.models import Check
+
+CONVENTIONAL_COMMIT_REGEX = (
+    r"(?m)^(feat|fix|docs|style|refactor|perf|test|build|ci|chore|revert)(\([^)\n]+\))?!?: \S"
+)
+
+
+ISO_DATE_REGEX = r"\b\d{4}-\d{2}-\d{2}\b"
+
+
+# Keyword detectors: a rule about a format the response can be checked for, whatever its phrasing.
+_CONVENTIONAL = re.compile(r"\bconventional[- ]commits?\b", re.IGNORECASE)
+
+
+_ISO_DATE = re.compile(r"\byyyy-mm-dd\b|\biso[- ]?8601\b|\biso\b.*\bdates?\b|\bdates?\b.*\biso\b", re.IGNORECASE)
+
+
+_LENGTH_LIMIT = re.compile(
+    r"\b(?:under|below|less than|fewer than|at most|no more than|not more than|max(?:imum)?(?: of)?|within|"
+    r"up to|<=?)\s*(?P<n>\d{1,6})\s*(?P<unit>words?|characters?|chars?)\b",
+    re.IGNORECASE,
+)
+
+
+_LENGTH_CONTEXT = re.compile(
+    r"^(?:keep|limit|make|write|answer|reply|respond|stay|be|use|cap)\b|\b(?:should|must|keep|limit|max|at most|"
+    r"no more than)\b|^(?:(?:all|your|the|my)\s+)?(?:answers?|responses?|replies|reply|summaries|summary|"
+    r"messages?|descriptions?|explanations?|comments?|commit messages?|titles?|output)\b",
+    re.IGNORECASE,
+)
+
+
+_SECTION_HASHED = re.compile(r"#{2,6}\s*(?P<name>[\w][\w &/-]{0,40}?)(?=\s+(?:section|heading|header)\b|[\"'`.,;:]|$)",
+                             re.IGNORECASE)
+
+
+_SECTION_NAMED = re.compile(
+    r"\b(?:section|heading|header)\s+(?:called|named|titled)\s+[\"'`]?(?:#+\s*)?(?P<name>[\w][\w &/-]{0,40}?)"
+    r"[\"'`]?(?=[.,;:]|$|\s+(?:at|in|to|for|with)\b)",
+    re.IGNORECASE,
+)
+
+
+_SECTION_BEFORE = re.compile(
+    r"\b(?:a|an)\s+[\"'`]?(?P<name>[A-Z][\w&/-]*(?:\s+[A-Z][\w&/-]*){0,3})[\"'`]?\s+(?:section|heading|header)\b"
+)
+
+
+_SECTION_VERB = re.compile(r"\b(?:include|add|have|with|end with|start with|contain|put|keep|need)\b", re.IGNORECASE)
+
+
+_JSON_OUTPUT = re.compile(
+    r"\b(?:answer|reply|respond|output|return|format|print|emit|give)\w*\s+(?:\w+\s+){0,3}?(?:in|with|as)\s+"
+    r"(?:valid\s+|pure\s+|plain\s+|raw\s+)?json\b|\bjson\s+only\b|\bonly\s+(?:valid\s+)?json\b",
+    re.IGNORECASE,
+)
+
+
+def format_rule_hit(clause: str) -> bool:
+    return bool(_CONVENTIONAL.search(clause) or _ISO_DATE.search(clause) or section_name(clause)
+                or _JSON_OUTPUT.search(clause)
+                or (_LENGTH_LIMIT.search(clause) and _LENGTH_CONTEXT.search(clause)))
+
+
+_MODAL_WORD = re.compile(r"\b(?:always|must|should)\b", re.IGNORECASE)  # compiled once: asked of every clause
+
+
+def section_name(clause: str) -> str | None:
+    if not (_SECTION_VERB.search(clause) or _MODAL_WORD.search(clause)):
+        return None
+    for pattern in (_SECTION_HASHED, _SECTION_NAMED, _SECTION_BEFORE):
+        match = pattern.search(clause)
+        if match:
+            name = match.group("name").strip(" \"'`")
+            if name and name.lower() not in GENERIC_WORDS:
+                return name
+    return None
+
+
+def format_checks(text: str, rule: str, origin: str) -> list[Check]:
+    checks: list[Check] = []
+    if _CONVENTIONAL.search(text):
+        checks.append(Check(op="regex", value=CONVENTIONAL_COMMIT_REGEX, origin=origin, rule=rule))
+    if _ISO_DATE.search(text):
+        checks.append(Check(op="regex", value=ISO_DATE_REGEX, origin=origin, rule=rule))
+    limit = _LENGTH_LIMIT.search(text)
+    if limit and _LENGTH_CONTEXT.search(text):
+        op = "max_words" if limit.group("unit").lower().startswith("word") else "max_chars"
+        checks.append(Check(op=op, value=int(limit.group("n")), origin=origin, rule=rule))
+    section = section_name(text)
+    if section:
+        checks.append(Check(op="section_present", value=section, origin=origin, rule=rule))
+    if _JSON_OUTPUT.search(text):
+        checks.append(Check(op="json_valid", value=None, origin=origin, rule=rule))
+    return checks

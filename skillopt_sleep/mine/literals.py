@@ -1,0 +1,97 @@
+"""The literal a rule names: what a check can look for in an answer (``pnpm``, ``os.path``, ``React Query``).
+
+``literal_of(phrase)`` returns the short literal of a phrase or None when it names a style rather than a literal
+("tabs", "short answers"): a quoted or backticked part wins; otherwise, without articles and trailing qualifiers
+("for installs", "in this repo"), 1-3 words that look like a name (code-like, capitalized, or not a common style word
+of ``GENERIC_WORDS``).
+"""
+
+from __future__ import annotations
+
+import re
+
+#: Longest literal value (characters) of a derived ``contains``/``not_contains`` check.
+MAX_LITERAL_CHARS = 40
+
+
+PRONOUNS = frozenset(
+    "it its it's this that that's these those them they one ones something anything everything nothing "
+    "i i'm we you he she there here what which who".split()
+)
+
+
+ARTICLES = re.compile(r"^(?:the|a|an|our|your|my|their)\s+", re.IGNORECASE)
+
+
+#: Common words that name a style rather than a literal the answer would contain ("use tabs, not spaces").
+GENERIC_WORDS = frozenset(
+    """tabs tab spaces space comments comment emojis emoji bullets bullet points headings heading headers header
+    markdown tables table jargon abbreviations acronyms semicolons semicolon quotes quote prose sentences sentence
+    words word lists list code examples example links link numbers caps capitals lowercase uppercase english
+    british american spelling short long concise detail details simple plain text language tone voice passive
+    active formal informal exclamation paragraphs paragraph names name variables variable functions function
+    classes class types type tests test docs documentation docstrings logs files file folders folder directory
+    directories lines line single double new old other same different good bad better best small big large
+    full complete proper correct right wrong way style format formatting approach method methods version
+    versions one two three all any some more less fewer few many much very really""".split()
+)
+
+
+#: Second words that make a tool name a command literal ("npm install").
+_COMMAND_WORDS = frozenset("install add run test build exec init start remove uninstall publish format check lint sync "
+                           "pip".split())
+
+
+_TRAILING_QUALIFIER = re.compile(
+    r"\s+(?:for|in|on|when|to|with|because|since|as|everywhere|anywhere|here|anymore|ever|again|please|"
+    r"from now on|going forward|at all|whenever|if|unless|so|across|throughout|within|inside|by default|"
+    r"instead|always|only|too)\b.*$",
+    re.IGNORECASE,
+)
+
+
+_QUOTED = re.compile(r"`([^`]{1,80})`|\"([^\"]{1,80})\"|'([^'\s][^']{0,78}[^'\s]|[^'\s])'")
+
+
+_CODE_CHARS = re.compile(r"[._/\\:()\[\]<>=@#$%&*+~|0-9-]")
+
+
+def quoted_part(text: str) -> str | None:
+    match = _QUOTED.search(text)
+    if not match:
+        return None
+    return next(group for group in match.groups() if group is not None).strip() or None
+
+
+def _is_code_like(token: str) -> bool:
+    return bool(_CODE_CHARS.search(token)) or (token[:1].islower() and any(c.isupper() for c in token[1:]))
+
+
+def literal_of(phrase: str) -> str | None:
+    """Return the short literal a check can look for in ``phrase``, or None when it names no literal.
+
+    A quoted/backticked part wins. Otherwise articles and trailing qualifiers ("for installs", "in this repo")
+    are dropped; what is left must be 1-3 words and look like a name (code-like, capitalized, or not a common
+    style word).
+    """
+    quoted = quoted_part(phrase)
+    if quoted:
+        return quoted if len(quoted) <= MAX_LITERAL_CHARS else None
+    text = _TRAILING_QUALIFIER.sub("", phrase.strip()).strip(" ,.;:!")
+    text = ARTICLES.sub("", text).strip()
+    if not text or len(text) > MAX_LITERAL_CHARS:
+        return None
+    tokens = text.split()
+    if len(tokens) > 3:
+        return None
+    first = tokens[0].lower()
+    if first in PRONOUNS or first in GENERIC_WORDS:
+        return None
+    if len(tokens) == 1:
+        return text
+    # Several words: a name ("React Query"), a command ("npm install") or code ("os.path join").
+    if all(token[:1].isupper() or _is_code_like(token) for token in tokens):
+        return text
+    if _is_code_like(tokens[0]) or (len(tokens) == 2 and tokens[1].lower() in _COMMAND_WORDS):
+        return text
+    return None

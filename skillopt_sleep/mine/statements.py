@@ -1,0 +1,134 @@
+"""Rule statements in the user's own words, and the deterministic checks each implies.
+
+A *rule* is a standing instruction about how work is done ("use pnpm, not npm", "dates are ISO, YYYY-MM-DD",
+"never commit to main", "keep answers under 120 words").
+
+* ``extract_rules(text)``: the rule statements of one message, each a clause in the user's words (a leading "No," /
+  "Please" / "I said" is dropped, nothing else is rewritten), read only from what the user typed (``typed.typed_text``).
+* ``checks_for_rule(rule)``: deterministic checks a response can be scored with. Values stay short and literal; a
+  rule whose subject is not a literal ("use tabs, not spaces", "never commit to main") yields no check and is judged
+  by the rubric. A forbidden word that is part of the preferred one ("pnpm" contains "npm"), or a very short word
+  ("var"), becomes a whole-word negative regex (``checks.negative_word_regex``) so that "pnpm install" passes.
+"""
+
+from __future__ import annotations
+
+import re
+
+from skillopt_sleep.checks import negative_word_regex
+from skillopt_sleep.mine.clauses import clean_quotes, split_clauses, strip_frame
+from skillopt_sleep.mine.formats import format_checks
+from skillopt_sleep.mine.forms import _PART_SPLIT, USE_VERBS, parse_part, parse_rule, rule_parts
+from skillopt_sleep.mine.literals import MAX_LITERAL_CHARS, literal_of, quoted_part
+from skillopt_sleep.mine.typed import typed_text
+from skillopt_sleep.models import Check
+
+#: Most rules taken from one message.
+MAX_RULES_PER_MESSAGE = 8
+
+
+def extract_rules(text: str) -> list[str]:
+    """Return the rule statements in one message, in the user's words (frame words like "No," dropped).
+
+    text: a user message (request, correction, rejection feedback). Returns at most ``MAX_RULES_PER_MESSAGE``
+    distinct clauses, in order. Code blocks, indented code and pasted text (``typed_text``) are ignored. Never raises.
+    """
+    found: list[str] = []
+    seen: set[str] = set()
+    for clause in split_clauses(typed_text(text)):
+        for rule in _rule_statements(strip_frame(clause)):
+            key = rule.casefold()
+            if key not in seen and len(found) < MAX_RULES_PER_MESSAGE:
+                seen.add(key)
+                found.append(rule)
+    return found
+
+
+def states_only_rules(text: str) -> bool:
+    """True when every clause of ``text`` (frame words dropped) is a rule statement and there is at least one: a
+    message that states rules and asks for nothing ("we're a pnpm shop. dates are ISO")."""
+    clauses = [strip_frame(clause) for clause in split_clauses(text)]
+    clauses = [clause for clause in clauses if clause]
+    return bool(clauses) and all(_rule_statements(clause) for clause in clauses)
+
+
+def _rule_statements(clause: str) -> list[str]:
+    """The rule(s) of one clause: the clause itself, in the user's words, or two rules when a complete rule is
+    followed by a different concrete one after a comma ("Don't touch the lockfile by hand, use pnpm not npm"). A
+    clause that does not parse whole but whose parts do ("no black anymore, we switched to ruff format") is one
+    rule."""
+    if not clause:
+        return []
+    parsed = parse_rule(clause)
+    if parsed is None:
+        return [clause] if rule_parts(clause) and _PART_SPLIT.search(clause) else []
+    if parsed.form == "prefer" or parsed.preferred or parsed.forbidden:
+        return [clause]
+    head, _, tail = clause.partition(", ")
+    tail_parsed = parse_rule(tail) if tail else None
+    if tail_parsed is None or tail_parsed.form not in ("prefer", "use", "forbid") or parse_rule(head) is None:
+        return [clause]
+    whole = {(check.op, check.value) for check in checks_of(clause, clause, "house_rule")}
+    if {(check.op, check.value) for check in checks_for_rule(tail)} <= whole:
+        return [clause]  # the tail only restates the rule ("dates are ISO here, YYYY-MM-DD please")
+    return [head, tail]
+
+
+def _forbid_check(literal: str, preferred: str | None, rule: str, origin: str) -> Check:
+    """``not_contains literal``, or a whole-word negative regex when a substring match would misfire."""
+    inside_preferred = preferred is not None and literal.casefold() in preferred.casefold()
+    short_word = re.fullmatch(r"\w{1,3}", literal) is not None
+    word_edges = re.match(r"\w", literal) and re.search(r"\w$", literal)
+    if (inside_preferred or short_word) and word_edges:
+        return Check(op="regex", value=negative_word_regex(literal), origin=origin, rule=rule)
+    return Check(op="not_contains", value=literal, origin=origin, rule=rule)
+
+
+def checks_for_rule(rule: str, *, origin: str = "house_rule") -> list[Check]:
+    """Return the deterministic checks a rule statement implies (possibly none).
+
+    rule: one statement as returned by ``extract_rules``. origin: stored on each check (``house_rule`` for a
+    rule stated in a request, ``correction`` for one stated in a correction). Each check carries ``rule``.
+    Format rules (Conventional Commits, ISO dates, word/character limits, a named section, JSON output) give
+    their format check and no literal ``contains`` of the rule's words. Never raises.
+    """
+    text = strip_frame(clean_quotes(rule or ""))
+    parsed = parse_rule(text)
+    checks = checks_of(text, rule, origin) if parsed is not None else []
+    if parsed is None or parsed.form not in ("prefer", "use", "forbid") or not checks:
+        checks += [check for part in rule_parts(text) for check in checks_of(strip_frame(part), rule, origin)]
+    return _unique(checks)
+
+
+def _unique(checks: list[Check]) -> list[Check]:
+    unique: list[Check] = []
+    for check in checks:
+        if all((c.op, c.value) != (check.op, check.value) for c in unique):
+            unique.append(check)
+    return unique
+
+
+def checks_of(text: str, rule: str, origin: str) -> list[Check]:
+    """The checks of one statement that parses (``parse_part``)."""
+    parsed = parse_part(text)
+    if parsed is None:
+        return []
+    checks = format_checks(text, rule, origin)
+    formatted = bool(checks)
+    preferred = literal_of(parsed.preferred) if parsed.preferred else None
+    if parsed.form in ("prefer", "use") and preferred and not formatted:
+        checks.append(Check(op="contains", value=preferred, origin=origin, rule=rule))
+    if parsed.form == "prefer" and parsed.forbidden:
+        forbidden = literal_of(parsed.forbidden)
+        if forbidden and forbidden.casefold() != (preferred or "").casefold():
+            checks.append(_forbid_check(forbidden, parsed.preferred, rule, origin))
+    if parsed.form == "forbid":
+        forbidden = literal_of(parsed.forbidden) if parsed.forbidden else quoted_part(parsed.rest or "")
+        if forbidden and len(forbidden) <= MAX_LITERAL_CHARS:
+            checks.append(_forbid_check(forbidden, None, rule, origin))
+    if parsed.form == "always" and not formatted and parsed.rest:
+        use = re.match(rf"^{USE_VERBS}\s+(?P<x>.+)$", parsed.rest, re.IGNORECASE)
+        literal = literal_of(use.group("x")) if use else quoted_part(parsed.rest)
+        if literal:
+            checks.append(Check(op="contains", value=literal, origin=origin, rule=rule))
+    return checks
