@@ -15,13 +15,28 @@ Format (written by aider's ``InputOutput``, append-only Markdown in the project,
 Versions: v0.72.2 (``sabelosimelane__prompt_sail_2__…``), v0.83.1 (``Ahmedrali__rfp_response_platform__…``, also
 ``/code X`` echoed as a second ``####`` block) and v0.86.0 (``10on__lego-parts-storage__…``).
 
-A request is a ``####`` block the human typed. Slash commands (``/add``, ``/run``, ``/drop``, ``/undo``, ``!cmd``…) and
-mode switches are not requests (counted in ``stats.messages_skipped["command"]``) and end the current turn, so their
-output (e.g. the ``/run`` "Add … of command output to the chat? … n") never lands on a request. ``/ask``, ``/code``,
-``/architect``, ``/context`` with text, and ``/ok``, are requests (the text; a unique prefix such as ``/arch`` counts),
-and the copy of that text aider writes right after as its own ``####`` block is dropped. Written by aider in the user's
-name, never a request: the architect's proposal handed to the editor model after ``Edit the files? … y``, and a confirm
-answer given for a whole group (``#### Add URL to the chat? (Y)es/… [Yes]: a``).
+A request is a ``####`` block the human typed, and authorship is read from structure (``aider/io.py``: ``user_input``
+writes a typed message as ``#### `` lines after a blank line; ``ai_output`` writes a reply in one piece; aider's own
+lines are ``> `` lines), never from what the text says:
+
+* inside a reply's fence (```` ``` ````, ``~~~``, or the ``<source>``-style fences aider picks for a file that holds
+  backticks) or edit block (``<<<<<<< SEARCH`` … ``>>>>>>> REPLACE``) every line is the reply's: a file's ``#### …  ``
+  line quoted or written by the model stays the file's;
+* in a run whose version writes ``> Tokens: …`` after its replies, a ``####`` block right after reply text with no
+  line of aider's between is inside that reply (``inside_reply``); versions that write no usage line (v0.45) keep it;
+* when ``.aider.input.history`` (``$AIDER_INPUT_HISTORY_FILE``) covers a run (inputs recorded in the day after it
+  started), a block it does not hold was not typed at the prompt (``not_typed``);
+* written by aider in the user's name, never a request: the architect's proposal handed to the editor model (after
+  ``Edit the files? … y``, or with auto-accept: a block whose text is the reply just before it, reasoning left out;
+  ``architect_handoff``), a confirm answer given for a whole group (``#### Add URL to the chat? (Y)es/… [Yes]: a``;
+  ``confirm_answer``), the prompt ``/help X`` sends (``# Question: X`` and the docs) and the ``--watch-files`` prompts
+  around a file's "AI" comments (``aider_prompt``).
+
+Slash commands (``/add``, ``/run``, ``/drop``, ``/undo``, ``!cmd``…) and mode switches are not requests (counted in
+``stats.messages_skipped["command"]``, like every reason above) and end the current turn, so their output (e.g. the
+``/run`` "Add … of command output to the chat? … n") never lands on a request. ``/ask``, ``/code``, ``/architect``,
+``/context`` with text, and ``/ok``, are requests (the text; a unique prefix such as ``/arch`` counts), and the copy
+of that text aider writes right after as its own ``####`` block is dropped.
 
 What followed a request: the last assistant reply (replies are separated by aider's lines), ``Applied edit to X``
 (tool ``edit``), ``Running X`` (tool ``shell``), edit failures (``The LLM did not conform to the edit format``,
@@ -42,11 +57,12 @@ its first request for the marker). A half-written last line waits for the next n
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import os
 import re
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from skillopt_sleep.harvest.base import (
@@ -66,6 +82,7 @@ from skillopt_sleep.models import FileCheckpoint, HarvestStats, Session
 SOURCE = "aider"
 
 HISTORY_NAME = ".aider.chat.history.md"
+INPUT_HISTORY_NAME = ".aider.input.history"
 HEADER = "# aider chat started at "
 _HEADER_BYTES = b"\n" + HEADER.encode()
 
@@ -156,36 +173,172 @@ class _Run:
     turns: list[DraftTurn] = field(default_factory=list)
     requests: int = 0
     own_marker: bool = False
+    usage_lines: int = 0
+    """aider's ``Tokens: …`` lines: the run's version writes one after every reply."""
+    after_reply: list[DraftTurn] = field(default_factory=list)
+    """Turns whose ``####`` block came right after reply text, with no line of aider's between."""
+
+
+_FENCE_OPEN = re.compile(r"^ {0,3}(?P<fence>`{3,}|~{3,})")
+_TAG_FENCES = ("source", "code", "pre", "codeblock", "sourcecode")
+"""The fences aider itself writes around a file that holds triple backticks (``aider/utils.py`` ``choose_fence``)."""
+_TAG_OPEN = re.compile(r"^\s*<(?P<tag>" + "|".join(_TAG_FENCES) + r")>\s*$")
+_EDIT_OPEN = re.compile(r"^\s*<{5,9} ?(?:SEARCH|ORIGINAL|HEAD)\b", re.IGNORECASE)
+_EDIT_CLOSE = re.compile(r"^\s*>{5,9} ?(?:REPLACE|UPDATED)\b", re.IGNORECASE)
+_AFTER_REPLY = re.compile(r"^> (?:Tokens: \S+ sent, \S+ received|Model .{1,200} has hit a token limit|"
+                          r"\^C (?:KeyboardInterrupt|again to exit)|Applied edit to |Commit [0-9a-f]{7,40} |litellm\.|"
+                          r"The API provider )")
+"""aider's lines that only ever follow a reply (its usage, a token-limit stop, an interrupt, an applied edit and its
+commit, an API error). After a blank line or another line of aider's they end a reply whose fence or edit block was
+left open (a reply cut by a limit or interrupted), and they are aider's even when they wrap onto a second line."""
+_THINK = re.compile(r"<(think|thinking|reasoning)>.*?</\1>", re.DOTALL)
+WATCH_PROMPTS = ('I\'ve written your instructions in comments in the code and marked them with "ai"',
+                 '/ask\nFind the "AI" comments below')
+"""How aider's ``--watch-files`` prompts begin (``aider/watch_prompts.py``): its text around the "AI" comments of a
+file, sent in the user's name, never typed."""
+HELP_QUESTION = "# Question: "
+"""How the prompt ``/help X`` sends begins (``cmd_help``): aider's text around the docs it found."""
+
+
+def _fingerprint(text: str) -> str:
+    """Whitespace-insensitive identity of a text, without reasoning blocks: a reply and the hand-off that repeats it
+    (lines stripped, blank lines dropped) have one fingerprint."""
+    body = _THINK.sub("", text)
+    lines = [line.strip() for line in body.splitlines() if line.strip()]
+    return hashlib.sha1("\n".join(lines).encode("utf-8", "replace")).hexdigest()
+
+
+def _fence_end(line: str) -> re.Pattern[str] | None:
+    """The pattern that closes the fence ``line`` opens in a reply (a closing fence is only its characters), or None."""
+    match = _FENCE_OPEN.match(line)
+    if match is not None:
+        fence = match.group("fence")
+        return re.compile(r"^ {0,3}" + re.escape(fence[0]) + "{" + str(len(fence)) + r",}\s*$")
+    tag = _TAG_OPEN.match(line)
+    if tag is not None:
+        return re.compile(r"^\s*</" + tag.group("tag") + r">\s*$")
+    return None
+
+
+class InputHistory:
+    """What was typed at aider's prompt, from ``.aider.input.history`` (prompt_toolkit's ``FileHistory``: a ``# <local
+    time>`` line, then the input as ``+`` lines). aider writes it as the user submits, never for its own messages (an
+    architect hand-off, a confirm answer, a ``/help`` or watch prompt), so when it covers a run it decides which
+    ``####`` blocks were typed."""
+
+    #: Most bytes read of an input history (a larger one is read up to here).
+    MAX_BYTES = 64 * 1024 * 1024
+
+    def __init__(self, entries: list[tuple[datetime | None, str]]):
+        self.texts = {_typed_key(text) for _moment, text in entries}
+        self.times = sorted(moment for moment, _text in entries if moment is not None)
+
+    @classmethod
+    def read(cls, path: Path) -> InputHistory | None:
+        """The input history at ``path``, or None when there is none (or it cannot be read)."""
+        try:
+            with open(path, "rb") as handle:
+                raw = handle.read(cls.MAX_BYTES)
+        except OSError:
+            return None
+        entries: list[tuple[datetime | None, str]] = []
+        moment: datetime | None = None
+        lines: list[str] | None = None
+        for line in raw.decode("utf-8", "replace").splitlines():
+            if line.startswith("# "):
+                if lines is not None:
+                    entries.append((moment, "\n".join(lines)))
+                moment, lines = _local_time(line[2:].strip()), []
+            elif line.startswith("+") and lines is not None:
+                lines.append(line[1:])
+        if lines is not None:
+            entries.append((moment, "\n".join(lines)))
+        return cls(entries) if entries else None
+
+    def covers(self, started: datetime | None) -> bool:
+        """Inputs were recorded in the day after a run started at ``started``: the history speaks for that run."""
+        if started is None:
+            return False
+        index = bisect.bisect_left(self.times, started)
+        return index < len(self.times) and self.times[index] - started <= timedelta(days=1)
+
+    def typed(self, text: str) -> bool:
+        return _typed_key(text) in self.texts
+
+
+def _typed_key(text: str) -> str:
+    return "\n".join(line.rstrip() for line in text.strip().splitlines())
+
+
+def _local_time(text: str) -> datetime | None:
+    """An input history's ``YYYY-MM-DD HH:MM:SS[.ffffff]`` (this machine's local time) as aware UTC, or None."""
+    try:
+        return datetime.fromisoformat(text).astimezone(timezone.utc)
+    except (ValueError, OverflowError, OSError):
+        return None
+
+
+def input_history_file(chat_history: Path) -> Path:
+    """Where aider keeps the input history beside ``chat_history``: ``$AIDER_INPUT_HISTORY_FILE`` (a relative name is
+    taken from the chat history's directory), else ``.aider.input.history`` in that directory."""
+    named = os.environ.get("AIDER_INPUT_HISTORY_FILE")
+    if named:
+        path = Path(named).expanduser()
+        return path if path.is_absolute() else chat_history.parent / path
+    return chat_history.parent / INPUT_HISTORY_NAME
 
 
 class _Parser:
     """Classifies the lines of a history file and builds the runs and their draft turns (see the module doc)."""
 
-    def __init__(self, cwd: str, stats: HarvestStats):
+    def __init__(self, cwd: str, stats: HarvestStats, typed: InputHistory | None = None):
         self.cwd = cwd
         self.stats = stats
+        self.typed = typed
         self.runs: list[_Run] = []
         self.run: _Run | None = None
         self.emit = True
         self.previous = "blank"  # kind of the line just before: blank, header, user, tool, text
+        self.last = "blank"  # kind of the last line that was not blank
+        self.previous_line = ""
         self.user_lines: list[str] = []
+        self.block_after_reply = False  # the block being read came right after reply text
         self.tool_lines: list[str] | None = None  # a "> " message of several lines, until one ends with "  "
+        self.fence_end: re.Pattern[str] | None = None  # inside a fence of a reply, until this matches
+        self.in_edit = False  # inside an edit block of a reply (``<<<<<<< SEARCH`` … ``>>>>>>> REPLACE``)
         self.answer: list[str] = []
         self.answer_chars = 0
+        self.reply_lines: list[str] = []  # the reply's lines while they are few enough to fingerprint exactly
+        self.last_reply: str | None = None  # fingerprint of the reply just ended
         self.reset_turn()
 
     def reset_turn(self, turn: DraftTurn | None = None) -> None:
         self.turn = turn
         self.echo: str | None = None
         self.editor_next = False
+        self.aider_next = False  # the next block is aider's prompt in the user's name (``/help``)
         self.reply_done = False
         self.api_error = False
         self.error_tool: DraftTool | None = None
+
+    def skipped(self, reason: str) -> None:
+        self.stats.messages_skipped[reason] = self.stats.messages_skipped.get(reason, 0) + 1
 
     # ------------------------------------------------------------------ lines
 
     def feed(self, line: str, offset: int) -> None:
         """One line (without its newline) that starts at byte ``offset``."""
+        self._feed(line, offset)
+        self.previous_line = line
+
+    def _feed(self, line: str, offset: int) -> None:
+        if self.in_edit or self.fence_end is not None:
+            after = self.previous == "blank" or self.previous_line.startswith(">")
+            self.previous_line = line
+            if not (after and (_AFTER_REPLY.match(line) or (self.previous == "blank" and header_time(line)))):
+                self._quoted_text(line)  # a file's content or code in a reply: text, whatever it looks like
+                return
+            self.in_edit, self.fence_end = False, None  # a reply cut or interrupted before its fence closed
         if self.tool_lines is not None:
             if self.previous == "blank" and self._is_user(line) or header_time(line) is not None:
                 self._tool(" ".join(self.tool_lines))  # cut short by what is surely not aider's output
@@ -194,6 +347,7 @@ class _Parser:
                 if line.endswith("  ") or len(self.tool_lines) > 500:
                     self._tool(" ".join(part for part in self.tool_lines if part))
                 self.previous = "tool" if line.strip() else "blank"
+                self.last = "tool"
                 return
         if self.user_lines and not self._is_user(line):
             self._user_block()
@@ -206,22 +360,40 @@ class _Parser:
         if started is not None:
             self._end_answer()
             self._start_run(offset, started)
-            self.previous = "header"
+            self.previous = self.last = "header"
         elif self._is_user(line) and (self.previous == "blank" or self.user_lines):
+            if not self.user_lines:
+                self.block_after_reply = self.last == "text"
             self._end_answer()
             self.user_lines.append(line[5:-2] if len(line) > 6 else "")
-            self.previous = "user"
-        elif line.startswith(">") and (line.endswith("  ") or self.previous in ("tool", "user")):
+            self.previous = self.last = "user"
+        elif line.startswith(">") and (line.endswith("  ") or self.previous in ("tool", "user")
+                                       or _AFTER_REPLY.match(line)):
             self._end_answer()
             text = line[1:].strip()
             if line.endswith("  "):
                 self._tool(text)
             else:
                 self.tool_lines = [text]
-            self.previous = "tool"
+            self.previous = self.last = "tool"
         else:
+            self.in_edit = _EDIT_OPEN.match(line) is not None
+            self.fence_end = None if self.in_edit else _fence_end(line)
             self._text(line)
-            self.previous = "text"
+            self.previous = self.last = "text"
+
+    def _quoted_text(self, line: str) -> None:
+        """A line inside a fence or edit block of a reply; an edit block may stand inside a fence and hold fences of
+        its own (a file's code blocks), so only its end marker ends it."""
+        if self.in_edit:
+            self.in_edit = _EDIT_CLOSE.match(line) is None
+        elif _EDIT_OPEN.match(line):
+            self.in_edit = True
+        elif self.fence_end is not None and self.fence_end.match(line):
+            self.fence_end = None
+        self._text(line)
+        self.previous = "blank" if not line.strip() else "text"
+        self.last = "text"
 
     def close(self) -> None:
         if self.tool_lines is not None:
@@ -230,6 +402,7 @@ class _Parser:
             self._user_block()
         self._end_answer()
         self._end_turn()
+        self._end_run()
 
     @staticmethod
     def _is_user(line: str) -> bool:
@@ -237,9 +410,22 @@ class _Parser:
 
     def _start_run(self, offset: int, started: datetime | None) -> _Run:
         self._end_turn()
+        self._end_run()
         self.run = _Run(offset=offset, started_at=started)
         self.runs.append(self.run)
         return self.run
+
+    def _end_run(self) -> None:
+        """A run whose version writes a ``Tokens:`` line after its replies wrote one after every reply: a ``####``
+        block right after reply text, with none between, is inside that reply (the model's words, or a file's)."""
+        run = self.run
+        if run is None or not run.usage_lines or not run.after_reply:
+            return
+        inside = {id(turn) for turn in run.after_reply}
+        kept = [turn for turn in run.turns if id(turn) not in inside]
+        for _ in range(len(run.turns) - len(kept)):
+            self.skipped("inside_reply")
+        run.turns, run.after_reply = kept, []
 
     def _end_turn(self) -> None:
         if self.turn is not None and self.api_error:
@@ -251,19 +437,33 @@ class _Parser:
     def _user_block(self) -> None:
         text = "\n".join(self.user_lines).strip()
         self.user_lines = []
+        after_reply, self.block_after_reply = self.block_after_reply, False
         # lines before any header: a file aider did not start (or a run whose header could not be read)
         run = self.run if self.run is not None else self._start_run(0, None)
-        if self.editor_next:  # the architect's proposal, handed to the editor model in the user's name
-            self.editor_next = False
+        last_reply, self.last_reply = self.last_reply, None
+        if self.editor_next or (last_reply is not None and text and _fingerprint(text) == last_reply):
+            self.editor_next = False  # the architect's proposal, handed to the editor model in the user's name
+            self.skipped("architect_handoff")
+            return
+        aider_next, self.aider_next = self.aider_next, False
+        if aider_next and text.startswith(HELP_QUESTION):  # the prompt ``/help`` sends, written in the user's name
+            self.skipped("aider_prompt")
             return
         confirm = _CONFIRM.match(text)
         if confirm is not None and "\n" not in text:  # a group's confirm answer, written as input
             self._confirm(confirm)
+            self.skipped("confirm_answer")
             return
         if self.echo is not None and text == self.echo:
             self.echo = None
             return
         if not text or text == "<blank>":
+            return
+        if text.startswith(WATCH_PROMPTS):
+            self.skipped("aider_prompt")
+            return
+        if self.typed is not None and self.typed.covers(run.started_at) and not self.typed.typed(text):
+            self.skipped("not_typed")  # the input history of this run does not hold it: aider or a file wrote it
             return
         request = text
         if text.startswith(("/", "!")):
@@ -273,8 +473,9 @@ class _Parser:
             elif name in CHAT_COMMANDS and arguments:
                 request = arguments
             else:
-                self.stats.messages_skipped["command"] = self.stats.messages_skipped.get("command", 0) + 1
+                self.skipped("command")
                 self._end_turn()
+                self.aider_next = name == "help" and bool(arguments)
                 return
         self._end_turn()
         run.requests += 1
@@ -283,6 +484,8 @@ class _Parser:
         turn = DraftTurn(request=request, timestamp=run.started_at, cwd=self.cwd)
         if self.emit:
             run.turns.append(turn)
+            if after_reply:
+                run.after_reply.append(turn)
         self.reset_turn(turn)
         self.echo = request if request != text else None
 
@@ -294,6 +497,8 @@ class _Parser:
         version = _VERSION.match(text)
         if version is not None and self.run is not None:
             self.run.version = version.group(1)
+        if text.startswith("Tokens:") and self.run is not None:
+            self.run.usage_lines += 1
         turn, explaining, self.error_tool = self.turn, self.error_tool, None
         if turn is None:
             return
@@ -334,16 +539,22 @@ class _Parser:
     def _text(self, line: str) -> None:
         self.echo = None
         self.error_tool = None
+        if not self.answer:
+            self.reply_lines = []
+        self.reply_lines.append(line)
         if self.turn is not None and self.answer_chars < 2 * ANSWER_MAX_CHARS:
             self.answer.append(line)
             self.answer_chars += len(line) + 1
+        elif not self.answer:
+            self.answer.append(line)  # a reply with no turn still ends (its fingerprint is kept)
 
     def _end_answer(self) -> None:
         """Aider's line, the human's block or a header ends a reply: it replaces the turn's answer so far."""
         if not self.answer:
             return
         text = "\n".join(self.answer).strip()
-        self.answer, self.answer_chars = [], 0
+        self.last_reply = _fingerprint("\n".join(self.reply_lines))
+        self.answer, self.answer_chars, self.reply_lines = [], 0, []
         if self.turn is not None and text:
             self.turn.set_answer(text, None)
             self.reply_done = False
@@ -408,11 +619,12 @@ def harvest_aider(root: Path, context: HarvestContext, stats: HarvestStats) -> l
         return []
     if plan.grown:
         stats.files_grown += 1
-    parser = _Parser(cwd, stats)
+    typed = InputHistory.read(input_history_file(path))
+    parser = _Parser(cwd, stats, typed)
     try:
         header = _last_header_before(path, plan.start) if plan.start > 0 else None
         if header is not None:  # the run the new lines continue: its time, version and first request
-            head = _Parser(cwd, HarvestStats())
+            head = _Parser(cwd, HarvestStats(), typed)
             head.emit = False
             _read(path, head, header, plan.start, None)
             head.close()
