@@ -8,7 +8,11 @@ the real fixture's folder). Two transcript versions, one session per file:
 * ``<id>.txt`` (older, plain text; real fixture ``fnvtk__karuo-ai__cf7a11df….txt``): ``user:`` / ``assistant:``
   lines open blocks (at the top of the file or after a blank line); assistant blocks hold text, reasoning as
   ``<think>…</think>``, ``[Tool call] Name`` followed by ``  key: value`` argument lines (a multi-line value goes on
-  without indent) and ``[Tool result] Name`` lines without output. No times, ids or model names.
+  without indent) and ``[Tool result] Name`` lines without output. No times, ids or model names. Authorship is the
+  format's structure: a block opens only at the top level (not inside reasoning, a tool call's arguments before its
+  ``[Tool result]`` line, a code block of the reply, or an open tag section of a user block), and a user block is
+  tag sections only (``<user_query>…``): a "block" with other lines is what a file or the reply quoted, and goes back
+  to the assistant block it was found in.
 * ``<id>/<id>.jsonl`` (newer; schema fixtures ``jazzyalex__…stage0-cursor-*``): lines ``{"role": "user" |
   "assistant", "message": {"content": [text | tool_use | tool_result | thinking blocks]}}`` and
   ``{"type": "turn_ended", "status": …}``. Sub-agent transcripts lie in ``<id>/subagents/`` and are skipped
@@ -90,6 +94,8 @@ _ARG_CHARS = 1_000
 
 _NON_ALNUM = re.compile(r"[^A-Za-z0-9]+")
 _ARG_LINE = re.compile(r"  ([A-Za-z_][A-Za-z0-9_]*):(?: (.*))?$")
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_TAG_LINE = re.compile(r"^<(?P<tag>[A-Za-z_][\w-]*)(?:\s[^>]*)?>")
 _TIMESTAMP = re.compile(
     r"<timestamp>\s*(?:[A-Za-z]+,\s*)?([A-Za-z]{3})[A-Za-z]*\.?\s+(\d{1,2}),\s*(\d{4}),?\s+(\d{1,2}):(\d{2})"
     r"\s*([AaPp][Mm])\s*\(\s*(?:UTC|GMT)\s*(?:([+-])(\d{1,2})(?::?(\d{2}))?)?\s*\)\s*</timestamp>")
@@ -363,18 +369,30 @@ class _AssistantBlock:
         self.tool_name: str | None = None
         self.arguments: dict[str, str] = {}
         self.argument: str | None = None
+        self.pending = 0  # tool calls whose ``[Tool result]`` line has not come yet
+        self.fence: str | None = None  # the fence of an open code block in the text
+
+    def top_level(self) -> bool:
+        """Not inside reasoning, a tool call's arguments or a code block: where Cursor may open the next block."""
+        return not self.thinking and not self.pending and self.fence is None
 
     def line(self, line: str) -> None:
         line = self._visible(line)
         if line is None:
             return
-        if line.startswith("[Tool call] "):
+        if self.region == "text" and (self.fence is not None or _FENCE.match(line)):
+            self._fence(line)
+        elif line.startswith("[Tool call] "):
             self._close_tool()
             self.region, self.tool_name = "tool", line[12:].strip() or "unknown"
+            self.pending += 1
+            return
         elif line.startswith("[Tool result] "):
             self._close_tool()
             self.region = "result"
-        elif self.region == "text":
+            self.pending = max(0, self.pending - 1)
+            return
+        if self.region == "text":
             if not line.startswith("[Thinking]") and self.text_chars < 2 * ANSWER_MAX_CHARS:
                 self.text.append(line)
                 self.text_chars += len(line) + 1
@@ -385,6 +403,15 @@ class _AssistantBlock:
                 self.arguments[self.argument] = match.group(2) or ""
             elif self.argument is not None and len(self.arguments[self.argument]) < _ARG_CHARS:
                 self.arguments[self.argument] += "\n" + line  # a multi-line value goes on without indent
+
+    def _fence(self, line: str) -> None:
+        """Open or close a code block of the text (a closing fence: only the opening's characters, as many or more)."""
+        match = _FENCE.match(line)
+        if self.fence is None:
+            self.fence = match.group(1) if match else None
+        elif match and line.strip() == match.group(1) and match.group(1)[0] == self.fence[0] \
+                and len(match.group(1)) >= len(self.fence):
+            self.fence = None
 
     def _visible(self, line: str) -> str | None:
         """``line`` without its ``<think>…</think>`` parts (None when it was all reasoning)."""
@@ -421,9 +448,13 @@ class _AssistantBlock:
 
 
 class _TxtReader:
-    """Splits a ``.txt`` transcript into blocks. ``assistant:`` after a blank line (or at the top) opens an
-    assistant block; ``user:`` does so only when the next line opens a tag (``<user_query>``, ``<attached_files>``,
-    ...), as Cursor writes every user block: a ``user:`` line inside a written file's contents stays content."""
+    """Splits a ``.txt`` transcript into blocks the way Cursor writes them. ``assistant:`` after a blank line (or at the
+    top) opens an assistant block, and ``user:`` a user block when the next line opens a tag (``<user_query>``,
+    ``<attached_files>``, ...); both only at the top level: never inside the assistant's reasoning, a tool call's
+    arguments (until its ``[Tool result]`` line) or a code block of its text, and never inside an open tag section of a
+    user block. A user block holds tag sections only: one that holds anything else is not a block Cursor wrote (a
+    written file's or a quoted transcript's ``user:`` lines), and its lines go back to the assistant block they were
+    found in."""
 
     def __init__(self, conversation: Conversation, harvested: int):
         self.conversation = conversation
@@ -431,7 +462,10 @@ class _TxtReader:
         self.user_blocks = 0
         self.blocks = 0
         self.user_lines: list[str] | None = None
+        self.open_tag: str | None = None  # the tag section a user block is inside
+        self.tags_only = True  # every line of the user block so far lies in a tag section
         self.assistant: _AssistantBlock | None = None
+        self.before_user: _AssistantBlock | None = None  # the assistant block a user block follows, until it proves
         self.foreign = False
 
     def lines(self, lines) -> None:
@@ -441,13 +475,14 @@ class _TxtReader:
                 pending_user = False
                 if line.startswith("<"):
                     self._open(None)
-                    self.user_lines = [line]
+                    self._add(line)
                     previous_blank = False
                     continue
                 self._add("user:")
-            if previous_blank and line == "assistant:":
+            top = self._top_level()
+            if previous_blank and top and line == "assistant:":
                 self._open(_AssistantBlock(self.conversation, self.blocks + 1))
-            elif previous_blank and line == "user:":
+            elif previous_blank and top and line == "user:":
                 pending_user = True
             else:
                 self._add(line)
@@ -458,9 +493,23 @@ class _TxtReader:
             self._add("user:")
         self._open(None, final=True)
 
+    def _top_level(self) -> bool:
+        if self.user_lines is not None:
+            return self.open_tag is None
+        return self.assistant is None or self.assistant.top_level()
+
     def _add(self, line: str) -> None:
         if self.user_lines is not None:
             self.user_lines.append(line)
+            if self.open_tag is not None:
+                if f"</{self.open_tag}>" in line:
+                    self.open_tag = None
+            elif line.strip():
+                tag = _TAG_LINE.match(line)
+                if tag is None:
+                    self.tags_only = False
+                elif f"</{tag.group('tag')}>" not in line[tag.end():]:
+                    self.open_tag = tag.group("tag")
         elif self.assistant is not None:
             self.assistant.line(line)
         elif line.strip():
@@ -468,16 +517,31 @@ class _TxtReader:
 
     def _open(self, assistant: _AssistantBlock | None, final: bool = False) -> None:
         """Close the current block and start the next (an assistant block, or a user block when None)."""
+        current = self.assistant
         if self.user_lines is not None:
-            text = "\n".join(self.user_lines)
-            if not (final and QUERY_OPEN in text and QUERY_CLOSE not in text):  # else still being written
-                self.conversation.user(text, emit=self.user_blocks >= self.harvested)
-                self.user_blocks += 1
-        elif self.assistant is not None:
-            self.assistant.close()
+            current = None
+            if self.tags_only and (self.open_tag is None or final):
+                if self.before_user is not None:
+                    self.before_user.close()
+                text = "\n".join(self.user_lines)
+                if not (final and QUERY_OPEN in text and QUERY_CLOSE not in text):  # else still being written
+                    self.conversation.user(text, emit=self.user_blocks >= self.harvested)
+                    self.user_blocks += 1
+            elif self.before_user is not None:  # not a block Cursor wrote: its lines go back where they were found
+                for line in ["user:", *self.user_lines]:
+                    self.before_user.line(line)
+                current = self.before_user
+            self.user_lines, self.before_user = None, None
+        self.assistant = None
+        if final or assistant is not None:
+            if current is not None:
+                current.close()
+        else:  # a user block starts; the assistant block it follows closes once the user block proves Cursor's
+            self.before_user = current
+            self.user_lines, self.open_tag, self.tags_only = [], None, True
         if not final:
             self.blocks += 1
-            self.user_lines, self.assistant = (None, assistant) if assistant is not None else ([], None)
+            self.assistant = assistant
 
 
 def read_txt(path: Path, conversation: Conversation, harvested: int, stats: HarvestStats) -> tuple[int, bool]:
