@@ -14,7 +14,10 @@ JSON rewritten on every save (see ``shared/FORMATS.md`` §3 and §3.1):
   ``ts`` on every message)). The human's words are the ``<task>`` of the first message, the ``<feedback>`` of an
   ``attempt_completion`` result, the ``<answer>`` of an ``ask_followup_question`` result and the ``<user_message>``
   of a "New instructions for task continuation" block. Both versions return tool results as *user text* starting
-  ``[tool_name for 'x'] Result:`` (a ``tool_result`` block is read too).
+  ``[tool_name for 'x'] Result:`` (a ``tool_result`` block is read too). Authorship is structural: an envelope or a
+  ``Result:`` header counts only at the start of a section of a message (its first block, or the first after an
+  ``<environment_details>`` block); inside a result's body (a file, command output) it is data. From
+  ``ui_messages.json``, a denial's or an approval's feedback is the human's only when a ``user_feedback`` typed it.
 * ``task_metadata.json`` (Cline): ``environment_history[].cline_version`` gives the version.
 
 Never a request: ``<environment_details>`` (read only for the cwd, "Current Working Directory (…)" / "Current
@@ -188,27 +191,49 @@ def _tag_text(value: object) -> str:
     return value.strip()[:_TEXT_CAP] if isinstance(value, str) else ""
 
 
-def result_events(task: Task, body_blocks: list[str], index: int, stamp: datetime | None, *, requests: bool,
-                  pending: dict[str, list[str]]) -> None:
-    """Read the text blocks of one user message (or of one ``api_req_started`` request): cwd, tool results and,
-    when ``requests``, the human's words. ``pending``: tool name -> input heads of ``tool_use`` calls not yet
-    answered."""
+@dataclass(frozen=True)
+class Block:
+    """One text block of a user message: its text, and whether it was a structural ``tool_result`` block (its header,
+    ``[name] Result:``, is ours to write, not found in the text)."""
+
+    text: str
+    tool_result: bool = False
+
+
+def result_events(task: Task, blocks: list[Block], index: int, stamp: datetime | None, *, requests: bool,
+                  pending: dict[str, list[str]], typed: set[str] | None = None) -> None:
+    """Read the blocks of one user message (or of one ``api_req_started`` request): cwd, tool results and, when
+    ``requests``, the human's words. ``pending``: tool name -> input heads of ``tool_use`` calls not yet answered.
+
+    Cline writes its envelopes only at the start of a section of a message: its first block, or the first block after
+    the ``<environment_details>`` that ends a section (Roo Code resumes a task after a tool result that way). They are
+    the ``<task>``, a task resumption's ``<user_message>``, and a ``[name] Result:`` header (Roo Code puts that header
+    alone in a block and the result in the next); a structural ``tool_result`` block starts with its header too.
+    Anything else is a result's body (a file, command output, another agent's report): never read for an envelope or a
+    header, whatever it holds. typed: the human's own feedback texts (``ui_messages.json``'s ``user_feedback``); when
+    given, the feedback of a denied or approved operation counts only when the human typed it."""
     name: str | None = None
     body: list[str] = []
+    section_start = True
 
     def close() -> None:
         if name is not None:
-            _segment_events(task, name, "\n".join(body), index, stamp, requests)
+            _segment_events(task, name, "\n".join(body), index, stamp, requests, typed)
 
-    for raw in body_blocks:
+    for block in blocks:
+        raw = block.text
         for details in _ENV.finditer(raw):
             found = _CWD.search(details.group(0))
             if found and task.cwd is None:
                 task.cwd = found.group(1).strip()
         text = _ENV.sub("", raw)
         if not text.strip():
+            if "<environment_details>" in raw:  # the end of a section: what follows may be an envelope again
+                close()
+                name, body, section_start = None, [], True
             continue
-        header = _HEADER.match(text.lstrip())
+        first, section_start = section_start, False
+        header = _HEADER.match(text.lstrip()) if first or block.tool_result else None
         if header is not None:
             close()
             name, rest = header.group(1), header.group(2).strip()
@@ -221,20 +246,24 @@ def result_events(task: Task, body_blocks: list[str], index: int, stamp: datetim
                 head = queue.pop(0) if queue else rest.removeprefix("for ").strip("'")
                 task.events.append(Event("tool", index, head, name))
             continue
+        if name is not None:
+            body.append(text)  # a result's body: data
+            continue
+        if not first:
+            continue
         resume = _RESUME.match(text)
-        opening = _TASK.match(text) if name is None and "<environment_details>" not in raw else None
+        opening = _TASK.match(text) if "<environment_details>" not in raw else None
         if opening and any(event.kind == "request" for event in task.events):
             opening = None  # the task opens the first message only
         if requests and (resume or opening):
             task.events.append(Event("request", index, _tag_text((resume or opening).group(1)), timestamp=stamp))
-        elif name is not None and not resume:
-            body.append(text)
     close()
 
 
-def _segment_events(task: Task, name: str, body: str, index: int, stamp: datetime | None, requests: bool) -> None:
+def _segment_events(task: Task, name: str, body: str, index: int, stamp: datetime | None, requests: bool,
+                    typed: set[str] | None = None) -> None:
     """The events of one ``[name] Result:`` body (markers are matched at its start only: a file that quotes them
-    is a file)."""
+    is a file); typed: see ``result_events``."""
     if name == "ask_followup_question" or name == "attempt_completion":
         found = (_ANSWER if name == "ask_followup_question" else _COMPLETION_FEEDBACK).match(body)
         if requests and found:
@@ -244,15 +273,21 @@ def _segment_events(task: Task, name: str, body: str, index: int, stamp: datetim
     approved = _APPROVED.match(body)
     failed = _TOOL_FAILED.match(body)
     if denied:
-        task.events.append(Event("rejected", index, _tag_text(denied.group(1))))
+        task.events.append(Event("rejected", index, _feedback(denied.group(1), typed)))
     elif approved:
-        task.events.append(Event("queued", index, _tag_text(approved.group(1))))
+        task.events.append(Event("queued", index, _feedback(approved.group(1), typed)))
     elif failed:
         task.events.append(Event("error", index, (failed.group(1) or body).strip()[:_TEXT_CAP]))
     elif name == "execute_command":  # only a command's own status line: other tools may show any text
         code = _EXIT_CODE.search(body[:500])
         if code and int(code.group(1)) != 0:
             task.events.append(Event("error", index, body.strip()[:_TEXT_CAP]))
+
+
+def _feedback(value: object, typed: set[str] | None) -> str:
+    """The feedback typed with a denial or an approval; "" when ``typed`` is given and the human did not type it."""
+    text = _tag_text(value)
+    return text if typed is None or text in typed else ""
 
 
 def _agent_text(text: str) -> str:
@@ -291,19 +326,19 @@ def read_api(messages: list, task: Task, *, requests: bool) -> None:
             continue
         if message.get("role") != "user":
             continue
-        texts: list[str] = []
+        texts: list[Block] = []
         for block in blocks:
             if not isinstance(block, dict):
                 continue
             if block.get("type") == "text" and isinstance(block.get("text"), str):
-                texts.append(block["text"])
+                texts.append(Block(block["text"]))
             elif block.get("type") == "tool_result":
                 name, head = by_id.get(str(block.get("tool_use_id")), ("unknown", ""))
                 body = text_of_blocks(block.get("content"))
                 prefix = f"[{name} for '{head}'] Result:\n" if head else f"[{name}] Result:\n"
                 if block.get("is_error") and not _TOOL_FAILED.match(body):
                     body = f"The tool execution failed with the following error:\n<error>\n{body}\n</error>"
-                texts.append(prefix + body)
+                texts.append(Block(prefix + body, tool_result=True))
         if requests:
             result_events(task, texts, index, stamp, requests=True, pending=pending)
         else:
@@ -339,7 +374,10 @@ def _assistant_block(task: Task, block: dict, index: int, pending: dict[str, lis
 
 def read_ui(messages: list, task: Task) -> None:
     """Fill ``task`` from ``ui_messages.json``: requests (the task, ``user_feedback``), answers, tools and their
-    outcomes (from each ``api_req_started`` request), ``say error``, cancels and ``newTask`` children."""
+    outcomes (from each ``api_req_started`` request), ``say error``, cancels and ``newTask`` children. The feedback of a
+    denied or approved operation is the human's only when a ``user_feedback`` typed it."""
+    typed = {_tag_text(message.get("text")) for message in messages
+             if isinstance(message, dict) and message.get("type") == "say" and message.get("say") == "user_feedback"}
     for index, message in enumerate(messages):
         if not isinstance(message, dict):
             continue
@@ -363,7 +401,8 @@ def read_ui(messages: list, task: Task) -> None:
             if kind == "api_req_started":
                 request = data.get("request")
                 if isinstance(request, str):
-                    result_events(task, split_results(request), index, stamp, requests=False, pending={})
+                    result_events(task, [Block(part, tool_result=True) for part in split_results(request)], index,
+                                  stamp, requests=False, pending={}, typed=typed)
                 if data.get("cancelReason") == "user_cancelled":
                     task.events.append(Event("interrupt", index))
             elif kind == "plan_mode_respond" and isinstance(data.get("response"), str):
