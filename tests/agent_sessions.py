@@ -273,8 +273,8 @@ def write_aider(home: Path, project: Path, conversations: list[Conversation], *,
                   "> Main model: anthropic/claude-sonnet-4-5 with diff edit format  ",
                   "> Git repo: .git with 12 files  ", "> Repo-map: using 4096 tokens, auto refresh  ", ""]
         for role, text, _moment in turns:
-            if role == "user":
-                lines += [f"#### {text}  ", ""]
+            if role == "user":  # every line of a message as aider's user_input writes it: "#### line  "
+                lines += ["#### " + "  \n#### ".join(text.splitlines() or ["<blank>"]) + "  ", ""]
             else:
                 lines += [text, "", "> Tokens: 2.4k sent, 12 received. Cost: $0.0074 message, $0.0074 session.  ",
                           ""]

@@ -16,8 +16,8 @@ JSON rewritten on every save (see ``shared/FORMATS.md`` §3 and §3.1):
   of a "New instructions for task continuation" block. Both versions return tool results as *user text* starting
   ``[tool_name for 'x'] Result:`` (a ``tool_result`` block is read too). Authorship is structural: an envelope or a
   ``Result:`` header counts only at the start of a section of a message (its first block, or the first after an
-  ``<environment_details>`` block); inside a result's body (a file, command output) it is data. From
-  ``ui_messages.json``, a denial's or an approval's feedback is the human's only when a ``user_feedback`` typed it.
+  ``<environment_details>`` block); inside a result's body (a file, command output) it is data. A denial's or an
+  approval's feedback is the human's only when a ``ui_messages.json`` ``user_feedback`` typed it.
 * ``task_metadata.json`` (Cline): ``environment_history[].cline_version`` gives the version.
 
 Never a request: ``<environment_details>`` (read only for the cwd, "Current Working Directory (…)" / "Current
@@ -201,7 +201,7 @@ class Block:
 
 
 def result_events(task: Task, blocks: list[Block], index: int, stamp: datetime | None, *, requests: bool,
-                  pending: dict[str, list[str]], typed: set[str] | None = None) -> None:
+                  pending: dict[str, list[str]], typed: frozenset[str] = frozenset()) -> None:
     """Read the blocks of one user message (or of one ``api_req_started`` request): cwd, tool results and, when
     ``requests``, the human's words. ``pending``: tool name -> input heads of ``tool_use`` calls not yet answered.
 
@@ -210,8 +210,10 @@ def result_events(task: Task, blocks: list[Block], index: int, stamp: datetime |
     the ``<task>``, a task resumption's ``<user_message>``, and a ``[name] Result:`` header (Roo Code puts that header
     alone in a block and the result in the next); a structural ``tool_result`` block starts with its header too.
     Anything else is a result's body (a file, command output, another agent's report): never read for an envelope or a
-    header, whatever it holds. typed: the human's own feedback texts (``ui_messages.json``'s ``user_feedback``); when
-    given, the feedback of a denied or approved operation counts only when the human typed it."""
+    header, whatever it holds. typed: the human's own feedback texts (``ui_messages.json``'s ``user_feedback``): the
+    feedback of a denied or approved operation counts only when the human typed it. A tool result's body is any text
+    (a file can begin "The user denied this operation …"), so without ``ui_messages.json`` to check it against, a
+    denial keeps its structure (``rejected``) and drops the words."""
     name: str | None = None
     body: list[str] = []
     section_start = True
@@ -261,7 +263,7 @@ def result_events(task: Task, blocks: list[Block], index: int, stamp: datetime |
 
 
 def _segment_events(task: Task, name: str, body: str, index: int, stamp: datetime | None, requests: bool,
-                    typed: set[str] | None = None) -> None:
+                    typed: frozenset[str]) -> None:
     """The events of one ``[name] Result:`` body (markers are matched at its start only: a file that quotes them
     is a file); typed: see ``result_events``."""
     if name == "ask_followup_question" or name == "attempt_completion":
@@ -284,10 +286,10 @@ def _segment_events(task: Task, name: str, body: str, index: int, stamp: datetim
             task.events.append(Event("error", index, body.strip()[:_TEXT_CAP]))
 
 
-def _feedback(value: object, typed: set[str] | None) -> str:
-    """The feedback typed with a denial or an approval; "" when ``typed`` is given and the human did not type it."""
+def _feedback(value: object, typed: frozenset[str]) -> str:
+    """The feedback typed with a denial or an approval; "" when the human did not type it (not in ``typed``)."""
     text = _tag_text(value)
-    return text if typed is None or text in typed else ""
+    return text if text in typed else ""
 
 
 def _agent_text(text: str) -> str:
@@ -376,8 +378,8 @@ def read_ui(messages: list, task: Task) -> None:
     """Fill ``task`` from ``ui_messages.json``: requests (the task, ``user_feedback``), answers, tools and their
     outcomes (from each ``api_req_started`` request), ``say error``, cancels and ``newTask`` children. The feedback of a
     denied or approved operation is the human's only when a ``user_feedback`` typed it."""
-    typed = {_tag_text(message.get("text")) for message in messages
-             if isinstance(message, dict) and message.get("type") == "say" and message.get("say") == "user_feedback"}
+    typed = frozenset(_tag_text(message.get("text")) for message in messages if isinstance(message, dict)
+                      and message.get("type") == "say" and message.get("say") == "user_feedback")
     for index, message in enumerate(messages):
         if not isinstance(message, dict):
             continue

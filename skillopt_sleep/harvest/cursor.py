@@ -18,7 +18,8 @@ the real fixture's folder). Two transcript versions, one session per file:
   ``{"type": "turn_ended", "status": …}``. Sub-agent transcripts lie in ``<id>/subagents/`` and are skipped
   (``subagent``); when ``<id>.txt`` and a JSONL of the same id both exist, only the JSONL is read.
 
-A request is the body of the last ``<user_query>…</user_query>`` of a user message; everything around it
+A request is the body of the ``<user_query>…</user_query>`` envelope of a user message (``query_envelope``: it opens at
+the first ``<user_query>`` at the top level and closes at the last ``</user_query>``); everything around it
 (``<attached_files>``, ``<manually_attached_skills>``, ``<timestamp>``, rules, images) is injected context. Cursor
 writes its own follow-ups inside the same envelope ("Briefly inform the user about the task result…", "The
 beginning of the above subagent result…", context summaries): never requests. A user message without the envelope
@@ -248,19 +249,45 @@ def message_time(text: str) -> datetime | None:
     return local.astimezone(timezone.utc)
 
 
+_SECTION = re.compile(r"(?m)^[ \t]*<(?P<tag>[A-Za-z_][\w-]*)(?:\s[^>\n]*)?>")
+
+
+def query_envelope(text: str) -> tuple[int, int] | None:
+    """``(start, end)`` of the body of a user message's ``<user_query>`` envelope, or None when it has none.
+
+    Cursor writes a user message as tag sections at line starts (``<attached_files>…</attached_files>``, then the
+    ``<user_query>`` that wraps what the user typed). The envelope opens at the first ``<user_query>`` at the top
+    level (the sections before it are passed over whole: a file they hold may hold the tags) and closes at the last
+    ``</user_query>``: a paste of the user's own that holds the tags stays inside it."""
+    close = text.rfind(QUERY_CLOSE)
+    if close == -1:
+        return None
+    position = 0
+    for match in _SECTION.finditer(text):
+        if match.start() < position:
+            continue
+        if match.group("tag") == QUERY_OPEN[1:-1]:
+            return (match.end(), close) if match.end() <= close else None
+        end = text.find(f"</{match.group('tag')}>", match.end())
+        if end == -1:
+            return None
+        position = end
+    return None
+
+
 def user_request(text: str, envelopes_seen: bool) -> tuple[str | None, bool, datetime | None]:
     """Split a user message into ``(request or None, holds an envelope, time of its <timestamp> tag)``."""
-    close = text.rfind(QUERY_CLOSE)
-    opening = text.rfind(QUERY_OPEN, 0, close) if close != -1 else -1
-    if opening == -1:
+    envelope = query_envelope(text)
+    if envelope is None:
         if envelopes_seen or QUERY_OPEN in text or QUERY_CLOSE in text:
             return None, envelopes_seen, None
         stripped = text.strip()
         if not stripped or stripped.startswith(("<", *CONTROL_QUERIES)):
             return None, False, None
         return stripped, False, None
-    body = text[opening + len(QUERY_OPEN):close].strip()
-    stamp = message_time(text[:opening] + text[close:])
+    start, close = envelope
+    body = text[start:close].strip()
+    stamp = message_time(text[:start] + text[close:])
     if not body or body.startswith(CONTROL_QUERIES):
         return None, True, stamp
     return body, True, stamp

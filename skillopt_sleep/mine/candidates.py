@@ -8,8 +8,10 @@ objected to, the reactions, the rules stated, and what the user typed (``authore
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from functools import lru_cache
 from itertools import islice
 
 from skillopt_sleep.mine.reactions import REFINEMENT, classify_reaction, reaction_to
@@ -17,7 +19,7 @@ from skillopt_sleep.mine.replayable import INSPECTION_CALLS, inspects, needs_rep
 from skillopt_sleep.mine.requests import AgentTexts, is_acknowledgement, noise_reason
 from skillopt_sleep.mine.split import normalize_request
 from skillopt_sleep.mine.statements import extract_rules, states_only_rules
-from skillopt_sleep.mine.typed import authored_text
+from skillopt_sleep.mine.typed import authored_text, typed_text
 from skillopt_sleep.mine.validation import Evidence, behaviour, is_vacuous, wants_artefact
 from skillopt_sleep.models import Reaction, Session, Turn
 
@@ -104,22 +106,25 @@ class Candidate:
     authored: list[str] = field(default_factory=list)  # what the user typed (``provenance.authored_text``)
     last_seen: datetime | None = None
     stopped: bool = False  # the latest turn of this task was interrupted / rejected / aborted
+    own_words: Callable[[str], str] = typed_text
+    """What the user wrote of a message: ``typed.typed_text`` of it without what an agent wrote (``candidates_of``)."""
 
     # -- building
     def typed(self, text: str) -> None:
         """Keep a message the user typed for this task as provenance (``TaskRecord.authored``)."""
-        kept = authored_text(text)
+        kept = authored_text(self.own_words(text))
         if kept and kept not in self.authored:
             self.authored.append(kept)
 
     def add_rules(self, text: str, origin: str) -> None:
-        for rule in extract_rules(text):
+        for rule in extract_rules(self.own_words(text)):
             self.rules.append((rule, origin))
 
     def react(self, reaction: Reaction, text: str) -> None:
+        """A reaction labels the task with the user's own words only (``evidence.reaction_text``): never a paste."""
         self.typed(text)
         if reaction != "none":
-            self.reactions.append((reaction, text))
+            self.reactions.append((reaction, self.own_words(text)))
 
     def last_behaviour(self) -> str:
         return self.spans[-1].behaviour if self.spans else ""
@@ -130,7 +135,7 @@ class Candidate:
             self.objected.add(len(self.spans) - 1)
         self.react(reaction, text)
         if text and reaction in ("correction", "rejected", "interrupted", "aborted"):
-            self.corrections.append(text)
+            self.corrections.append(self.own_words(text))
             self.add_rules(text, "correction")
 
     def absorb(self, turn: Turn, session: Session, *, take_answer: bool = True) -> None:
@@ -242,6 +247,11 @@ def candidates_of(sessions: list[Session], dropped: dict[str, int], agent_answer
 
     found: list[Candidate] = []
     answers = AgentTexts.of_sessions(sessions, extra=agent_answers)
+
+    @lru_cache(maxsize=512)
+    def own_words(text: str) -> str:
+        return typed_text(answers.without_copies(text))
+
     numbers = {id(session): number for number, session in enumerate(sessions)}
     for session in sorted(sessions, key=_session_key):
         current: Candidate | None = None
@@ -249,12 +259,13 @@ def candidates_of(sessions: list[Session], dropped: dict[str, int], agent_answer
         for turn in sorted(session.turns, key=lambda item: item.index):
             text = (turn.request or "").strip()
             reason = noise_reason(turn) or ("pasted_agent_text" if answers.pasted(text, numbers[id(session)]) else None)
-            if reason in ("empty", "control_command", "pasted_terminal", "pasted_page", "pasted_agent_text"):
+            if reason in ("empty", "control_command", "shell_command", "pasted_terminal", "pasted_page",
+                          "pasted_agent_text"):
                 drop(reason)
                 if reason != "empty":  # what follows answers the command or the paste, not the task before
                     current = None
                 continue
-            if reason == "acknowledgement":
+            if reason in ("acknowledgement", "single_key"):
                 drop(reason)
                 if current is not None:
                     current.follow_up(text)
@@ -275,6 +286,7 @@ def candidates_of(sessions: list[Session], dropped: dict[str, int], agent_answer
                 drop("rules_only")
                 continue
             current = Candidate(source=session.source, session_id=session.session_id, request=text, kind=turn.kind,
+                                own_words=own_words,
                                  seen_at=aware(turn.timestamp) or aware(session.started_at),
                                  command_body=turn.command_body)
             if turn.kind != "plan":  # a plan is the agent's text; a command's body is its file's, not the user's

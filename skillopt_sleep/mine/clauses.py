@@ -1,6 +1,7 @@
 """A user message as clauses: sentence-like parts, and the discourse words that only frame them.
 
-* ``split_clauses(text)``: lines, then sentences (``. ! ? ;``), without code blocks or list bullets;
+* ``split_clauses(text)``: lines, then sentences (``. ! ? ;``), without fenced blocks or list bullets (an indented
+  line is a clause like any other: what was pasted is ``typed.typed_text``'s to leave out);
 * ``strip_frame(clause)``: without "No," / "Please" / "I said" / a short label / a polite "Could you please ...?"
   around an instruction, and without end punctuation;
 * ``is_question(clause)``: ends with "?" or opens like a question.
@@ -11,9 +12,6 @@ from __future__ import annotations
 import re
 
 _FENCED_CODE = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
-
-
-_INDENTED_CODE = re.compile(r"^(?: {4}|\t).*$", re.MULTILINE)
 
 
 _BULLET = re.compile(r"^(?:[-*+•>]|\d+[.)])\s+")
@@ -30,7 +28,6 @@ def split_clauses(text: str) -> list[str]:
     """Split a message into sentence-like clauses (lines, then ``. ! ? ;``), without code blocks or bullets."""
     text = clean_quotes(text or "")
     text = _FENCED_CODE.sub("\n", text)
-    text = _INDENTED_CODE.sub("", text)
     clauses: list[str] = []
     for line in text.splitlines():
         line = _BULLET.sub("", line.strip()).strip()

@@ -20,6 +20,7 @@ import re
 from collections.abc import Iterable
 
 from skillopt_sleep.control_commands import CONTROL_COMMANDS
+from skillopt_sleep.mine.typed import command_line
 from skillopt_sleep.models import Turn
 
 _ACK_WORDS = frozenset(
@@ -43,8 +44,9 @@ def is_acknowledgement(text: str) -> bool:
 
 
 def noise_reason(turn: Turn) -> str | None:
-    """Return why a turn is not a request (``empty``, ``control_command``, ``acknowledgement``,
-    ``pasted_terminal``, ``pasted_page``), or None."""
+    """Return why a turn is not a request (``empty``, ``control_command``, ``acknowledgement``, ``single_key``: one
+    letter or digit, the answer to a prompt such as aider's ``(Y)es/(N)o/(A)ll``; ``shell_command``: a command line
+    typed into the chat, ``npm run dev`` (``typed.command_line``); ``pasted_terminal``, ``pasted_page``), or None."""
     text = (turn.request or "").strip()
     if not text:
         return "empty"
@@ -53,6 +55,10 @@ def noise_reason(turn: Turn) -> str | None:
         return "control_command"
     if is_acknowledgement(text):
         return "acknowledgement"
+    if len(text) == 1 and text.isalnum():
+        return "single_key"
+    if "\n" not in text and command_line(text):
+        return "shell_command"
     return pasted_reason(text)
 
 
@@ -144,6 +150,26 @@ class AgentTexts:
                     owner = self._index.get(run, number)
                     self._index[run] = number if owner == number else _ANY_SESSION
         return self._index
+
+    def without_copies(self, text: str) -> str:
+        """``text`` without the paragraphs an agent wrote (any session's answer, the same session's included: a quote
+        of the answer being corrected is the agent's words, not the user's): a paragraph of at least ``COPY_RUN``
+        words all but a few of whose words lie in runs an answer holds. What is left is the user's."""
+        if len(_copy_words(text)) < COPY_RUN:
+            return text
+        runs = self._runs()
+        if not runs:
+            return text
+        kept = []
+        for paragraph in re.split(r"\n\s*\n", text):
+            words = _copy_words(paragraph)
+            copied = [False] * len(words)
+            for i, run in enumerate(_run_hashes(words)):
+                if run in runs:
+                    copied[i:i + COPY_RUN] = [True] * COPY_RUN
+            if len(words) < COPY_RUN or copied.count(False) >= COPY_OWN_WORDS + COPY_STRIDE - 1:
+                kept.append(paragraph)
+        return "\n\n".join(kept)
 
     def pasted(self, text: str, session: int = _ANY_SESSION) -> bool:
         """True when ``text``, a message of session number ``session``, is an answer of another session pasted back:

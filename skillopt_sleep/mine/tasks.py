@@ -5,14 +5,17 @@ Input: ``list[Session]`` from ``skillopt_sleep.harvest`` (texts already secret-r
 How turns become tasks (applied per session in turn order):
 
 1. Noise is dropped and counted in ``MineResult.dropped``: ``empty`` requests, ``control_command`` (built-in
-   slash commands such as ``/clear``, ``/model``), ``pasted_terminal`` / ``pasted_page`` (a pasted screen or page
-   as the whole message: ``replayable.pasted_reason``), ``pasted_agent_text`` (an agent's answer pasted back, e.g. a
-   sub-agent's report relayed to its parent: ``replayable.AgentTexts``) - these four also end the thread, so nothing
-   after them is read as a reaction - and ``acknowledgement`` (only words like "thanks", "ok", "continue", "retry"). An
-   acknowledgement is still the user's reaction to the task before it (approval), and the answer and tools of
-   its turn continue that task (a "continue" after an interrupt finishes the same work). Injected text
-   (notifications, reminders, hook and command output, compaction summaries) never reaches mining: the
-   harvesters drop it.
+   slash commands such as ``/clear``, ``/model``), ``shell_command`` (a command line typed into the chat, ``npm run
+   dev``), ``pasted_terminal`` / ``pasted_page`` (a pasted screen or page as the whole message:
+   ``requests.pasted_reason``), ``pasted_agent_text`` (an agent's answer pasted back, e.g. a sub-agent's report
+   relayed to its parent: ``requests.AgentTexts``) - these also end the thread, so nothing after them is read as a
+   reaction - and ``acknowledgement`` (only words like "thanks", "ok", "continue", "retry") or ``single_key`` (``y``,
+   ``a``: the answer to a prompt). These are still the user's reaction to the task before them (approval), and the
+   answer and tools of their turn continue that task (a "continue" after an interrupt finishes the same work). What
+   the user typed in a message is read apart from what they pasted into it (``typed``; a block an agent wrote,
+   ``requests.AgentTexts.without_copies``): rules, ``authored`` and the reaction texts come from the typed part only.
+   Injected text (notifications, reminders, hook and command output, compaction summaries) never reaches mining:
+   the harvesters drop it.
 2. A message that reacts to the open task is **never a task of its own** (``reaction_to``): a correction, a
    re-ask, a short approval, a short message right after the user stopped the agent, a request to redo the answer
    ("rewrite it with httpx"), a rule statement the last answer breaks ("we're a pnpm shop" after ``npm
