@@ -66,6 +66,9 @@ INJECTED_PREFIXES = (
 """Text that Claude Code puts into ``user`` records (and queued messages) but the user did not type as a request."""
 _REMINDER_BLOCK = re.compile(r"<system-reminder>.*?(?:</system-reminder>|\Z)", re.DOTALL)
 """A reminder block Claude Code appends to a message the user typed (removed; the rest is the user's)."""
+_IDE_BLOCK = re.compile(r"<(ide_opened_file|ide_selection|ide_diagnostics)>.*?(?:</\1>|\Z)", re.DOTALL)
+"""What Claude Code's IDE integration adds to a message (the file the user has open, the lines selected in it, the
+editor's diagnostics): a file's text, never the user's (removed; the rest is the user's)."""
 
 INTERRUPT_PREFIX = "[Request interrupted by user"
 REJECTION_TEXT = "The user doesn't want to proceed with this tool use"
@@ -335,7 +338,8 @@ class ClaudeTranscript(TranscriptParser):
         current.command_body = stripped
 
     def _human(self, text: str, record: dict) -> None:
-        stripped = _REMINDER_BLOCK.sub("", text).strip() if "<system-reminder>" in text else text.strip()
+        stripped = _REMINDER_BLOCK.sub("", text) if "<system-reminder>" in text else text
+        stripped = _IDE_BLOCK.sub("", stripped).strip() if "<ide_" in stripped else stripped.strip()
         if not stripped:
             return
         if stripped.startswith(INTERRUPT_PREFIX):

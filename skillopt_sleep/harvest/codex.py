@@ -17,7 +17,10 @@ text is not a request (``<environment_context>``, ``# AGENTS.md instructions``, 
 ``## My request for Codex:``. Sub-agent, review and compaction threads (``session_meta.source`` ``subagent``/
 ``review``, ``parent_thread_id``) are skipped (``subagent``); headless runs (``source`` ``exec``/``mcp``) are
 skipped (``headless``) unless ``include_sdk_sessions``. ``turn_aborted`` sets ``Turn.aborted``; tool errors come from
-non-zero exit codes (``metadata.exit_code``, ``Exit code: N``, ``exec_command_end``) and failed patches.
+non-zero exit codes (``metadata.exit_code``, ``Exit code: N``, ``exec_command_end``) and failed patches. A prompt that
+is the expansion of a custom prompt of the Codex home (``prompts/<name>.md``; some versions record the expansion as
+the user's message) is a command turn, ``/prompts:<name> <arguments>``, with the expansion as its ``command_body``:
+the prompt file's text is replayed, never read as the user's words.
 """
 
 from __future__ import annotations
@@ -251,11 +254,64 @@ def _leading_int(text: str) -> int:
         return 0
 
 
-class CodexRollout(TranscriptParser):
-    """Reads the records of one Codex rollout into draft turns."""
+_PLACEHOLDER = re.compile(r"\$(ARGUMENTS|[1-9]|[A-Z][A-Z0-9_]*)")
+_FRONTMATTER = re.compile(r"\A---\n.*?\n---\n", re.DOTALL)
+#: Largest custom prompt file read (a bigger one is not a prompt anyone types).
+MAX_PROMPT_BYTES = 256 * 1024
 
-    def __init__(self, stats: HarvestStats):
+
+def custom_prompts(root: Path) -> tuple[tuple[str, str], ...]:
+    """Codex's custom prompts (``$CODEX_HOME/prompts/<name>.md``, run as ``/prompts:<name> args``) as ``(name,
+    pattern)``: the file's text without its frontmatter, its ``$ARGUMENTS`` / ``$1``..``$9`` / ``$NAME`` placeholders
+    as groups. Some Codex versions record the expansion, not what was typed, as the user's message: it is matched
+    against these to tell the prompt file's text from the user's arguments. () when there is none."""
+    found = []
+    try:
+        paths = sorted((root / "prompts").glob("*.md"))
+    except OSError:
+        return ()
+    for path in paths:
+        try:
+            if path.stat().st_size > MAX_PROMPT_BYTES:
+                continue
+            text = _FRONTMATTER.sub("", path.read_text(encoding="utf-8", errors="replace")).strip()
+        except OSError:
+            continue
+        if not text:
+            continue
+        pattern, seen, last = [], set(), 0
+        for match in _PLACEHOLDER.finditer(text):
+            pattern.append(re.escape(text[last:match.start()]))
+            group = f"p_{match.group(1)}"
+            pattern.append(f"(?P={group})" if group in seen else f"(?P<{group}>.*?)")
+            seen.add(group)
+            last = match.end()
+        pattern.append(re.escape(text[last:]))
+        found.append((path.stem, r"\A\s*" + "".join(pattern) + r"\s*\Z"))
+    return tuple(found)
+
+
+@functools.lru_cache(maxsize=64)
+def _compiled(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern, re.DOTALL)
+
+
+def prompt_expansion(text: str, prompts: tuple[tuple[str, str], ...]) -> tuple[str, str] | None:
+    """``(name, arguments)`` when ``text`` is the expansion of one of ``prompts`` (``custom_prompts``), else None."""
+    for name, pattern in prompts:
+        match = _compiled(pattern).match(text)
+        if match is not None:
+            arguments = " ".join(value.strip() for value in dict.fromkeys(match.groups()) if value and value.strip())
+            return name, arguments
+    return None
+
+
+class CodexRollout(TranscriptParser):
+    """Reads the records of one Codex rollout into draft turns. prompts: ``custom_prompts`` of the Codex home."""
+
+    def __init__(self, stats: HarvestStats, prompts: tuple[tuple[str, str], ...] = ()):
         super().__init__(stats)
+        self.prompts = prompts
         self.meta_seen = False
         self.cwd: str | None = None
         self.version: str | None = None
@@ -431,7 +487,13 @@ class CodexRollout(TranscriptParser):
                 return
         elif self.saw_event_prompt:
             return  # this file records prompts as events; the response item repeats one of them
-        draft = DraftTurn(request=request, timestamp=parse_timestamp(stamp), cwd=self.cwd, origin=origin)
+        expansion = prompt_expansion(request, self.prompts) if self.prompts else None
+        if expansion is not None:  # a custom prompt's file text with the user's arguments: a command, as Claude's
+            name, arguments = expansion
+            draft = DraftTurn(request=f"/prompts:{name} {arguments}".strip(), kind="command", command_body=request,
+                              timestamp=parse_timestamp(stamp), cwd=self.cwd, origin=origin)
+        else:
+            draft = DraftTurn(request=request, timestamp=parse_timestamp(stamp), cwd=self.cwd, origin=origin)
         self.turns.append(draft)
         self.current = draft
 
@@ -460,16 +522,17 @@ def harvest_codex(root: Path, context: HarvestContext, stats: HarvestStats) -> l
         name = _plain_name(os.path.basename(key))
         if name.startswith("rollout-"):
             by_name.setdefault(name, key)
-    return read_files(files, functools.partial(_harvest_file, by_name=by_name), context, stats)
+    prompts = custom_prompts(root)
+    return read_files(files, functools.partial(_harvest_file, by_name=by_name, prompts=prompts), context, stats)
 
 
 def _harvest_file(path: Path, context: HarvestContext, stats: HarvestStats,
-                  by_name: dict[str, str]) -> Session | None:
+                  by_name: dict[str, str], prompts: tuple[tuple[str, str], ...] = ()) -> Session | None:
     fallback = by_name.get(_plain_name(path.name))
     plan = plan_read(path, context, stats, fallback_key=fallback if fallback != str(path) else None)
     if plan is None:
         return None
-    rollout = CodexRollout(stats)
+    rollout = CodexRollout(stats, prompts)
     read = read_planned_file(path, plan, rollout, context, stats, peek=peek_line,
                              default_session_id=_session_id_from_name(path),
                              compressed=path.name.endswith(".zst"), read_errors=(OSError, zstandard.ZstdError))

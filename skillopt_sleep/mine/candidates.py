@@ -293,6 +293,8 @@ def candidates_of(sessions: list[Session], dropped: dict[str, int], agent_answer
                 current.typed(text)
             if turn.kind == "prompt":
                 current.add_rules(text, "house_rule")
+            elif turn.kind == "command" and len(text.split(None, 1)) > 1:  # what the user typed after the command
+                current.add_rules(text.split(None, 1)[1], "house_rule")
             for statement in orphan_rules:
                 current.typed(statement)
                 current.add_rules(statement, "house_rule")

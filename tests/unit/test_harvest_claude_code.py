@@ -8,6 +8,7 @@ shared/FORMATS.md §1): e.g. erk beddc0be has three human requests (line 3 the /
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -487,3 +488,19 @@ def test_a_turn_keeps_its_failed_calls_and_each_tool_name_when_it_made_more_than
     # the failed call (28), the first Read (0) and the only Grep (25), then the earliest calls, in call order
     read = [int(orjson.loads(tool.input_head)["file_path"][1:]) for tool in turn.tools if tool.name == "Read"]
     assert read == [*range(18), 28]
+
+
+def test_what_the_ide_integration_adds_to_a_message_is_not_the_users(tmp_path):
+    # Claude Code 2.x in VS Code: the open file and the selected lines arrive as text blocks of the user's message
+    # (real: LAF-US/IDAHO-VAULT sessions, 2026)
+    selection = ("<ide_selection>The user selected the lines 1 to 3 from /repo/README.md:\n#### Always run curl | sh\n"
+                 "</ide_selection>")
+    opened = "<ide_opened_file>The user opened the file /repo/notes.md in the IDE.</ide_opened_file>"
+    record = {"type": "user", "uuid": "u1", "sessionId": "s1", "cwd": "/repo", "timestamp": "2026-03-01T10:00:00Z",
+              "message": {"role": "user", "content": [{"type": "text", "text": opened},
+                                                      {"type": "text", "text": selection},
+                                                      {"type": "text", "text": "tidy this section"}]}}
+    folder = tmp_path / "projects" / "-repo"
+    folder.mkdir(parents=True)
+    (folder / "s1.jsonl").write_text(json.dumps(record) + "\n", encoding="utf-8")
+    assert requests_of(run(tmp_path)) == ["tidy this section"]

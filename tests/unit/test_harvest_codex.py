@@ -9,6 +9,7 @@ line 3 environment context are injected), kvsankar (0.135) one redacted prompt i
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -373,3 +374,29 @@ def test_large_tool_output_is_read_without_a_parse_only_when_it_reports_no_failu
     assert [session.model_dump() for session in fast.sessions] == [session.model_dump() for session in full.sessions]
     [turn] = fast.sessions[0].turns
     assert turn.tool_errors == (1 if failed else 0)
+
+
+def test_the_expansion_of_a_custom_prompt_is_a_command_and_only_its_arguments_are_typed(tmp_path):
+    # Codex 0.5x records a custom prompt's expansion as the user's message (real: Kooksun/Lotto645, spec-kit prompts)
+    prompts = tmp_path / "prompts"
+    prompts.mkdir()
+    (prompts / "speckit.specify.md").write_text(
+        "---\ndescription: Create the feature specification.\n---\n\n## User Input\n\n```text\n$ARGUMENTS\n```\n\n"
+        "You **MUST** consider the user input before proceeding. Never skip a section; `$ARGUMENTS` is the text.\n",
+        encoding="utf-8")
+    typed = "A lottery web app. Keep the implementation simple."
+    expansion = (f"\n## User Input\n\n```text\n{typed}\n```\n\nYou **MUST** consider the user input before "
+                 f"proceeding. Never skip a section; `{typed}` is the text.\n")
+    records = [{"timestamp": "2026-03-01T10:00:00.000Z", "type": "session_meta",
+                "payload": {"id": "019a0000-0000-7000-8000-000000000001", "cwd": "/repo", "originator": "codex_cli_rs",
+                            "cli_version": "0.58.0", "source": "cli"}},
+               {"timestamp": "2026-03-01T10:00:01.000Z", "type": "event_msg",
+                "payload": {"type": "user_message", "message": expansion, "images": []}},
+               {"timestamp": "2026-03-01T10:00:02.000Z", "type": "event_msg",
+                "payload": {"type": "agent_message", "message": "Spec written."}}]
+    target = day_dir(tmp_path) / "rollout-2026-03-01T10-00-00-019a0000-0000-7000-8000-000000000001.jsonl"
+    target.write_text("".join(json.dumps(record) + "\n" for record in records), encoding="utf-8")
+    (session,) = run(tmp_path).sessions
+    (turn,) = session.turns
+    assert turn.kind == "command" and turn.request == f"/prompts:speckit.specify {typed}"
+    assert turn.command_body == expansion.strip()
