@@ -212,6 +212,33 @@ class TaskEvidence(_Model):
 
 
 NotReplayable = Literal["command_body_missing", "plan_handoff", "needs_repo_state", "long_tool_run"]
+RuleScope = Literal["lasting", "candidate", "one_off"]
+
+
+class RuleStatement(_Model):
+    """One rule the user stated in a task, in their own words, and whether it is meant to last.
+
+    scope: ``lasting`` (a house rule for every future session: it may become a line of the memory), ``candidate``
+    (stated once without a lasting scope: it waits until it is stated again) or ``one_off`` (the scope or detail of
+    this one task: never a memory line); why: the reason for that decision (``mine/lasting.py``); origin:
+    ``house_rule`` (stated in a request), ``correction`` (in a reaction to an answer) or ``rule_reader`` (read by the
+    LLM rule reader from a sentence the deterministic reader did not know); language: ISO 639-1 of the words, when
+    known; gloss: the rule in English when the words are in another language (``rule_reader``)."""
+
+    text: str
+    origin: str = "house_rule"
+    scope: RuleScope = "candidate"
+    why: str = ""
+    language: str | None = None
+    gloss: str | None = None
+
+
+def _statements(value: Any) -> Any:
+    """Tasks archived before scopes were decided hold plain strings: each was proposed, so it reads as lasting."""
+    if isinstance(value, list):
+        return [RuleStatement(text=item, scope="lasting", why="recorded before scopes were decided")
+                if isinstance(item, str) else item for item in value]
+    return value
 
 
 class TaskRecord(_Model):
@@ -235,8 +262,9 @@ class TaskRecord(_Model):
     recurrence: int = 1
     """How many near-duplicate requests were merged into this task."""
     evidence: TaskEvidence = Field(default_factory=TaskEvidence)
-    rules: list[str] = Field(default_factory=list)
-    """Rules the user stated, in their own words (the strongest signal a session holds)."""
+    rules: list[RuleStatement] = Field(default_factory=list)
+    """Rules the user stated, in their own words, each with its scope (the strongest signal a session holds). A
+    plain string is read as a lasting statement (tasks archived before scopes were decided)."""
     authored: list[str] = Field(default_factory=list)
     """What the user typed for this task, redacted: the request as typed (a slash command: ``/name args``, never its
     expansion), its refinements and the user's reactions, pasted blocks left out (``provenance.authored_text``). The
@@ -252,6 +280,16 @@ class TaskRecord(_Model):
     """The task is replayable and its checks (each validated against the session) fail a vacuous reply when the
     request asks for an artefact: only such tasks decide the gate. A task judged by its rubric alone is soft
     evidence: it can never make a candidate win."""
+
+    @field_validator("rules", mode="before")
+    @classmethod
+    def _plain_rules(cls, value: Any) -> Any:
+        return _statements(value)
+
+    @property
+    def rule_texts(self) -> list[str]:
+        """The rules' words, in order."""
+        return [rule.text for rule in self.rules]
 
 
 # --------------------------------------------------------------------------- replay

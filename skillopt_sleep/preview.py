@@ -47,7 +47,8 @@ def _preview(config: SleepConfig, project: Path, output: Path | None) -> dict[st
         ],
         "tasks": [
             {"id": t.id, "split": t.split, "recurrence": t.recurrence, "reaction": t.evidence.reaction,
-             "request_head": t.request[:100].replace("\n", " "), "rules": t.rules,
+             "request_head": t.request[:100].replace("\n", " "),
+             "rules": [rule.model_dump(mode="json") for rule in t.rules],
              "replayable": t.replayable, "not_replayable": t.not_replayable, "hard_evidence": t.hard_evidence,
              "checks": [c.model_dump(mode="json") for c in t.judge.checks], "rejected_checks": t.rejected_checks}
             for t in tasks

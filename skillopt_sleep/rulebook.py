@@ -3,13 +3,15 @@
 A *rule* is a standing instruction the user stated in their own messages (``TaskRecord.rules`` holds the
 phrasings). Its identity is what it demands: the keys (``validation.check_key``) of the checks validated for it in
 the sessions. Phrasings whose validated checks overlap are one rule ("use pnpm, not npm" and "we're a pnpm shop"
-both demand "has pnpm"); a rule with no validated check is identified by its words (``text_key``).
+both demand "has pnpm"), and so are phrasings that say the same instruction (``lasting.similar``); a rule with no
+validated check is identified by its words (``text_key``).
 
 * ``stated_rules(tasks)``: tonight's rules from the tasks that may teach (train tasks, and tasks that are not
   replayable: their corrections still count; never a val or test task, which would leak the held-out evidence),
   each with its phrasings, tasks, sessions and how often it was stated (task recurrence).
 * ``document_rules(text)``: the lines of a document and what each demands (``rules.checks_for_rule`` of the line).
-* ``user_rule_edits(rules, documents, target)``: one edit per rule not yet in any document: ``append`` the rule in
+* ``user_rule_edits(rules, documents, target)``: one edit per *lasting* rule not yet in any document (a candidate waits
+  to be stated again, a one-off never is one: ``mine/lasting.py``): ``append`` the rule in
   the user's most frequent phrasing as one bullet, or ``replace`` the managed-block line it contradicts (a newer
   rule "we moved from yarn to pnpm" replaces "- always use yarn."). Rules come most-stated first (across nights,
   ``StatedRule.stated_total``), so recurrence orders the edit budget.
@@ -26,8 +28,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from skillopt_sleep.block import BLOCK_BEGIN, BLOCK_END, BLOCK_HEADING, managed_block
 from skillopt_sleep.checks import check_key
+from skillopt_sleep.mine.lasting import RECURRENCE_TASKS, similar
 from skillopt_sleep.mine.statements import checks_for_rule
-from skillopt_sleep.models import Check, EditRecord, TaskRecord
+from skillopt_sleep.models import Check, EditRecord, RuleScope, RuleStatement, TaskRecord
 
 Key = tuple[str, str]
 
@@ -58,7 +61,9 @@ class StatedRule(BaseModel):
     """One rule the user stated. id: ``r-`` + 10 hex of its first keys (the archive keeps it across nights);
     keys: what it demands (validated check keys, or its text key); text: the phrasing proposed (the most stated,
     then the earliest); stated: times stated tonight (sum of the recurrence of its tasks); stated_total: times
-    stated over all nights (``stated`` until the archive adds earlier nights)."""
+    stated over all nights (``stated`` until the archive adds earlier nights); scope: ``lasting`` (it may be
+    written into the memory), ``candidate`` (waits to be stated again) or ``one_off`` (the detail of one task),
+    and scope_reason why (``mine/lasting.py``)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -71,6 +76,8 @@ class StatedRule(BaseModel):
     session_ids: list[str] = Field(default_factory=list)
     stated: int = 0
     stated_total: int = 0
+    scope: RuleScope = "lasting"
+    scope_reason: str = ""
 
     @property
     def key_set(self) -> set[Key]:
@@ -97,16 +104,32 @@ def _phrasing_keys(task: TaskRecord, phrasing: str) -> set[Key]:
     return keys or {text_key(phrasing)}
 
 
+def _scope(statements: list[RuleStatement], tasks: int) -> tuple[RuleScope, str]:
+    """A rule is lasting when one of its statements is, or when it was stated in ``RECURRENCE_TASKS`` tasks; else a
+    candidate (or one-off, when every statement was)."""
+    lasting = next((statement for statement in statements if statement.scope == "lasting"), None)
+    if lasting is not None:
+        return "lasting", lasting.why
+    if tasks >= RECURRENCE_TASKS:
+        return "lasting", f"stated in {tasks} tasks"
+    if all(statement.scope == "one_off" for statement in statements):
+        return "one_off", statements[0].why
+    waiting = next(statement for statement in statements if statement.scope == "candidate")
+    return "candidate", waiting.why
+
+
 def stated_rules(tasks: list[TaskRecord]) -> list[StatedRule]:
     """Tonight's rules from the tasks that ``teaches`` allows (module docstring), most stated first."""
     groups: list[dict] = []
     for task in tasks:
         if not teaches(task):
             continue
-        for phrasing in task.rules:
+        for statement in task.rules:
+            phrasing = statement.text
             keys = _phrasing_keys(task, phrasing)
             checks = [check for check in task.judge.checks if check.rule == phrasing]
-            matches = [index for index, group in enumerate(groups) if group["keys"] & keys]
+            matches = [index for index, group in enumerate(groups) if group["keys"] & keys
+                       or any(similar(phrasing, known) for known in group["phrasings"])]
             if matches:
                 target = groups[matches[0]]
                 for index in sorted(matches[1:], reverse=True):  # the phrasing joins rules: merge them
@@ -114,14 +137,16 @@ def stated_rules(tasks: list[TaskRecord]) -> list[StatedRule]:
                     for name in ("keys", "tasks", "sessions"):
                         target[name] |= other[name]
                     target["phrasings"].extend(other["phrasings"])
+                    target["statements"].extend(other["statements"])
                     target["checks"].extend(other["checks"])
                     target["stated"] += other["stated"]
             else:
                 target = {"keys": set(), "tasks": set(), "sessions": set(), "phrasings": [], "checks": [],
-                          "stated": 0, "order": len(groups)}
+                          "statements": [], "stated": 0, "order": len(groups)}
                 groups.append(target)
             target["keys"] |= keys
             target["phrasings"].append(phrasing)
+            target["statements"].append(statement)
             target["checks"].extend(check for check in checks
                                     if all(check_key(check) != check_key(known) for known in target["checks"]))
             if task.id not in target["tasks"]:
@@ -134,10 +159,12 @@ def stated_rules(tasks: list[TaskRecord]) -> list[StatedRule]:
         for phrasing in group["phrasings"]:
             counts[phrasing] = counts.get(phrasing, 0) + 1
         text = max(counts, key=lambda phrasing: (counts[phrasing], -group["phrasings"].index(phrasing)))
+        scope, reason = _scope(group["statements"], len(group["tasks"]))
         out.append(StatedRule(id=rule_id(group["keys"]), keys=sorted(group["keys"]), text=text,
                               phrasings=list(dict.fromkeys(group["phrasings"])), checks=group["checks"],
                               task_ids=sorted(group["tasks"]), session_ids=sorted(group["sessions"]),
-                              stated=group["stated"], stated_total=group["stated"]))
+                              stated=group["stated"], stated_total=group["stated"], scope=scope,
+                              scope_reason=reason))
     out.sort(key=lambda rule: (-rule.stated_total, -rule.stated, rule.text))
     return out
 
@@ -195,8 +222,8 @@ def user_rule_edits(rules: list[StatedRule], documents: dict[str, str], *, targe
     edits: list[EditRecord] = []
     written: set[Key] = set()
     for rule in rules:
-        if rule.key_set & written or stating_line(rule, documents) is not None:
-            continue
+        if rule.scope != "lasting" or rule.key_set & written or stating_line(rule, documents) is not None:
+            continue  # a candidate waits to be stated again; a one-off is never a memory line
         written |= rule.key_set
         evidence = list(rule.task_ids)
         rationale = f"stated by the user {rule.stated_total} time(s)" + (

@@ -41,7 +41,7 @@ def render_recalled(recalled: list[Recalled]) -> str:
                 if item.last else "not scored yet")
         lines.append(f"- {_head(archived.task.request)} [asked {archived.recurrence}x over {archived.nights} "
                      f"night(s); {last}]")
-        for rule in archived.task.rules[:2]:
+        for rule in archived.task.rule_texts[:2]:
             lines.append(f"  their rule: {_head(rule)}")
     return "\n".join(lines)
 

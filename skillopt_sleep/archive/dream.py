@@ -79,7 +79,7 @@ class DreamOutcome:
 
 
 def _ask(task: TaskRecord, count: int, meter: CallMeter) -> tuple[list[str] | None, str]:
-    rules = "\n".join(f"- {rule}" for rule in task.rules) or "(none stated)"
+    rules = "\n".join(f"- {rule}" for rule in task.rule_texts) or "(none stated)"
     prompt = DREAM_PROMPT.format(count=count, request=quote_data(task.request[:MAX_VARIANT_CHARS]), rules=rules,
                                  notice=DATA_NOTICE)
     result = meter.chat(ChatRequest(role="optimizer", messages=[ChatMessage(role="user", content=prompt)],

@@ -150,13 +150,13 @@ def restatement_reason(content: str, task: TaskRecord) -> str | None:
     """
     edit_words = words(content)
     for label, text in (("request", task.request), ("final answer", task.evidence.final_answer)):
-        source_words = _without_rules(words(text), task.rules)
+        source_words = _without_rules(words(text), task.rule_texts)
         run = _longest_common_run(edit_words, source_words)
         if run >= RESTATEMENT_RUN:
             return f"restates task {task.id}: {run} consecutive words copied from its {label}"
     edit_content = {word for word in edit_words if word not in STOPWORDS and len(word) >= 3}
     if len(edit_content) >= RESTATEMENT_MIN_CONTENT_WORDS:
-        source = " ".join(w for w in _without_rules(words(task.request), task.rules) if w)
+        source = " ".join(w for w in _without_rules(words(task.request), task.rule_texts) if w)
         source += " " + task.evidence.final_answer.lower()
         copied = edit_content & content_words(source)
         share = len(copied) / len(edit_content)
@@ -251,7 +251,7 @@ def edits_schema(edit_budget: int, targets: list[str]) -> dict[str, Any]:
 
 def _task_lines(task: TaskRecord) -> list[str]:
     lines = [f"Request: {quote_data(_head(task.request), inline=True)}"]
-    lines += [f"{USER_RULE_PREFIX}{_head(rule, 160)}" for rule in task.rules[:4]]
+    lines += [f"{USER_RULE_PREFIX}{_head(rule, 160)}" for rule in task.rule_texts[:4]]
     if task.evidence.reaction_text and task.evidence.reaction != "none":
         lines.append(f"User reaction ({task.evidence.reaction}): {_head(task.evidence.reaction_text, 160)}")
     return lines

@@ -482,7 +482,8 @@ class CodexRollout(TranscriptParser):
         if origin == "event":
             self.saw_event_prompt = True
             if current is not None and current.origin == "response" and not current.has_activity:
-                current.request = request  # the same prompt, stored twice: the event text is canonical
+                if current.kind != "command":  # a custom prompt's expansion keeps the command it was read as
+                    current.request = request  # the same prompt, stored twice: the event text is canonical
                 current.origin = "event"
                 return
         elif self.saw_event_prompt:

@@ -18,7 +18,7 @@ from skillopt_sleep.mine.reactions import REFINEMENT, classify_reaction, reactio
 from skillopt_sleep.mine.replayable import INSPECTION_CALLS, inspects, needs_repo_state
 from skillopt_sleep.mine.requests import AgentTexts, is_acknowledgement, noise_reason
 from skillopt_sleep.mine.split import normalize_request
-from skillopt_sleep.mine.statements import extract_rules, states_only_rules
+from skillopt_sleep.mine.statements import rule_statements, states_only_rules
 from skillopt_sleep.mine.typed import authored_text, typed_text
 from skillopt_sleep.mine.validation import Evidence, behaviour, is_vacuous, wants_artefact
 from skillopt_sleep.models import Reaction, Session, Turn
@@ -117,7 +117,7 @@ class Candidate:
             self.authored.append(kept)
 
     def add_rules(self, text: str, origin: str) -> None:
-        for rule in extract_rules(self.own_words(text)):
+        for rule in rule_statements(self.own_words(text)):
             self.rules.append((rule, origin))
 
     def react(self, reaction: Reaction, text: str) -> None:

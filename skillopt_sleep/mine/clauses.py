@@ -81,7 +81,8 @@ def strip_frame(clause: str) -> str:
 
 _QUESTION_START = re.compile(
     r"^(?:why|what|how|when|where|which|who|whom|whose|can|could|would|will|shall|should|do|does|did|is|are|was|"
-    r"were|am|have|has|had|may|might|isn't|aren't|doesn't|didn't|won't|wouldn't|shouldn't|couldn't)\b",
+    r"were|am|have|has|had|may|might|isn't|aren't|doesn't|didn't|won't|wouldn't|shouldn't|couldn't)\b"
+    r"(?!\s+not\b|\s+NOT\b)",  # "Do not ..." / "Do NOT ..." is a prohibition, not a question
     re.IGNORECASE,
 )
 

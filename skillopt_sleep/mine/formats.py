@@ -1,7 +1,9 @@
 """Format rules: a rule about the shape of an answer, which a check can test whatever its phrasing.
 
-Conventional Commits, ISO dates (``YYYY-MM-DD``), a word or character limit, a named section, JSON output:
-``format_rule_hit(clause)`` says whether a clause states one, ``format_checks(text, rule, origin)`` gives its checks.
+Conventional Commits, ISO dates (``YYYY-MM-DD``), a word or character limit, a named section, JSON output, and the
+language answers are written in ("always respond in German": a ``language`` check, decided by a language identifier,
+never a word of the rule, which a correct answer in that language would not hold): ``format_rule_hit(clause)`` says
+whether a clause states one, ``format_checks(text, rule, origin)`` gives its checks.
 """
 
 from __future__ import annotations
@@ -17,6 +19,36 @@ CONVENTIONAL_COMMIT_REGEX = (
 
 
 ISO_DATE_REGEX = r"\b\d{4}-\d{2}-\d{2}\b"
+
+
+#: Language names (in English and in the language itself) and their ISO 639-1 codes, for "respond in <language>".
+LANGUAGES = {
+    "english": "en", "german": "de", "deutsch": "de", "french": "fr", "français": "fr", "francais": "fr",
+    "spanish": "es", "español": "es", "espanol": "es", "castellano": "es", "portuguese": "pt", "português": "pt",
+    "portugues": "pt", "italian": "it", "italiano": "it", "dutch": "nl", "nederlands": "nl", "polish": "pl",
+    "polski": "pl", "russian": "ru", "русском": "ru", "русский": "ru", "ukrainian": "uk", "czech": "cs",
+    "čeština": "cs", "cesky": "cs", "danish": "da", "dansk": "da", "swedish": "sv", "svenska": "sv",
+    "norwegian": "no", "norsk": "no", "finnish": "fi", "suomi": "fi", "turkish": "tr", "türkçe": "tr",
+    "chinese": "zh", "中文": "zh", "japanese": "ja", "日本語": "ja", "korean": "ko", "한국어": "ko", "arabic": "ar",
+    "hebrew": "he", "hindi": "hi", "indonesian": "id", "bahasa indonesia": "id", "vietnamese": "vi", "thai": "th",
+    "catalan": "ca", "català": "ca", "greek": "el", "romanian": "ro", "hungarian": "hu", "magyar": "hu",
+}
+_LANGUAGE_NAMES = "|".join(sorted((re.escape(name) for name in LANGUAGES), key=len, reverse=True))
+_ANSWER_LANGUAGE = re.compile(
+    rf"\b(?:respond|answer|reply|write|speak|talk|comment|explain|text|output|communicate)\w*\b[^.;]{{0,40}}?"
+    rf"\b(?:in|using)\s+(?P<a>{_LANGUAGE_NAMES})\b"
+    rf"|\b(?P<b>{_LANGUAGE_NAMES})\s+(?:only|please|as the default language)\b"
+    rf"|\blanguage\s+(?:is|should be|must be)\s+(?P<c>{_LANGUAGE_NAMES})\b"
+    rf"|\buse\s+(?P<d>{_LANGUAGE_NAMES})\s+as\s+the\s+(?:default\s+)?language\b", re.IGNORECASE)
+
+
+def answer_language(text: str) -> str | None:
+    """The ISO 639-1 code of the language ``text`` says answers are written in ("respond in German" -> ``de``)."""
+    match = _ANSWER_LANGUAGE.search(text or "")
+    if match is None:
+        return None
+    name = next(group for group in match.groups() if group)
+    return LANGUAGES.get(name.casefold())
 
 
 # Keyword detectors: a rule about a format the response can be checked for, whatever its phrasing.
@@ -68,8 +100,9 @@ _JSON_OUTPUT = re.compile(
 
 
 def format_rule_hit(clause: str) -> bool:
+    """``clause`` states a format rule (module docstring)."""
     return bool(_CONVENTIONAL.search(clause) or _ISO_DATE.search(clause) or section_name(clause)
-                or _JSON_OUTPUT.search(clause)
+                or _JSON_OUTPUT.search(clause) or answer_language(clause)
                 or (_LENGTH_LIMIT.search(clause) and _LENGTH_CONTEXT.search(clause)))
 
 
@@ -103,4 +136,7 @@ def format_checks(text: str, rule: str, origin: str) -> list[Check]:
         checks.append(Check(op="section_present", value=section, origin=origin, rule=rule))
     if _JSON_OUTPUT.search(text):
         checks.append(Check(op="json_valid", value=None, origin=origin, rule=rule))
+    language = answer_language(text)
+    if language is not None:
+        checks.append(Check(op="language", value=language, origin=origin, rule=rule))
     return checks

@@ -216,7 +216,7 @@ def parse_rule(clause: str) -> ParsedRule | None:
     if match:
         return ParsedRule("forbid", rest=match.group("y"))
     match = _NO_THING.match(text)
-    if match and not _NO_NEUTRAL.match(text):
+    if match and not _NO_NEUTRAL.match(text) and not _REPORT.match(text):
         thing = match.group("y")
         if len(thing.split()) <= 6 and not _AUX_VERB.search(thing):
             return ParsedRule("forbid", forbidden=thing)
@@ -269,3 +269,62 @@ def rule_parts(clause: str) -> list[str]:
     if not whole:
         return []
     return [part for part in parts if parse_part(strip_frame(part)) is not None]
+
+
+# --------------------------------------------------------------------------- normative statements
+#
+# ``parse_rule`` knows the forms a check can be derived from. Real users state house rules in many more ways, inside
+# long requests and instruction blocks (issue 22); ``normative`` recognises the grammatical shape of an instruction
+# about *how* to work, whatever its subject. It only finds candidates: whether one lasts is ``lasting``'s to decide.
+
+_CONSTRAINT_VERBS = (r"use|keep|ensure|make sure|be sure|maintain|preserve|follow|stick (?:to|with)|prefer|respect|"
+                     r"remember|stay|avoid|only|always|never|try to keep|try to use|reuse|prioriti[sz]e|favou?r|"
+                     r"align (?:with|to)|orient (?:on|to)|base (?:it|them|everything) on|mirror|default to")
+"""Verbs that say how to work, not what to build ("keep", "ensure", "follow"; "create", "add", "fix" are tasks)."""
+_IMPERATIVE = re.compile(rf"^(?:please\s+|pls\s+|kindly\s+|also\s+|and\s+)?(?:{_CONSTRAINT_VERBS})\b", re.IGNORECASE)
+_VERBS = (r"add|apply|ask|build|check|comment|commit|create|document|explain|format|generate|give|handle|implement|"
+          r"include|label|list|log|make|mark|move|name|put|read|record|refactor|remove|rename|report|return|run|save|"
+          r"show|sign|store|test|translate|type|update|validate|verify|wrap|write")
+_UNIVERSAL_IMPERATIVE = re.compile(rf"^(?:please\s+)?(?:{_VERBS})\b[^.?]{{0,40}}\b(?:every|each|all)\b",
+                                   re.IGNORECASE)
+_LANGUAGE_ASK = re.compile(r"^(?:please\s+)?(?:respond|answer|reply|talk|speak|write|comment)\w*\b[^.?]{0,30}\b"
+                           r"(?:in|using)\s+(?:english|german|french|spanish|portuguese|italian|dutch|polish|"
+                           r"russian|chinese|japanese|korean|indonesian|turkish|catalan|czech|danish|swedish)\b",
+                           re.IGNORECASE)
+_PROHIBITION = re.compile(
+    r"^(?:please\s+)?(?:do not|don't|dont|never|avoid|stop|no longer|refrain from|under no circumstances|without)\b"
+    r"|^(?:i|we)\s+(?:do not|don't|dont|never)\s+(?:want|need|like|use|allow)\b"
+    r"|^(?:you\s+)?(?:must not|mustn't|should not|shouldn't|cannot|can't|may not)\b", re.IGNORECASE)
+_MODAL = re.compile(r"^(?!(?:why|what|how|when|where|which|who|can|could|would|will|shall|should|do|does|did|is|are|i|"
+                    r"i'm|i've|if|when|while|because|since|although|though)\b)"
+                    r"(?:(?!(?:when|if|because|since|so|that|which|who|where|while|unless|until|as|whether)\b)\S+\s+)"
+                    r"{1,6}?(?:must|should|shall|needs? to|has to|have to|(?:is|are) supposed to|(?:is|are) required "
+                    r"to|ought to|cannot|can't|must not|should not|shouldn't)\b", re.IGNORECASE)
+"""A modal as the main verb of a statement, after a subject of a few words that is not "I" and holds no subordinate
+clause ("X must ...", "the command needs to be ..."; not "this method is useful when you need to ...")."""
+_WANT = re.compile(r"^(?:i|we)\s+(?:only\s+)?(?:want|would like|'d like|prefer|need)\s+(?:to\s+)?(?:use|keep|have|"
+                   r"you to (?:always|never|use|keep|follow|stop|only))\b", re.IGNORECASE)
+_DECLARE = re.compile(r"^(?:we(?:'re| are)?\s+(?:always\s+|only\s+|completely\s+)?(?:use|using|dropping|moving|"
+                      r"switching|standardi[sz]ing|sticking)\b|our\s+\w+(?:\s+\w+)?\s+(?:is|are)\b|"
+                      r"[\w\s]{0,30}\blanguage is\b)", re.IGNORECASE)
+_SHOUTING = re.compile(r"\b(?:DO NOT|DON'T|NEVER|ALWAYS|MUST|SHOULD|SHALL|ONLY|STOP|NOT ALLOWED)\b")
+#: The fewest and most words of a normative statement (shorter: a fragment; longer: a paragraph of prose).
+NORMATIVE_WORDS = (3, 45)
+_REPORT = re.compile(r"^(?:no|not)\s+[\w\s]{0,40}\b(?:encountered|performed|found|modified|needed|required|changed|"
+                     r"detected|done|made|given)\b", re.IGNORECASE)
+
+
+def normative(clause: str) -> bool:
+    """``clause`` (frame words stripped) is an instruction about how to work: a prohibition ("Do NOT ...", "without
+    changing ..."), a constraint verb in the imperative ("Keep ...", "Ensure ...", "Make sure ...", "Use X as ..."),
+    a modal statement ("X must ...", "the command needs to be ..."), a stated preference ("I want to use X"), a
+    declaration ("we use ...", "display text language is german"), an imperative over every item ("Explain each
+    command ..."), or shouted (``MUST``, ``NEVER``). Questions and reports ("no errors encountered") are not."""
+    text = clause.strip()
+    words = len(text.split())
+    if (not NORMATIVE_WORDS[0] <= words <= NORMATIVE_WORDS[1] or is_question(text) or _REPORT.match(text)
+            or _FORBID_NEUTRAL.match(text)):
+        return False
+    return bool(_PROHIBITION.match(text) or _IMPERATIVE.match(text) or _MODAL.match(text) or _WANT.match(text)
+                or _DECLARE.match(text) or _UNIVERSAL_IMPERATIVE.match(text) or _LANGUAGE_ASK.match(text)
+                or _SHOUTING.search(text))

@@ -78,7 +78,7 @@ def miner_prompt(task: TaskRecord) -> str:
     if task.evidence.reaction_text:
         reaction += ": " + _head(task.evidence.reaction_text, MINER_REACTION_CHARS)
     if task.rules:
-        reaction += "\nRules the user stated: " + "; ".join(task.rules)
+        reaction += "\nRules the user stated: " + "; ".join(task.rule_texts)
     rejected = task.evidence.corrected_answers[0] if task.evidence.corrected_answers else task.evidence.final_answer
     return render_prompt(
         "miner",
@@ -175,7 +175,7 @@ def _apply_miner(task: TaskRecord, reply: Any) -> tuple[int, str | None]:
     rubric = reply.get("rubric")
     if isinstance(rubric, str) and rubric.strip():
         rubric = head_block(rubric, 1000)
-        unchecked = [rule for rule in task.rules if rule.casefold() not in rubric.casefold()]
+        unchecked = [rule for rule in task.rule_texts if rule.casefold() not in rubric.casefold()]
         if unchecked:  # the heuristic rubric carried these rules; keep them judged
             rubric += " It must follow the user's rules: " + "; ".join(unchecked) + "."
         task.judge.rubric = rubric

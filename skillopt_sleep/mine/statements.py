@@ -3,8 +3,11 @@
 A *rule* is a standing instruction about how work is done ("use pnpm, not npm", "dates are ISO, YYYY-MM-DD",
 "never commit to main", "keep answers under 120 words").
 
-* ``extract_rules(text)``: the rule statements of one message, each a clause in the user's words (a leading "No," /
-  "Please" / "I said" is dropped, nothing else is rewritten), read only from what the user typed (``typed.typed_text``).
+* ``rule_statements(text)``: the rule statements of one message, each a clause in the user's words (a leading "No,"
+  / "Please" / "I said" is dropped, nothing else is rewritten), read only from what the user typed
+  (``typed.typed_text``): the forms a check comes from (``extract_rules``, ``forms.parse_rule``), and any other
+  instruction about how to work (``forms.normative``: "Do NOT ...", "Ensure ...", "X must ...", "we use ..."), long
+  messages and instruction blocks included. Whether a statement lasts is ``lasting``'s to decide.
 * ``checks_for_rule(rule)``: deterministic checks a response can be scored with. Values stay short and literal; a
   rule whose subject is not a literal ("use tabs, not spaces", "never commit to main") yields no check and is judged
   by the rubric. A forbidden word that is part of the preferred one ("pnpm" contains "npm"), or a very short word
@@ -18,7 +21,7 @@ import re
 from skillopt_sleep.checks import negative_word_regex
 from skillopt_sleep.mine.clauses import clean_quotes, split_clauses, strip_frame
 from skillopt_sleep.mine.formats import format_checks
-from skillopt_sleep.mine.forms import _PART_SPLIT, USE_VERBS, parse_part, parse_rule, rule_parts
+from skillopt_sleep.mine.forms import _PART_SPLIT, USE_VERBS, normative, parse_part, parse_rule, rule_parts
 from skillopt_sleep.mine.literals import MAX_LITERAL_CHARS, literal_of, quoted_part
 from skillopt_sleep.mine.typed import typed_text
 from skillopt_sleep.models import Check
@@ -28,15 +31,29 @@ MAX_RULES_PER_MESSAGE = 8
 
 
 def extract_rules(text: str) -> list[str]:
-    """Return the rule statements in one message, in the user's words (frame words like "No," dropped).
+    """Return the rule statements in one message that a check can be derived from (``forms.parse_rule``: "use pnpm,
+    not npm", "never X", "we're a uv shop"), in the user's words (frame words like "No," dropped).
 
     text: a user message (request, correction, rejection feedback). Returns at most ``MAX_RULES_PER_MESSAGE``
-    distinct clauses, in order. Code blocks, indented code and pasted text (``typed_text``) are ignored. Never raises.
+    distinct clauses, in order. Pasted text (``typed_text``) is ignored. Never raises. What a message *reacts* with is
+    read from these (``reactions``); what a night may learn is ``rule_statements``.
     """
+    return _statements(text, broad=False)
+
+
+def rule_statements(text: str) -> list[str]:
+    """``extract_rules``, and every other instruction about how to work the message holds (``forms.normative``: "Do
+    NOT ...", "Ensure ...", "X must ...", "I want to use X", "we use ..."), long messages and instruction blocks
+    included: the candidates of what a user teaches. Whether one lasts is ``lasting``'s to decide."""
+    return _statements(text, broad=True)
+
+
+def _statements(text: str, *, broad: bool) -> list[str]:
     found: list[str] = []
     seen: set[str] = set()
     for clause in split_clauses(typed_text(text)):
-        for rule in _rule_statements(strip_frame(clause)):
+        framed = strip_frame(clause)
+        for rule in _rule_statements(framed) or ([framed] if broad and normative(framed) else []):
             key = rule.casefold()
             if key not in seen and len(found) < MAX_RULES_PER_MESSAGE:
                 seen.add(key)

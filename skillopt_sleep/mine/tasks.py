@@ -70,13 +70,14 @@ from typing import Any
 from skillopt_sleep.checks import check_key
 from skillopt_sleep.mine.candidates import EPOCH, REACTION_ORDER, Candidate, candidates_of, head_line
 from skillopt_sleep.mine.duplicates import group_duplicates
+from skillopt_sleep.mine.lasting import decide_scopes
 from skillopt_sleep.mine.llm_miner import run_miner
 from skillopt_sleep.mine.replayable import not_replayable_reason
 from skillopt_sleep.mine.result import MineResult
 from skillopt_sleep.mine.split import assign_splits, check_fractions, task_id_for
-from skillopt_sleep.mine.statements import checks_for_rule, extract_rules
+from skillopt_sleep.mine.statements import checks_for_rule, rule_statements
 from skillopt_sleep.mine.validation import Evidence, evidence_checks, hard_evidence, validate_checks
-from skillopt_sleep.models import Check, Judge, Reaction, Session, TaskEvidence, TaskRecord
+from skillopt_sleep.models import Check, Judge, Reaction, RuleStatement, Session, TaskEvidence, TaskRecord
 
 _FAILURE_SIGNALS = frozenset({"rejected", "interrupted", "aborted", "reask"})
 
@@ -122,7 +123,7 @@ def _candidate_checks(candidate: Candidate, evidence: Evidence) -> list[Check]:
     for rule, origin in candidate.rules:
         checks.extend(checks_for_rule(rule, origin=origin))
     for text in candidate.corrections:
-        rules = [rule for rule in extract_rules(text) if rule in stated]
+        rules = [rule for rule in rule_statements(text) if rule in stated]
         for rule in rules:
             checks.extend(evidence_checks(rule, evidence, rule=rule))
         checks.extend(evidence_checks(text, evidence, rule=None))
@@ -183,7 +184,7 @@ def _build_task(group: list[Candidate], project: str | None) -> TaskRecord:
         session_ids=session_ids,
         recurrence=len(group),
         evidence=evidence,
-        rules=[rule for rule, _ in rules],
+        rules=[RuleStatement(text=rule, origin=origin) for rule, origin in rules],
         authored=list(dict.fromkeys(text for candidate in group for text in candidate.authored)),
         judge=Judge(checks=checks, rubric=rubric),
         first_seen=min(seen) if seen else None,
@@ -230,6 +231,7 @@ def mine_tasks(sessions: list[Session], *, project: str | None, val_fraction: fl
     groups = group_duplicates(candidates)
     result.merged_duplicates = sum(len(group) - 1 for group in groups)
     tasks = [_build_task(group, project) for group in groups]
+    decide_scopes(tasks)
     replayable = sorted((task for task in tasks if task.replayable), key=_value_key)
     evidence_only = [task for task in tasks if not task.replayable]
     if len(replayable) > max_tasks:

@@ -58,6 +58,7 @@ PASTE_SHAPES = re.compile(
     r"|^\s*(?:\$|PS [A-Z]:\\[^>]*>|\S+@\S+:\S*[$#])\s"  # shell prompts
     r"|^(?:\+\+\+|---) [ab/]|^@@ -\d|^diff --git "  # diffs
     r"|[├└│┌┐┘┬┴┼]"  # tree and table drawings
+    r"|^\s*(?://|/\*|\*/|<!--)"  # code comments
 )
 """Lines shaped like machine output (module docstring); case-sensitive: "ERROR" is a log level, "error" a word."""
 

@@ -126,6 +126,6 @@ def test_only_what_the_user_typed_is_the_users(tmp_path, source, layout):
         assert all(marker not in text for marker in MARKERS), text
     assert [task.request for task in tasks] == ["install the deps for this repo"]
     [task] = tasks
-    assert CORRECTION in task.rules[0] or any(CORRECTION in text for text in task.authored)
-    for text in [*task.rules, *task.authored, *task.refinements]:
+    assert CORRECTION in task.rule_texts[0] or any(CORRECTION in text for text in task.authored)
+    for text in [*task.rule_texts, *task.authored, *task.refinements]:
         assert all(marker not in text for marker in MARKERS), text

@@ -449,7 +449,7 @@ def _users_words(sessions, tasks, *, request_too: bool) -> list[str]:
             if request_too:
                 words.append(turn.request)
     for task in tasks:
-        words += [*task.authored, *task.rules, task.evidence.reaction_text]
+        words += [*task.authored, *task.rule_texts, task.evidence.reaction_text]
         if request_too:
             words += [task.request, *task.refinements]
     return words
@@ -559,4 +559,4 @@ def test_a_paste_leaves_the_users_own_words_and_the_request_whole(tmp_path, sour
     (task,) = [task for task in tasks if task.request.startswith("here is what the linter printed")]
     assert MARK in task.request  # what the user sent is replayed whole
     assert any("why does it fail?" in text for text in task.authored)
-    assert "use ruff format, not black" in task.rules[0] and MARK not in " ".join(task.rules)
+    assert "use ruff format, not black" in task.rule_texts[0] and MARK not in " ".join(task.rule_texts)

@@ -129,7 +129,7 @@ def test_qa_rollout_reports_a_failed_target_call_as_an_error_not_a_score():
 def test_qa_task_for_shows_the_question_and_the_items_rules_to_the_optimizer():
     env = QAEnv(train_items=[{**qa(1, "Which tool?", "pnpm"), "rules": ["Use pnpm, not npm"]}])
     task = env.task_for(env.get_items("train")[0])
-    assert (task.id, task.request, task.rules) == ("q1", "Which tool?", ["Use pnpm, not npm"])
+    assert (task.id, task.request, task.rule_texts) == ("q1", "Which tool?", ["Use pnpm, not npm"])
 
 
 def test_default_task_for_uses_the_request_like_field_or_the_items_json():

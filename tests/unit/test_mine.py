@@ -66,7 +66,7 @@ def test_a_correction_is_evidence_for_the_previous_task_with_its_rule_and_checks
         turn(1, "No, use pnpm, not npm. The app lives in packages/web.", "Ran `pnpm add lodash` in packages/web."),
     ))
     task = only(result)
-    assert task.rules == ["use pnpm, not npm"]
+    assert task.rule_texts == ["use pnpm, not npm"]
     assert task.evidence.reaction == "correction"
     assert task.evidence.reaction_text == "No, use pnpm, not npm. The app lives in packages/web."
     # the answer the user corrected (with the command it ran), and the one the user accepted
@@ -158,7 +158,7 @@ def test_interrupt_rejection_and_abort_are_recorded_as_reactions():
     assert aborted.evidence.reaction == "aborted"
     assert rejected.evidence.reaction == "rejected"
     assert rejected.evidence.reaction_text.startswith("Don't touch the lockfile")
-    assert "use pnpm not npm" in rejected.rules
+    assert "use pnpm not npm" in rejected.rule_texts
     assert {check.origin for check in rejected.judge.checks} == {"correction"}
 
 
@@ -189,7 +189,7 @@ def test_a_continue_after_an_interrupt_finishes_the_same_task():
         turn(1, "continue", "## 2.3 - 2025-05-01\n- search box"),
     )))
     assert task.evidence.final_answer == "## 2.3 - 2025-05-01\n- search box"
-    assert task.rules == ["Dates are ISO, YYYY-MM-DD"]
+    assert task.rule_texts == ["Dates are ISO, YYYY-MM-DD"]
     assert task.judge.checks[0].origin == "house_rule"
 
 
@@ -197,7 +197,7 @@ def test_queued_steering_messages_are_corrections_of_their_turn():
     task = only(mine(session("s1", turn(0, "Install the deps and build the site",
                                         queued_messages=["no, use pnpm, not npm"]))))
     assert task.evidence.reaction == "correction"
-    assert task.rules == ["use pnpm, not npm"]
+    assert task.rule_texts == ["use pnpm, not npm"]
 
 
 def test_tools_and_tool_errors_are_evidence():
@@ -272,7 +272,7 @@ def test_near_duplicate_requests_across_sessions_merge_with_recurrence():
     assert merged.session_ids == ["s1", "s2"]
     assert merged.first_seen == T0
     assert merged.last_seen == day2 + timedelta(minutes=1)
-    assert merged.rules == ["don't add retries, use a fake clock"]
+    assert merged.rule_texts == ["don't add retries, use a fake clock"]
     assert merged.evidence.reaction == "correction"  # the telling occurrence wins
     assert merged.request == "Fix the flaky test in tests/test_api.py"  # the earliest one represents it
 
@@ -495,7 +495,7 @@ def test_llm_miner_through_a_ledger_respects_its_call_budget():
 def test_rules_are_not_mined_from_the_text_of_a_plan():
     plan = "Implement the following plan:\n\n## Steps\n1. Never use the legacy client, use the v2 SDK.\n2. Add tests."
     task = only(mine(session("s1", turn(0, plan, kind="plan"))))
-    assert task.rules == []
+    assert task.rule_texts == []
     assert task.judge.checks == [] and task.judge.rubric
 
 
@@ -543,7 +543,7 @@ def test_a_correction_split_over_two_messages_labels_one_task_with_both_answers_
              "```python\nimport logging\nlogging.getLogger(__name__).info('skipped %s', n)\n```"),
     )))
     assert task.evidence.corrected_answers == ["```python\nprint(f'skipped {n}')\n```", "Sorry. What should I change?"]
-    assert task.rules == ["use the logging module, never print"]
+    assert task.rule_texts == ["use the logging module, never print"]
     keys = {(check.op, check.value) for check in task.judge.checks}
     assert ("not_contains", "print") in keys and task.hard_evidence
 
@@ -596,7 +596,7 @@ def test_rules_stated_in_a_task_that_cannot_be_replayed_still_count():
     task = only(mine(session("s1", turn(0, "/erk:plan-implement 8215", "Ran `npm install`.", kind="command",
                                         command_body="Implement the plan."),
                              turn(1, "no, we use pnpm in this repo, never npm", "Ran `pnpm install`."))))
-    assert not task.replayable and task.rules == ["we use pnpm in this repo, never npm"]
+    assert not task.replayable and task.rule_texts == ["we use pnpm in this repo, never npm"]
     assert {check.value for check in task.judge.checks} == {"pnpm", negative_word_regex("npm")}
 
 
@@ -604,7 +604,7 @@ def test_rules_stated_before_any_request_go_to_the_next_request():
     result = mine(session("s1", turn(0, "we're a uv shop, and we log with the logging module, never print", ""),
                           turn(1, "add pandas to the project", "Run `uv add pandas`.")))
     task = only(result)
-    assert task.request == "add pandas to the project" and "we're a uv shop" in task.rules[0]
+    assert task.request == "add pandas to the project" and "we're a uv shop" in task.rule_texts[0]
     assert result.dropped["rules_only"] == 1
 
 
@@ -615,7 +615,7 @@ def test_a_message_that_asks_for_new_work_is_a_new_task_even_beside_a_rule_or_a_
     first, second, third = sorted(result.tasks, key=lambda task: task.first_seen)
     assert first.evidence.reaction == "approval"
     assert second.request == "thanks! now add a test for the parser"
-    assert third.rules == ["we use pnpm here"] and third.request == "now add axios; we use pnpm here"
+    assert third.rule_texts == ["we use pnpm here"] and third.request == "now add axios; we use pnpm here"
 
 
 # --------------------------------------------------------------------------- provenance (TaskRecord.authored)
@@ -674,8 +674,8 @@ def test_a_reaction_and_the_users_words_keep_only_what_they_typed():
     task = only(result)
     assert task.evidence.reaction == "correction"
     assert task.evidence.reaction_text == "no, we use pnpm here. npm fails:"
-    assert all("POST" not in text for text in [*task.authored, *task.rules])
-    assert task.rules == ["we use pnpm here"]
+    assert all("POST" not in text for text in [*task.authored, *task.rule_texts])
+    assert task.rule_texts == ["we use pnpm here"]
 
 
 def test_a_block_the_agent_wrote_pasted_into_a_message_is_not_the_users():
@@ -685,5 +685,5 @@ def test_a_block_the_agent_wrote_pasted_into_a_message_is_not_the_users():
                   session("s2", turn(0, f"the other session told me:\n\n{answer}\n\nis that right? use uv, not pip",
                                      "Yes.")))
     asked = [task for task in result.tasks if task.session_ids == ["s2"]][0]
-    assert asked.rules == ["use uv, not pip"]
+    assert asked.rule_texts == ["use uv, not pip"]
     assert all("force flag" not in text for text in asked.authored)

@@ -1,0 +1,182 @@
+"""Lasting or one-off: is a rule the user stated meant for every future session, or for this one task?
+
+Most of what users write in a request is the task: what to build, which file to touch, a value to use, "no other
+changes". A house rule is what they want every time. Two signals tell them apart (``decide_scopes``):
+
+1. **Recurrence**, the strongest: the same instruction stated in two or more different tasks (``similar``: the same
+   content words, stemmed; for scripts without spaces, the same character pairs) is lasting, however it is phrased
+   ("keep it backwards compatible" in three refactors). A task counts only when it asks something else than the
+   others (``recurrence``): a request sent again with its spec, or a document pasted into two requests, is not a
+   restatement.
+2. **Lasting scope** in the words (``lasting_scope``): "always" or "never" near the start of the statement (not an
+   adverb deep in a task's description), "from now on", "going forward", "by default", "in this project/repo", "we
+   use" opening a statement, "anymore" closing one, a rule shouted in capitals ("DO NOT ...", "MUST", "SHOULD"), a
+   language to answer in.
+
+Otherwise a statement is ``one_off`` when its words tie it to the task at hand (``one_off_scope``: "this", "it",
+"these", "here", a file name, "no other changes", "for now") and ``candidate`` when nothing says either way: a
+candidate waits, and becomes lasting when it is stated again (tonight in another task, or on a later night: the rules
+archive counts nights). The decision and its reason are kept on each ``RuleStatement`` (``scope``, ``why``).
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable
+from functools import lru_cache
+
+from skillopt_sleep.models import RuleStatement, TaskRecord
+
+#: Different tasks from which the same instruction is lasting.
+RECURRENCE_TASKS = 2
+#: Share of the shorter statement's content stems the other must hold to be the same instruction.
+SIMILAR_SHARE = 0.5
+#: Stems two statements must share at least.
+SIMILAR_MIN_SHARED = 2
+#: Share of character pairs two statements without spaces (Chinese, Japanese) must share.
+SIMILAR_PAIRS = 0.35
+#: Characters of a stem (a light stemmer that also forgives typos at a word's end: "compatibility", "compatible").
+STEM_CHARS = 6
+
+_LANGUAGES = ("english|german|french|spanish|portuguese|italian|dutch|polish|russian|ukrainian|czech|danish|swedish|"
+              "norwegian|finnish|turkish|chinese|japanese|korean|arabic|hebrew|hindi|indonesian|vietnamese|thai|"
+              "catalan|greek|romanian|hungarian")
+_LASTING = [
+    ("always", r"(?:^|[,;:(]\s*|\bbut\s+|\band\s+)(?:\S+\s+){0,3}?always\b"),
+    ("never", r"(?:^|[,;:(]\s*|\bbut\s+|\band\s+)(?:\S+\s+){0,3}?never\b"),
+    ("every", r"^(?:please\s+)?[a-z]+\b[^.;]{0,40}\b(?:every|each)\b"),
+    ("from now on", r"\bfrom now on\b|\bfrom here on\b|\bgoing forward\b|\bin (?:the )?future\b|\bhenceforth\b"),
+    ("by default", r"\bby default\b|\bas (?:a|the) default\b|\bdefault (?:language|behaviou?r|format)\b"),
+    ("every time", r"^(?:\S+\s+){0,3}?(?:every ?time|whenever|at all times|each time)\b"),
+    ("project-wide", r"\bin (?:this|our|the) (?:project|repo|repository|codebase|code ?base|team|company|vault|"
+                     r"workspace)\b|\bacross (?:the|our|this) (?:codebase|project|repo|app|board)\b|"
+                     r"\b(?:project|repo|vault|codebase|team)[- ]wide\b|\bacross the board\b"),
+    ("we use", r"^(?:\S+\s+)?we(?:'re| are)? (?:always |only |usually |generally |completely )?(?:use|prefer|"
+               r"do not use|don't use|write|work with|dropping|moving to|switching to)\b(?!.*\bto\s+\w+\b)|"
+               r"\bour (?:convention|standard|style|house rule|policy)s?\b|"
+               r"\b(?:we're|we are) an? \S+ (?:shop|house|team)\b"),
+    ("anymore", r"\bany ?more\s*[.!]?$|\bno longer\b|\bever again\b|\bdon't ever\b|\bdo not ever\b"),
+    ("a language to answer in", rf"\b(?:respond|answer|reply|write|speak|talk|comment|text)\w*\b[^.;]{{0,30}}"
+                                rf"\b(?:in|using)\s+(?:{_LANGUAGES})\b|\b(?:{_LANGUAGES})\s+(?:only|please)\b|"
+                                rf"\blanguage is (?:{_LANGUAGES})\b"),
+]
+_LASTING_PATTERNS = [(name, re.compile(pattern, re.IGNORECASE)) for name, pattern in _LASTING]
+_SHOUTED = re.compile(r"^(?:\S+\s+){0,2}?(?:DO NOT|DON'T|NEVER|ALWAYS|STOP|ONLY EVER)\b"
+                      r"|^(?:\S+\s+){1,6}?(?:MUST(?: NOT)?|SHOULD(?: NOT)?|SHALL|NOT ALLOWED)\b")
+_ONE_OFF = [
+    ("this task", r"\b(?:this|that|these|those|it|here)\b"),
+    ("for now", r"\bfor now\b|\bthis time\b|\bfor this (?:one|task|file|change|pr|feature)\b|\bjust once\b"),
+    ("nothing else", r"\bno other changes?\b|\b(?:anything|nothing) else\b|\bonly (?:change|touch|edit|modify)\b"),
+    ("a file", r"\b[\w./-]+\.(?:py|js|jsx|ts|tsx|vue|rb|go|rs|java|kt|cs|cpp|c|h|md|json|ya?ml|toml|html|css|sql|"
+               r"sh)\b"),
+]
+_ONE_OFF_PATTERNS = [(name, re.compile(pattern, re.IGNORECASE)) for name, pattern in _ONE_OFF]
+#: Words that carry no content of an instruction (the rule's frame, not its subject).
+_FRAME_WORDS = frozenset(
+    """a an and are as at be been but by can could do does did for from had has have i if in into is it its me my of on
+    or our so than that the their them then there these they this those to too us was we were what when where which
+    while who why will with would you your please pls just also make sure ensure keep use using always never don't
+    dont not no must should need needs want like all any every each same other new existing one ones thing things
+    way it's that's i'm we're you're let's can't won't only really very still again here now then""".split()
+)
+_WORD = re.compile(r"\w+")
+
+
+def lasting_scope(text: str) -> str | None:
+    """What in ``text`` says it lasts ("always", "we use", ...; module docstring), or None."""
+    if _SHOUTED.search(text or ""):
+        return "a prohibition in capitals"
+    for name, pattern in _LASTING_PATTERNS:
+        if pattern.search(text or ""):
+            return name
+    return None
+
+
+def one_off_scope(text: str) -> str | None:
+    """What in ``text`` ties it to the task at hand ("this", a file name, "no other changes"; module docstring)."""
+    for name, pattern in _ONE_OFF_PATTERNS:
+        match = pattern.search(text or "")
+        if match:
+            return f"{name}: {match.group(0)!r}"
+    return None
+
+
+def _spaceless(text: str) -> bool:
+    return sum(1 for char in text if "\u2e80" <= char <= "\u9fff" or "\uac00" <= char <= "\ud7af") >= 4
+
+
+@lru_cache(maxsize=4096)
+def _stems(text: str) -> frozenset[str]:
+    words = _WORD.findall(unicodedata.normalize("NFKC", text or "").casefold())
+    return frozenset(word.removesuffix("s")[:STEM_CHARS] for word in words if word not in _FRAME_WORDS
+                     and len(word) > 2 and not word.isdigit())
+
+
+@lru_cache(maxsize=4096)
+def _pairs(text: str) -> frozenset[str]:
+    chars = [char for char in unicodedata.normalize("NFKC", text or "") if char.isalnum()]
+    return frozenset(a + b for a, b in zip(chars, chars[1:]))
+
+
+def similar(left: str, right: str) -> bool:
+    """Two statements say the same instruction (module docstring): most of the shorter one's content stems are the
+    other's (at least ``SIMILAR_MIN_SHARED``); for a script without spaces, most of its character pairs."""
+    if _spaceless(left) or _spaceless(right):
+        a, b = _pairs(left), _pairs(right)
+        return bool(a and b) and len(a & b) >= SIMILAR_PAIRS * min(len(a), len(b))
+    a, b = _stems(left), _stems(right)
+    shared = len(a & b)
+    return shared >= SIMILAR_MIN_SHARED and shared >= SIMILAR_SHARE * min(len(a), len(b))
+
+
+def _decide(statement: RuleStatement, tasks_stating: int) -> None:
+    if tasks_stating >= RECURRENCE_TASKS:
+        statement.scope, statement.why = "lasting", f"stated in {tasks_stating} tasks"
+        return
+    scope = lasting_scope(statement.gloss or statement.text) or lasting_scope(statement.text)
+    if scope:
+        statement.scope, statement.why = "lasting", f"lasting scope: {scope}"
+        return
+    tied = one_off_scope(statement.text)
+    if tied:
+        statement.scope, statement.why = "one_off", f"scoped to its task ({tied})"
+    else:
+        statement.scope, statement.why = "candidate", "stated once, no lasting scope: waits to be stated again"
+
+
+def _context(task: TaskRecord, statement: str) -> frozenset[str]:
+    """What a task asks besides a statement: the content stems of its request without the statement's."""
+    return _stems(task.request[:4000]) - _stems(statement)
+
+
+def _independent(left: frozenset[str], right: frozenset[str]) -> bool:
+    """Two tasks ask different things (their contexts share less than ``SIMILAR_SHARE`` of the smaller one)."""
+    if not left or not right:
+        return True
+    return len(left & right) < SIMILAR_SHARE * min(len(left), len(right))
+
+
+def recurrence(statement: str, task: TaskRecord, statements: list[tuple[TaskRecord, RuleStatement]]) -> int:
+    """How many different tasks state ``statement`` (``similar``), counting a task only when it asks something else
+    than the tasks already counted (``_independent``): a request sent again with its spec, or a document pasted into
+    two requests, restates nothing; a house rule comes back with a new task."""
+    contexts = [_context(task, statement)]
+    for other_task, other in statements:
+        if other_task.id == task.id or not similar(statement, other.gloss or other.text):
+            continue
+        context = _context(other_task, other.gloss or other.text)
+        if all(_independent(context, known) for known in contexts):
+            contexts.append(context)
+    return len(contexts)
+
+
+def decide_scopes(tasks: Iterable[TaskRecord]) -> None:
+    """Set ``scope`` and ``why`` of every rule statement of ``tasks`` (module docstring), in place. A statement
+    already decided by the LLM rule reader keeps that decision."""
+    tasks = list(tasks)
+    statements = [(task, rule) for task in tasks for rule in task.rules]
+    for task, rule in statements:
+        if rule.why and rule.origin == "rule_reader":
+            continue
+        _decide(rule, recurrence(rule.gloss or rule.text, task, statements))
