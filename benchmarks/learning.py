@@ -18,7 +18,7 @@ checkers (the rule in force after that night). Night 0 is the baseline with the 
 
 Variants (``--variant``, repeatable): ``main`` (the defaults), ``strict`` (gate_rule strict), ``k3`` (rollouts_k 3),
 ``recall0`` (recall_k 0), ``norepair`` (gate_repair off), ``greedy`` (gate_mode off), ``norules`` (no rule mining:
-this process replaces ``mine._Candidate.add_rules`` by a no-op).
+this process replaces ``mine.candidates.Candidate.add_rules`` by a no-op).
 
 The peer (``skillopt==0.2.0``) runs separately: ``benchmarks/peer/run_peer.py --world N`` (see its docstring); it
 writes the documents after each night, and ``--score-peer`` scores them with the same probes.
@@ -117,11 +117,11 @@ def _rule_mining(variant: str) -> contextlib.AbstractContextManager:
     """Ablation ``norules``: while the context is open, rules stated in corrections/requests are not mined (no
     TaskRecord.rules, no checks). Other variants: no change. Restored on exit, so a later variant in the same
     process mines rules again."""
-    from skillopt_sleep import mine
+    from skillopt_sleep.mine.candidates import Candidate
 
     if variant != "norules":
         return contextlib.nullcontext()
-    return mock.patch.object(mine._Candidate, "add_rules", lambda self, text, origin: None)
+    return mock.patch.object(Candidate, "add_rules", lambda self, text, origin: None)
 
 
 def _rules_table(state_dir: Path) -> list[dict]:

@@ -173,6 +173,8 @@ class ProjectResult:
     not_typed_requests: list[str] = field(default_factory=list)
     candidates: int = 0
     one_offs: int = 0
+    held_back: dict[str, str] = field(default_factory=dict)
+    """Lasting labels read as a rule but held back: label id -> the scope given (candidate / one_off)."""
     seconds: float = 0.0
     llm_calls: int = 0
 
@@ -265,6 +267,10 @@ def run_project(corpus: Path, label: dict, *, reader_backend=None) -> ProjectRes
         if scope != "lasting":
             result.candidates += scope == "candidate"
             result.one_offs += scope == "one_off"
+            waiting = next((item for item in lasting if any(matches(p, q) for p in rule.phrasings
+                                                            for q in item["quotes"])), None)
+            if waiting is not None:
+                result.held_back[waiting["id"]] = scope
             continue
         hit = next((item for item in lasting if any(matches(p, q) for p in rule.phrasings for q in item["quotes"])),
                    None)
@@ -319,6 +325,9 @@ def summarise(results: list[ProjectResult], labels: dict[str, dict]) -> dict:
         "not_typed_taken_as_typed": sum(len(result.not_typed_requests) for result in results),
         "tasks_per_typed_request": round(sum(result.tasks for result in results) / typed, 2) if typed else None,
         "candidates_waiting": sum(result.candidates for result in results),
+        "missed_but_read": {scope: sum(1 for result in results for label, held in result.held_back.items()
+                                       if held == scope and label not in result.lasting_found)
+                            for scope in ("candidate", "one_off")},
         "llm_calls": sum(result.llm_calls for result in results),
         "seconds": round(sum(result.seconds for result in results), 1),
     }
@@ -380,9 +389,9 @@ def main(argv: list[str] | None = None) -> int:
 def _reader_backend(base_url: str, model: str):
     """A ``CallMeter`` on an OpenAI-compatible endpoint, as a night builds it (role ``miner``)."""
     from skillopt_sleep.backends.base import CallMeter
-    from skillopt_sleep.backends.openai_compat import OpenAICompatBackend
+    from skillopt_sleep.backends.openai_compat import OpenAIBackend
 
-    return CallMeter(OpenAICompatBackend(base_url=base_url, api_key="local", models={"miner": model}))
+    return CallMeter(OpenAIBackend(base_url=base_url, target_model=model, optimizer_model=model))
 
 
 if __name__ == "__main__":

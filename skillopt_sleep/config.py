@@ -186,6 +186,10 @@ class SleepConfig(NightStepConfig, EditBudgetConfig):
         "Ask the optimizer model for checks on the tasks the user corrected whose own words gave no validated check "
         "(one call each; its checks are validated against the session like every other). None = on, except for the "
         "mock simulator and the tiny embedded model."))
+    rule_reader_calls: int = Field(4, ge=0, le=100, description=(
+        "Most calls a night of the LLM rule reader (role ``miner``, on when ``llm_mine`` is): it translates the "
+        "sentences the user typed in a language other than English (10 a call) so the rules in them are read; the "
+        "rule stays in the user's words. 0 = off."))
     val_fraction: float = Field(0.3, ge=0, lt=1, description=(
         "Share of tasks held out for the gate (by a hash of the task id, stable across nights)."))
     test_fraction: float = Field(0.15, ge=0, lt=1, description=(

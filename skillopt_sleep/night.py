@@ -44,6 +44,7 @@ from skillopt_sleep.lock import take_project_lock
 from skillopt_sleep.mine import MineResult, mine_for_config, wants_miner
 from skillopt_sleep.mine.llm_miner import make_llm_miner
 from skillopt_sleep.mine.provenance import UserText, blocked_summary, unsupported_lines
+from skillopt_sleep.mine.rule_reader import Reader, make_rule_reader, planned_reader_calls
 from skillopt_sleep.models import Diagnostics, ReplayResult, Scores, TaskRecord
 from skillopt_sleep.notify import notify
 from skillopt_sleep.progress import NullProgress, Progress, watch_meter
@@ -283,11 +284,13 @@ class _Night:
         self.diagnostics.sources = result.sources
         return result
 
-    def mine(self, harvested: HarvestResult, miner: Callable[[TaskRecord], dict] | None = None) -> list[TaskRecord]:
-        """Tonight's tasks (stage ``mine``; with ``miner``, the LLM miner's pass, stage ``mine_llm``), counted in
-        diagnostics."""
-        with self.stages.stage("mine" if miner is None else "mine_llm"):
-            mined = mine_for_config(harvested, self.config, project=str(self.project), miner=miner)
+    def mine(self, harvested: HarvestResult, miner: Callable[[TaskRecord], dict] | None = None,
+             rule_reader: Reader | None = None) -> list[TaskRecord]:
+        """Tonight's tasks (stage ``mine``; with ``miner`` or ``rule_reader``, the LLM pass, stage ``mine_llm``),
+        counted in diagnostics."""
+        with self.stages.stage("mine" if miner is None and rule_reader is None else "mine_llm"):
+            mined = mine_for_config(harvested, self.config, project=str(self.project), miner=miner,
+                                    rule_reader=rule_reader)
         self.diagnostics.tasks = _split_counts(mined.tasks)
         self.diagnostics.mining = mining_report(mined)
         self.night_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -332,15 +335,18 @@ class _Night:
         llm_mine = config.llm_mine if config.llm_mine is not None else not (setup.choice.name == "mock"
                                                                              or setup.choice.tiny)
         miner_calls = sum(1 for task in tasks if wants_miner(task)) if llm_mine else 0
-        _preflight(meter, config, train, val, edit_budget=setup.edit_budget, miner_calls=miner_calls,
+        reader_calls = planned_reader_calls(tasks, config.rule_reader_calls) if llm_mine else 0
+        mine_calls = miner_calls + reader_calls  # role miner: checks for corrected tasks, English for foreign rules
+        _preflight(meter, config, train, val, edit_budget=setup.edit_budget, miner_calls=mine_calls,
                    dream_calls=len(train) * (1 + config.dream_factor * config.rollouts_k) if config.dream_factor else 0)
         stages.watch(meter, _planned_calls(config, train, val, test, edit_budget=setup.edit_budget,
-                                           miner_calls=miner_calls))
-        if miner_calls:
-            tasks = self.mine(harvested, miner=make_llm_miner(meter))
+                                           miner_calls=mine_calls))
+        if mine_calls:
+            tasks = self.mine(harvested, miner=make_llm_miner(meter) if miner_calls else None,
+                              rule_reader=make_rule_reader(meter) if reader_calls else None)
             train, val, test = _replayed(tasks)
             stages.watch(meter, _planned_calls(config, train, val, test, edit_budget=setup.edit_budget,
-                                               miner_calls=miner_calls))
+                                               miner_calls=mine_calls))
         self.write_tasks(tasks)
         cache = ReplayCache(self.paths.replay_cache)
         replay_kwargs = dict(meter=meter, workers=config.workers, cache=cache, rubric_judge=make_rubric_judge(meter),
@@ -555,9 +561,12 @@ def mining_report(mined: MineResult) -> dict:
         "validated_checks": sum(len(task.judge.checks) for task in tasks),
         "rejected_checks": rejected[:MAX_REPORTED_CHECKS],
         "rejected_checks_total": len(rejected),
-        "rules": [{"text": rule.text, "stated": rule.stated, "checks": len(rule.checks)}
-                  for rule in stated_rules(tasks)],
+        "rules": [{"text": rule.text, "stated": rule.stated, "checks": len(rule.checks), "scope": rule.scope,
+                   "scope_reason": rule.scope_reason} for rule in stated_rules(tasks)],
         "miner_calls": mined.miner_calls,
+        "reader_calls": mined.reader_calls,
+        "reader_rules": mined.reader_rules,
+        "reader_errors": mined.reader_errors[:MAX_REPORTED_CHECKS],
     }
 
 

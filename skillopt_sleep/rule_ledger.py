@@ -12,7 +12,10 @@
 
 Status, as shown: ``adopted`` (in a file), ``staged`` (accepted, waiting for ``skillopt-sleep adopt``),
 ``pending`` (waiting for more held-out evidence), ``rejected`` (the gate rejected it on ``rejections`` nights),
-``not proposed`` (stated, not proposed yet), ``retired`` (a newer rule replaced it), ``forgotten``. ``stale``: an
+``not proposed`` (lasting, not proposed yet: over the edit budget, or blocked), ``candidate`` (stated once without a
+lasting scope: waits to be stated again), ``one-off`` (the scope or detail of one task: never proposed), ``retired``
+(a newer rule replaced it), ``forgotten``. ``scope`` and ``scope_reason`` say why a rule is lasting, a candidate or a
+one-off (``mine/lasting.py``). ``stale``: an
 adopted rule that no replayed task has tested for ``stale_after_nights`` nights (shown, never deleted).
 
 ``forget_rule`` removes one rule's line from every managed block that holds it, as a change of its own
@@ -85,6 +88,9 @@ class RuleEntry(BaseModel):
     nights_unexercised: int | None = None
     stale: bool | None = None
     forgotten_at: str | None = None
+    scope: str = "lasting"
+    """``lasting``, ``candidate`` or ``one_off`` (``models.RuleStatement``); ``replays`` rules are lasting."""
+    scope_reason: str = ""
 
 
 # --------------------------------------------------------------------------- the managed files
@@ -210,6 +216,9 @@ def list_rules(project: Path, paths: ProjectPaths, *, stale_after_nights: int = 
         elif forgot is not None and not (entry.get("last_night") and night_sort_key(entry["last_night"])
                                          > night_sort_key(forgot.get("change", ""))):
             status = "forgotten"
+        scope = entry.get("scope") or "lasting"
+        if status == "stated" and scope != "lasting":
+            status = "one-off" if scope == "one_off" else "candidate"
         status = {"accepted": "staged", "stated": "not proposed"}.get(status, status)
         unexercised = _nights_since(nights, entry.get("last_exercised") or entry.get("first_night"))
         out.append(RuleEntry(
@@ -219,7 +228,8 @@ def list_rules(project: Path, paths: ProjectPaths, *, stale_after_nights: int = 
             losses=entry.get("losses") or 0, last_exercised=entry.get("last_exercised"),
             nights_unexercised=unexercised,
             stale=status == "adopted" and unexercised is not None and unexercised >= stale_after_nights,
-            forgotten_at=forgot.get("at") if forgot and status == "forgotten" else None))
+            forgotten_at=forgot.get("at") if forgot and status == "forgotten" else None, scope=scope,
+            scope_reason=entry.get("scope_reason") or ""))
     learned: dict[str, RuleEntry] = {}
     for index, location in enumerate(lines):
         if index in claimed:

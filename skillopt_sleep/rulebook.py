@@ -248,7 +248,7 @@ def restated_rule_reason(content: str, rules: list[StatedRule], documents: dict[
     """Why an edit's content only restates a user-stated rule (the user's words are proposed instead) or a rule a
     document already holds, or None. Compared by what they demand (``line_keys``), not by wording."""
     keys = line_keys(content)
-    demanded = {key for key in keys if key[0] != "text"} or keys
+    demanded = {key for key in keys if key[0] != "text"} | {text_key(content)}  # what it demands, or its very words
     for rule in rules:
         if _overlaps(rule.key_set | {text_key(phrasing) for phrasing in rule.phrasings}, demanded):
             return f"restates the user's rule {rule.text!r}: the user's own words are proposed instead"

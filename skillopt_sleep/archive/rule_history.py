@@ -2,9 +2,13 @@
 stands, and what it won on held-out tasks.
 
 * ``with_history(rules, archive)`` (before the step, read only): tonight's ``rulebook.StatedRule``s, each matched
-  to the archived rule it is (their check keys overlap), with the archived id, all the keys and phrasings known for
-  it (so that a line written in an earlier night's words counts as stating it) and ``stated_total`` = all nights'
-  statements, then re-ordered most stated first: recurrence across nights orders the edit budget.
+  to the archived rule it is (their check keys overlap, or, for rules without checks, it says what an archived
+  phrasing says: ``mine.lasting.similar``), with the archived id, all the keys and phrasings known for it (so that a
+  line written in an earlier night's words counts as stating it) and ``stated_total`` = all nights' statements, then
+  re-ordered most stated first: recurrence across nights orders the edit budget. A ``candidate`` (stated once, no
+  lasting scope) that an earlier night stated too becomes ``lasting`` ("stated on N nights"), as does any rule an
+  earlier night found lasting; a ``one_off`` stays one (its words tie it to its task, and a task sent again on
+  another night restates nothing).
 * ``record_night(archive, rules, step, ...)`` (after a completed night): adds tonight's statements (phrasings,
   sessions, the night; a night counts once) and sets each rule's status from what became of its edit:
 
@@ -25,9 +29,12 @@ from typing import Any
 from skillopt_sleep.archive.tasks import TaskArchive
 from skillopt_sleep.checks import check_key
 from skillopt_sleep.engine.gate import EVIDENCE_CLAUSES
+from skillopt_sleep.mine.lasting import similar
 from skillopt_sleep.models import EditRecord, TaskRecord
 from skillopt_sleep.rulebook import StatedRule, line_keys, rule_line, stating_line, text_key
 
+#: A rule's scope only widens across nights: once lasting, always lasting.
+_SCOPE_RANK = {"one_off": 0, "candidate": 1, "lasting": 2}
 #: Most phrasings and session ids kept per rule.
 MAX_PHRASINGS = 12
 MAX_SESSIONS = 50
@@ -41,7 +48,26 @@ def _match(rule: StatedRule, archived: list[dict[str, Any]]) -> dict[str, Any] |
     for entry in archived:
         if _keys(entry) & rule.key_set:
             return entry
+    if rule.checks:
+        return None
+    for entry in archived:
+        if not any(key[0] != "text" for key in _keys(entry)) and any(
+                similar(phrasing, known) for phrasing in rule.phrasings for known in entry["phrasings"]):
+            return entry
     return None
+
+
+def _scope_across_nights(rule: StatedRule, entry: dict[str, Any]) -> dict[str, Any]:
+    """The scope of ``rule`` given its archived ``entry`` (module docstring): the fields to update, or {}."""
+    if rule.scope != "candidate":
+        return {}
+    earlier = entry["nights"]
+    if entry.get("scope") == "lasting":
+        return {"scope": "lasting", "scope_reason": f"lasting since {entry.get('first_night')}: "
+                                                    f"{entry.get('scope_reason') or 'stated before'}"}
+    if earlier:
+        return {"scope": "lasting", "scope_reason": f"stated on {len(earlier) + 1} nights"}
+    return {}
 
 
 def with_history(rules: list[StatedRule], archive: TaskArchive | None) -> list[StatedRule]:
@@ -58,7 +84,7 @@ def with_history(rules: list[StatedRule], archive: TaskArchive | None) -> list[S
         keys = sorted(set(rule.key_set) | _keys(entry))
         phrasings = list(dict.fromkeys([*rule.phrasings, *entry["phrasings"]]))
         out.append(rule.model_copy(update={"id": entry["id"], "stated_total": entry["stated"] + rule.stated,
-                                           "keys": keys, "phrasings": phrasings}))
+                                           "keys": keys, "phrasings": phrasings, **_scope_across_nights(rule, entry)}))
     out.sort(key=lambda item: (-item.stated_total, -item.stated, item.text))
     return out
 
@@ -91,7 +117,8 @@ def record_night(archive: TaskArchive, rules: list[StatedRule], *, night_id: str
             entry = {"id": rule.id, "keys": [], "text": rule.text, "phrasings": [], "sessions": [], "nights": [],
                      "stated": 0, "status": "stated", "rejections": 0, "wins": 0, "losses": 0,
                      "first_night": night_id, "last_night": night_id, "last_exercised": None,
-                     "status_night": None, "replaced_by": None}
+                     "status_night": None, "replaced_by": None, "scope": rule.scope,
+                     "scope_reason": rule.scope_reason}
             archived.append(entry)
         keys = _keys(entry) | rule.key_set
         entry["keys"] = sorted([list(key) for key in keys])
@@ -101,6 +128,8 @@ def record_night(archive: TaskArchive, rules: list[StatedRule], *, night_id: str
             entry["nights"].append(night_id)
             entry["stated"] += rule.stated
         entry["last_night"] = night_id
+        if _SCOPE_RANK[rule.scope] >= _SCOPE_RANK.get(entry.get("scope") or "lasting", 2):
+            entry["scope"], entry["scope_reason"] = rule.scope, rule.scope_reason
         if any(_tests(task, keys) for task in replayed):
             entry["last_exercised"] = night_id
         edit = _edit_of(rule, edits)

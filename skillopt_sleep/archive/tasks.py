@@ -78,6 +78,10 @@ MIGRATIONS: list[tuple[str, str, bool]] = [
             wins INTEGER NOT NULL DEFAULT 0, losses INTEGER NOT NULL DEFAULT 0, first_night TEXT NOT NULL,
             last_night TEXT NOT NULL, last_exercised TEXT, status_night TEXT, replaced_by TEXT);
     """, False),
+    ("0006_rule_scope", """
+        ALTER TABLE rules ADD COLUMN scope TEXT NOT NULL DEFAULT 'lasting';
+        ALTER TABLE rules ADD COLUMN scope_reason TEXT NOT NULL DEFAULT 'recorded before scopes were decided';
+    """, False),
 ]
 
 #: Most query words used for one search (the longest requests are cut).
@@ -283,7 +287,7 @@ class TaskArchive:
     # -- rules
     _RULE_COLUMNS = ("id", "keys", "text", "phrasings", "sessions", "nights", "stated", "status", "rejections",
                      "wins", "losses", "first_night", "last_night", "last_exercised", "status_night",
-                     "replaced_by")
+                     "replaced_by", "scope", "scope_reason")
     _RULE_JSON = ("keys", "phrasings", "sessions", "nights")
 
     def rules(self) -> list[dict[str, Any]]:

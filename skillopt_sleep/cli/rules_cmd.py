@@ -37,6 +37,8 @@ def rules(project: ProjectOpt = None, json_: JsonOpt = False, config_file: Confi
         status = entry.status + (" (stale)" if entry.stale else "")
         if entry.status == "rejected" and entry.rejections:
             status = f"rejected {entry.rejections}x"
+        if entry.status in ("candidate", "one-off") and entry.scope_reason:
+            status += f": {entry.scope_reason}"
         where = ", ".join(f"{loc.file}:{loc.line}" for loc in entry.locations) or "-"
         taught = (f"{entry.stated}x, {len(entry.nights)} night(s), {len(entry.sessions)} session(s)"
                   if entry.origin == "you" else "from replays")

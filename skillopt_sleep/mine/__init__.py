@@ -11,6 +11,8 @@ Output: ``MineResult`` with the ``TaskRecord``s a night replays, labels and lear
 | ``formats`` | format rules (Conventional Commits, ISO dates, length limits, sections, JSON) and their checks |
 | ``forms`` | the form of a rule statement: prefer, use, forbid, always, declare |
 | ``statements`` | the rule statements of a message, in the user's words, and the checks each implies |
+| ``lasting`` | lasting, candidate or one-off: recurrence across independent tasks, lasting scope in the words |
+| ``rule_reader`` | the LLM rule reader (role ``miner``): English for sentences typed in other languages |
 | ``reactions`` | the user's reaction to an answer: approval, correction, re-ask |
 | ``requests`` | is a message a request at all (acknowledgements, pasted screens, an agent's answer pasted back) |
 | ``replayable`` | can a task be replayed as text, and why not |

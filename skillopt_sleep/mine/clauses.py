@@ -17,7 +17,7 @@ _FENCED_CODE = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
 _BULLET = re.compile(r"^(?:[-*+•>]|\d+[.)])\s+")
 
 
-_SENTENCE_END = re.compile(r"(?<=[.!?;])\s+")
+_SENTENCE_END = re.compile(r"(?<=[.!?;])\s+|(?<=[。！？；])")
 
 
 def clean_quotes(text: str) -> str:

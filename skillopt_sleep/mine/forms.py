@@ -70,6 +70,15 @@ _FORBID_USE = re.compile(
 _FORBID = re.compile(r"^(?:(?:we|you)\s+)?(?:never|don't|dont|do not|avoid|stop)\s+(?P<y>.+)$", re.IGNORECASE)
 
 
+#: A negated use inside a constraint: "ensure the code does not use jQuery", "the client must not import requests".
+_NEGATED_USE = re.compile(
+    r"^(?:(?:ensure|make sure|check|verify)\s+(?:that\s+)?)?(?:[\w.'/-]+\s+){0,4}?(?:does not|doesn't|do not|"
+    r"don't|must not|mustn't|should not|shouldn't|shall not|may not|never|will not|won't)\s+(?:ever\s+)?"
+    r"(?:use|import|call|include|contain|depend on|require)s?\s+(?P<y>.+)$",
+    re.IGNORECASE,
+)
+
+
 _FORBID_NEUTRAL = re.compile(
     r"^(?:never|don't|dont|do not|stop)\s+(?:mind|forget|worry|bother|know|think|understand|see|care|get|need|"
     r"want|like|seem|be sorry|apologi[sz]e|hesitate|wait|have|remember|believe|recall|feel)\b",
@@ -215,6 +224,9 @@ def parse_rule(clause: str) -> ParsedRule | None:
     match = _FORBID.match(text)
     if match:
         return ParsedRule("forbid", rest=match.group("y"))
+    match = _NEGATED_USE.match(text)
+    if match:
+        return ParsedRule("forbid", forbidden=match.group("y"))
     match = _NO_THING.match(text)
     if match and not _NO_NEUTRAL.match(text) and not _REPORT.match(text):
         thing = match.group("y")

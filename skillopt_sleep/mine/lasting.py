@@ -10,7 +10,7 @@ changes". A house rule is what they want every time. Two signals tell them apart
    restatement.
 2. **Lasting scope** in the words (``lasting_scope``): "always" or "never" near the start of the statement (not an
    adverb deep in a task's description), "from now on", "going forward", "by default", "in this project/repo", "we
-   use" opening a statement, "anymore" closing one, a rule shouted in capitals ("DO NOT ...", "MUST", "SHOULD"), a
+   use" (or "we format with", "we test using") opening a statement, "this is an X codebase", "anymore" closing one, a rule shouted in capitals ("DO NOT ...", "MUST", "SHOULD"), a
    language to answer in.
 
 Otherwise a statement is ``one_off`` when its words tie it to the task at hand (``one_off_scope``: "this", "it",
@@ -32,6 +32,8 @@ from skillopt_sleep.models import RuleStatement, TaskRecord
 RECURRENCE_TASKS = 2
 #: Share of the shorter statement's content stems the other must hold to be the same instruction.
 SIMILAR_SHARE = 0.5
+#: Share of the smaller context two tasks may share and still ask different things (``_independent``).
+INDEPENDENT_SHARE = 0.5
 #: Stems two statements must share at least.
 SIMILAR_MIN_SHARED = 2
 #: Share of character pairs two statements without spaces (Chinese, Japanese) must share.
@@ -51,9 +53,12 @@ _LASTING = [
     ("every time", r"^(?:\S+\s+){0,3}?(?:every ?time|whenever|at all times|each time)\b"),
     ("project-wide", r"\bin (?:this|our|the) (?:project|repo|repository|codebase|code ?base|team|company|vault|"
                      r"workspace)\b|\bacross (?:the|our|this) (?:codebase|project|repo|app|board)\b|"
-                     r"\b(?:project|repo|vault|codebase|team)[- ]wide\b|\bacross the board\b"),
+                     r"\b(?:project|repo|vault|codebase|team)[- ]wide\b|\bacross the board\b|"
+                     r"^(?:\S+\s+)?(?:this|it)(?: is|'s) an? [\w.+#-]+ (?:codebase|code ?base|project|repo|shop|"
+                     r"team|house)\b"),
     ("we use", r"^(?:\S+\s+)?we(?:'re| are)? (?:always |only |usually |generally |completely )?(?:use|prefer|"
                r"do not use|don't use|write|work with|dropping|moving to|switching to)\b(?!.*\bto\s+\w+\b)|"
+               r"^(?:\S+\s+)?we (?:always |usually )?[a-z]+(?<!ed) (?:with|using)\b|"  # habitual, not narrated
                r"\bour (?:convention|standard|style|house rule|policy)s?\b|"
                r"\b(?:we're|we are) an? \S+ (?:shop|house|team)\b"),
     ("anymore", r"\bany ?more\s*[.!]?$|\bno longer\b|\bever again\b|\bdon't ever\b|\bdo not ever\b"),
@@ -138,7 +143,7 @@ def _decide(statement: RuleStatement, tasks_stating: int) -> None:
     if scope:
         statement.scope, statement.why = "lasting", f"lasting scope: {scope}"
         return
-    tied = one_off_scope(statement.text)
+    tied = one_off_scope(statement.gloss or statement.text)
     if tied:
         statement.scope, statement.why = "one_off", f"scoped to its task ({tied})"
     else:
@@ -151,10 +156,10 @@ def _context(task: TaskRecord, statement: str) -> frozenset[str]:
 
 
 def _independent(left: frozenset[str], right: frozenset[str]) -> bool:
-    """Two tasks ask different things (their contexts share less than ``SIMILAR_SHARE`` of the smaller one)."""
+    """Two tasks ask different things (their contexts share less than ``INDEPENDENT_SHARE`` of the smaller one)."""
     if not left or not right:
         return True
-    return len(left & right) < SIMILAR_SHARE * min(len(left), len(right))
+    return len(left & right) < INDEPENDENT_SHARE * min(len(left), len(right))
 
 
 def recurrence(statement: str, task: TaskRecord, statements: list[tuple[TaskRecord, RuleStatement]]) -> int:
@@ -172,11 +177,9 @@ def recurrence(statement: str, task: TaskRecord, statements: list[tuple[TaskReco
 
 
 def decide_scopes(tasks: Iterable[TaskRecord]) -> None:
-    """Set ``scope`` and ``why`` of every rule statement of ``tasks`` (module docstring), in place. A statement
-    already decided by the LLM rule reader keeps that decision."""
+    """Set ``scope`` and ``why`` of every rule statement of ``tasks`` (module docstring), in place; a statement in
+    another language is read through its English ``gloss``."""
     tasks = list(tasks)
     statements = [(task, rule) for task in tasks for rule in task.rules]
     for task, rule in statements:
-        if rule.why and rule.origin == "rule_reader":
-            continue
         _decide(rule, recurrence(rule.gloss or rule.text, task, statements))

@@ -28,3 +28,8 @@ class MineResult(BaseModel):
     miner_errors: dict[str, str] = Field(default_factory=dict)
     miner_outcomes: dict[str, str] = Field(default_factory=dict)
     not_replayable: dict[str, int] = Field(default_factory=dict)
+    reader_calls: int = 0
+    """Calls of the LLM rule reader (``rule_reader``)."""
+    reader_rules: int = 0
+    """Rule statements it added (sentences typed in another language whose English states an instruction)."""
+    reader_errors: list[str] = Field(default_factory=list)

@@ -74,6 +74,7 @@ from skillopt_sleep.mine.lasting import decide_scopes
 from skillopt_sleep.mine.llm_miner import run_miner
 from skillopt_sleep.mine.replayable import not_replayable_reason
 from skillopt_sleep.mine.result import MineResult
+from skillopt_sleep.mine.rule_reader import RULE_READER_CALLS, Reader, read_foreign_rules
 from skillopt_sleep.mine.split import assign_splits, check_fractions, task_id_for
 from skillopt_sleep.mine.statements import checks_for_rule, rule_statements
 from skillopt_sleep.mine.validation import Evidence, evidence_checks, hard_evidence, validate_checks
@@ -211,7 +212,8 @@ def _count(values: list[str]) -> dict[str, int]:
 
 def mine_tasks(sessions: list[Session], *, project: str | None, val_fraction: float, test_fraction: float,
                max_tasks: int = 40, miner: Callable[[TaskRecord], dict] | None = None,
-               agent_answers: list[str] = ()) -> MineResult:
+               agent_answers: list[str] = (), rule_reader: Reader | None = None,
+               reader_calls: int = RULE_READER_CALLS) -> MineResult:
     """Turn harvested sessions into TaskRecords with validated judges, rules and splits.
 
     At most ``max_tasks`` replayable tasks are kept; tasks that are not replayable are all kept (they cost no
@@ -219,9 +221,10 @@ def mine_tasks(sessions: list[Session], *, project: str | None, val_fraction: fl
     val_fraction, test_fraction: floats in [0, 1) (see ``assign_split``; only replayable tasks are split);
     agent_answers: answers of sub-agent sessions the harvest read but did not keep (``HarvestResult.agent_answers``):
     a message that pastes one back is dropped as ``pasted_agent_text``, like one that pastes a session's answer.
-    miner: optional ``task -> {intent, checks, rubric, outcome}`` (``rules.make_llm_miner``), called once per
-    kept task that ``wants_miner``. Raises ValueError for a fraction outside [0, 1) or max_tasks < 1; malformed
-    input is dropped and counted, never raised.
+    miner: optional ``task -> {intent, checks, rubric, outcome}`` (``llm_miner.make_llm_miner``), called once per
+    kept task that ``wants_miner``. rule_reader: optional ``rule_reader.make_rule_reader``, at most ``reader_calls``
+    calls: English for the sentences typed in other languages, read for rules before their scopes are decided. Raises
+    ValueError for a fraction outside [0, 1) or max_tasks < 1; malformed input is dropped and counted, never raised.
     """
     check_fractions(val_fraction, test_fraction)
     if max_tasks < 1:
@@ -231,6 +234,9 @@ def mine_tasks(sessions: list[Session], *, project: str | None, val_fraction: fl
     groups = group_duplicates(candidates)
     result.merged_duplicates = sum(len(group) - 1 for group in groups)
     tasks = [_build_task(group, project) for group in groups]
+    if rule_reader is not None and reader_calls > 0:
+        report = read_foreign_rules(tasks, rule_reader, calls=reader_calls)
+        result.reader_calls, result.reader_rules, result.reader_errors = report.calls, report.rules, report.errors
     decide_scopes(tasks)
     replayable = sorted((task for task in tasks if task.replayable), key=_value_key)
     evidence_only = [task for task in tasks if not task.replayable]
@@ -252,9 +258,11 @@ def mine_tasks(sessions: list[Session], *, project: str | None, val_fraction: fl
 
 
 def mine_for_config(harvested: Any, config: Any, *, project: str,
-                    miner: Callable[[TaskRecord], dict] | None = None) -> MineResult:
-    """``mine_tasks`` on a harvest (``harvest.HarvestResult``: its sessions and sub-agent answers) with the splits and
-    task cap of a ``SleepConfig`` (night and preview alike)."""
+                    miner: Callable[[TaskRecord], dict] | None = None,
+                    rule_reader: Reader | None = None) -> MineResult:
+    """``mine_tasks`` on a harvest (``harvest.HarvestResult``: its sessions and sub-agent answers) with the splits,
+    task cap and rule-reader calls of a ``SleepConfig`` (night and preview alike)."""
     return mine_tasks(harvested.sessions, project=project, val_fraction=config.val_fraction,
                       test_fraction=config.test_fraction, max_tasks=config.max_tasks_per_night, miner=miner,
-                      agent_answers=harvested.agent_answers)
+                      agent_answers=harvested.agent_answers, rule_reader=rule_reader,
+                      reader_calls=config.rule_reader_calls)

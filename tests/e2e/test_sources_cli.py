@@ -81,7 +81,7 @@ def test_run_now_learns_the_rule_from_the_agents_sessions_and_writes_its_memory_
     tasks = [json.loads(line) for line in (night_dir / "tasks.jsonl").read_text().splitlines()]
     assert diagnostics["tasks"]["total"] == len(tasks) == 8
     assert {task["request"] for task in tasks} == {request for request, _, _ in PNPM_CONVERSATIONS}
-    assert all(RULE in task["rules"] for task in tasks)
+    assert all(RULE in [rule["text"] for rule in task["rules"]] for task in tasks)
     mining = diagnostics["mining"]
     assert RULE in [rule["text"] for rule in mining["rules"]]
     assert mining["replayable"] == 8 and mining["hard_evidence"] == 8
@@ -134,7 +134,7 @@ def test_harvest_reports_what_it_read_from_the_agents_sessions(source, tmp_path,
         assert session["requests"] == 2
         assert session["path"].startswith(str(home))
     assert len(preview["tasks"]) == 8
-    assert all(task["rules"] == [RULE] and task["replayable"] for task in preview["tasks"])
+    assert all([rule["text"] for rule in task["rules"]] == [RULE] and task["replayable"] for task in preview["tasks"])
     # a preview: the night after it still reads everything
     again = json.loads(run_cli("harvest", "--source", source, "--home", f"{source}={home}", "--lookback-hours",
                                "0", "--json", env=cli_env, cwd=project).stdout)

@@ -142,3 +142,34 @@ def test_each_managed_file_has_its_own_kind_also_when_memory_path_names_another_
     assert [(kind, path.name) for kind, path in found] == [
         ("memory", "RULES.md"), ("memory:claude", "CLAUDE.md"), ("memory:gemini", "GEMINI.md")]
     assert [kind for kind, _ in managed_files(tmp_path)] == ["memory", "memory:gemini"]
+
+
+def test_rules_shows_candidates_and_one_offs_with_why_and_a_later_night_promotes_a_candidate(
+        world, tmp_path, monkeypatch):
+    project, state, run = world
+    write_claude_sessions(tmp_path / "claude-1", project, PNPM_CONVERSATIONS + [
+        ("add a price field to the invoice model. Make sure money amounts use the decimal module.", "Done.", "thanks"),
+        ("fix the rounding in the totals. Keep the spacing as it is.", "Done.", "thanks")],
+        fixed_answer="Sorry, I will use pnpm.")
+    run(tmp_path / "claude-1")
+    by_text = {entry.text.casefold(): entry
+               for entry in list_rules(project, ProjectPaths(project, state_root=state))}
+    waiting = by_text["make sure money amounts use the decimal module"]
+    assert (waiting.status, waiting.scope) == ("candidate", "candidate")
+    assert "stated once" in waiting.scope_reason
+    one_off = by_text["keep the spacing as it is"]
+    assert (one_off.status, one_off.scope) == ("one-off", "one_off") and "'it'" in one_off.scope_reason
+    listed = {rule["id"]: rule for rule in json.loads(cli(project, state, monkeypatch, "rules", "--json"))["rules"]}
+    assert listed[waiting.id]["scope_reason"] == waiting.scope_reason and listed[one_off.id]["status"] == "one-off"
+    monkeypatch.setenv("COLUMNS", "250")
+    assert "candidate: stated once" in cli(project, state, monkeypatch, "rules")
+    assert "decimal" not in (project / "CLAUDE.md").read_text(encoding="utf-8")
+    # another night, another task, other words: stated on two nights, it lasts
+    write_claude_sessions(tmp_path / "claude-2", project, [
+        ("add a discount column to the orders report; make sure money amounts use the decimal module", "Done.",
+         "thanks")], hours_ago=1.0)
+    diagnostics = run(tmp_path / "claude-2")
+    paths = ProjectPaths(project, state_root=state)
+    promoted = next(entry for entry in list_rules(project, paths) if entry.id == waiting.id)
+    assert promoted.scope == "lasting" and promoted.scope_reason == "stated on 2 nights"
+    assert promoted.status != "candidate" and len(promoted.nights) == 2, diagnostics.status

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 from skillopt_sleep.archive.rule_history import record_night, with_history
 from skillopt_sleep.archive.tasks import TaskArchive
 from skillopt_sleep.engine.val_pool import select_val, touches
-from skillopt_sleep.models import Check, EditRecord, Judge, TaskComparison, TaskRecord
+from skillopt_sleep.models import Check, EditRecord, Judge, RuleStatement, TaskComparison, TaskRecord
 from skillopt_sleep.rulebook import rule_line, stated_rules
 
 T0 = datetime(2026, 11, 18, tzinfo=timezone.utc)
@@ -124,3 +124,39 @@ def test_a_rule_written_in_an_earlier_nights_words_counts_as_written(tmp_path):
     [again] = with_history(stated_rules([task("t-2", "we're a uv shop", "uv")]), archive)
     assert "we don't use pip, add it with uv" in again.phrasings
     assert user_rule_edits([again], {"memory": memory}, target="memory") == []
+
+
+def words_only(task_id: str, statement: RuleStatement) -> TaskRecord:
+    """A task whose rule has no check: it is known by its words."""
+    return TaskRecord(id=task_id, source="claude", request=f"request {task_id}", rules=[statement],
+                      session_ids=[f"s-{task_id}"])
+
+
+def candidate(text: str) -> RuleStatement:
+    return RuleStatement(text=text, scope="candidate", why="stated once, no lasting scope: waits to be stated again")
+
+
+def test_a_candidate_stated_again_on_a_later_night_in_other_words_becomes_lasting(tmp_path):
+    archive = TaskArchive(tmp_path / "archive.sqlite3")
+    [first] = stated_rules([words_only("t-1", candidate("keep the public API backwards compatible"))])
+    assert first.scope == "candidate"
+    assert with_history([first], archive)[0].scope == "candidate"  # nothing archived yet: it waits
+    night(archive, [first], "n1", edits=[])
+    [entry] = archive.rules()
+    assert (entry["scope"], entry["status"]) == ("candidate", "stated")
+    [again] = with_history(stated_rules([words_only("t-2", candidate("stay backwards compatible in the API"))]),
+                           archive)
+    assert again.id == entry["id"] and again.stated_total == 2
+    assert (again.scope, again.scope_reason) == ("lasting", "stated on 2 nights")
+    night(archive, [again], "n2", edits=[])
+    assert archive.rules()[0]["scope"] == "lasting"
+
+
+def test_a_one_off_stays_one_and_an_unrelated_candidate_keeps_waiting(tmp_path):
+    archive = TaskArchive(tmp_path / "archive.sqlite3")
+    one_off = RuleStatement(text="no other changes to this file", scope="one_off", why="scoped to its task")
+    night(archive, stated_rules([words_only("t-1", one_off), words_only("t-2", candidate("use redis for caching"))]),
+          "n1", edits=[])
+    later = with_history(stated_rules([words_only("t-3", one_off.model_copy()),
+                                       words_only("t-4", candidate("write migrations with alembic"))]), archive)
+    assert sorted(rule.scope for rule in later) == ["candidate", "one_off"]

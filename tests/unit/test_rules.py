@@ -373,3 +373,36 @@ def test_rules_come_only_from_the_typed_part_of_a_long_message():
     assert extract_rules(message) == ["implement this plan here, and use pnpm, not npm"]
     assert extract_rules(page + "\n\nimplement this plan here") == []  # "No reviewers" is the page, not a rule
     assert typed_text("use pnpm, not npm") == "use pnpm, not npm"
+
+
+# --------------------------------------------------------------------------- polarity and language
+
+
+@pytest.mark.parametrize(("rule", "forbidden"), [
+    ("Do not use lodash", "lodash"),
+    ("Do NOT use moment.js for dates", "moment.js"),
+    ("Ensure the code does not use jQuery", "jQuery"),
+    ("The client must not import requests", "requests"),
+    ("make sure it never calls eval", "eval"),
+])
+def test_a_negated_use_forbids_the_thing_and_never_requires_it(rule, forbidden):
+    checks = checks_for_rule(rule)
+    assert checks and all(check.op in ("not_contains", "regex") for check in checks), ops(checks)
+    assert not passes(checks, f"Here it is, using {forbidden} as you see.")
+    assert passes(checks, "Here it is, written with the standard library only.")
+
+
+@pytest.mark.parametrize(("rule", "language"), [
+    ("Respond in Spanish", "es"),
+    ("Always answer in German please", "de"),
+    ("Reply in Deutsch only", "de"),
+])
+def test_a_language_requirement_gives_a_language_check_not_a_word_of_the_rule(rule, language):
+    checks = checks_for_rule(rule)
+    assert ops(checks) == [("language", language)]
+    spanish = "Claro, aquí tienes la función que pediste para ordenar la lista de usuarios por fecha de alta."
+    german = "Hier ist die Funktion, die du wolltest: sie sortiert die Benutzerliste nach dem Anmeldedatum."
+    english = "Sure, here is the function you asked for: it sorts the users by the date they signed up."
+    answers = {"es": spanish, "de": german}
+    assert passes(checks, answers[language]) and not passes(checks, english)
+    assert check_passes(checks[0], "ok", None) is None  # too little prose: unverifiable, not a fail

@@ -1,0 +1,92 @@
+"""Lasting or one-off (``mine/lasting.py``): recurrence across independent tasks, lasting scope in the words, the
+scope of one task, and statements read through their English gloss."""
+
+from __future__ import annotations
+
+import pytest
+
+from skillopt_sleep.mine.lasting import decide_scopes, lasting_scope, one_off_scope, similar
+from skillopt_sleep.models import RuleStatement, TaskRecord
+
+
+def task(number: int, request: str, *statements: RuleStatement | str) -> TaskRecord:
+    rules = [RuleStatement(text=s) if isinstance(s, str) else s for s in statements]
+    return TaskRecord(id=f"t-{number}", source="claude", request=request, authored=[request], rules=rules)
+
+
+@pytest.mark.parametrize(("text", "reason"), [
+    ("Always run the tests before committing", "always"),
+    ("From now on use pnpm", "from now on"),
+    ("DO NOT modify the schema", "a prohibition in capitals"),
+    ("Respond in German", "a language to answer in"),
+    ("We use tabs in this repo", "project-wide"),
+])
+def test_words_that_say_a_rule_lasts(text, reason):
+    assert lasting_scope(text) == reason
+
+
+@pytest.mark.parametrize("text", [
+    "Fix the bug that always crashes on startup",  # an adverb deep in a task's description
+    "Use pnpm for installs",
+    "Add a retry to the upload client",
+])
+def test_a_statement_without_lasting_words_has_no_lasting_scope(text):
+    assert lasting_scope(text) is None
+
+
+@pytest.mark.parametrize(("text", "tie"), [
+    ("Don't touch this file", "this task"),
+    ("No other changes", "nothing else"),
+    ("Don't edit config.yaml", "a file"),
+])
+def test_words_that_tie_a_statement_to_its_task(text, tie):
+    assert one_off_scope(text).startswith(tie)
+
+
+def test_similar_is_the_same_instruction_in_other_words_not_shared_vocabulary():
+    assert similar("keep it backwards compatible", "make sure the change stays backwards compatible")
+    assert not similar("use pnpm for installs", "use the npm registry for installs")
+    assert similar("请用中文回答所有问题", "所有问题请用中文回答")  # a script without spaces: character pairs
+    assert not similar("请用中文回答所有问题", "把这个函数改成异步")
+
+
+def test_an_instruction_stated_in_independent_tasks_lasts_however_phrased():
+    tasks = [task(1, "Refactor the billing module; keep it backwards compatible", "keep it backwards compatible"),
+             task(2, "Rename the export helpers, stays backwards compatible please",
+                  "stays backwards compatible please"),
+             task(3, "Add retries to the upload client")]
+    decide_scopes(tasks)
+    for stated in (tasks[0].rules[0], tasks[1].rules[0]):
+        assert (stated.scope, stated.why) == ("lasting", "stated in 2 tasks")
+
+
+def test_a_request_sent_again_with_its_spec_restates_nothing():
+    spec = ("Build the invoice exporter for the accounting team with CSV output and per-customer totals. "
+            "Use the decimal module for money.")
+    tasks = [task(1, spec, "Use the decimal module for money"),
+             task(2, spec + " Also handle refunds.", "Use the decimal module for money")]
+    decide_scopes(tasks)
+    assert [rule.scope for t in tasks for rule in t.rules] == ["candidate", "candidate"]
+
+
+def test_stated_once_a_rule_waits_unless_its_words_say_it_lasts_or_tie_it_to_the_task():
+    tasks = [task(1, "Add a cache layer", "Use redis for the cache"),
+             task(2, "Migrate the users table", "From now on write migrations with alembic"),
+             task(3, "Tidy the README", "Don't touch this file")]
+    decide_scopes(tasks)
+    scopes = [(t.rules[0].scope, t.rules[0].why) for t in tasks]
+    assert scopes[0][0] == "candidate"
+    assert scopes[1] == ("lasting", "lasting scope: from now on")
+    assert scopes[2][0] == "one_off" and "this" in scopes[2][1]
+
+
+def test_a_statement_in_another_language_is_decided_on_its_english_gloss():
+    reader = RuleStatement(text="Responde siempre en español", gloss="Always respond in Spanish", language="es",
+                           origin="rule_reader")
+    tied = RuleStatement(text="No cambies este archivo", gloss="Don't change this file", language="es",
+                         origin="rule_reader")
+    tasks = [task(1, "Arregla el login. Responde siempre en español", reader),
+             task(2, "Mejora el test. No cambies este archivo", tied)]
+    decide_scopes(tasks)
+    assert reader.scope == "lasting" and tied.scope == "one_off"
+    assert reader.text == "Responde siempre en español"  # the user's words stay the rule
