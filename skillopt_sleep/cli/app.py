@@ -151,8 +151,8 @@ def harvest_cmd(
             line += "; malformed lines: " + ", ".join(f"{k} {v}" for k, v in stats["malformed_lines"].items())
         stdout.print(line, highlight=False, markup=False)
     for task in preview["tasks"]:
-        rules = ("  rules: " + "; ".join(f"{rule['text']} ({rule['scope'].replace('_', '-')})" for rule in task["rules"])
-                 if task["rules"] else "")
+        stated = [f"{rule['text']} ({rule['scope'].replace('_', '-')})" for rule in task["rules"]]
+        rules = f"  rules: {'; '.join(stated)}" if stated else ""
         split = task["split"] if task["replayable"] else "kept"  # evidence only: its rules count, never replayed
         why = f"  (not replayable: {task['not_replayable']})" if not task["replayable"] else ""
         judged = "checks" if task["hard_evidence"] else ("rubric" if task["replayable"] else "-")

@@ -10,8 +10,8 @@ changes". A house rule is what they want every time. Two signals tell them apart
    restatement.
 2. **Lasting scope** in the words (``lasting_scope``): "always" or "never" near the start of the statement (not an
    adverb deep in a task's description), "from now on", "going forward", "by default", "in this project/repo", "we
-   use" (or "we format with", "we test using") opening a statement, "this is an X codebase", "anymore" closing one, a rule shouted in capitals ("DO NOT ...", "MUST", "SHOULD"), a
-   language to answer in.
+   use" (or "we format with", "we test using") opening a statement, "this is an X codebase", "anymore" closing one,
+   a rule shouted in capitals ("DO NOT ...", "MUST", "SHOULD"), a language to answer in.
 
 Otherwise a statement is ``one_off`` when its words tie it to the task at hand (``one_off_scope``: "this", "it",
 "these", "here", a file name, "no other changes", "for now") and ``candidate`` when nothing says either way: a
