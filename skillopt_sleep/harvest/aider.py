@@ -11,6 +11,11 @@ Format (written by aider's ``InputOutput``, append-only Markdown in the project,
   lines may carry ``> `` on its first line only, up to the line that ends with two spaces (v0.72.2, real fixture
   ``sabelosimelane__prompt_sail_2__…`` lines 21-26; also every confirm subject of several lines).
 * Everything else is the assistant's reply (a ``> `` quote inside it has no two trailing spaces: same fixture, 227).
+* A committed history may have lost its trailing spaces (an editor, a pre-commit hook or ``git --whitespace=fix``
+  trimmed it: ``spaces_stripped``). Then a ``####`` block counts as typed only where aider writes one: after a blank
+  line that follows a run's header, aider's own ``> `` output (``> Tokens: …`` ends every reply of v0.46+) or another
+  typed block, never right after reply text; ``####`` lines parted only by blank lines are one message, unless one
+  is a command; and every ``> `` line is a message of its own.
 
 Versions: v0.72.2 (``sabelosimelane__prompt_sail_2__…``), v0.83.1 (``Ahmedrali__rfp_response_platform__…``, also
 ``/code X`` echoed as a second ``####`` block) and v0.86.0 (``10on__lego-parts-storage__…``).
@@ -291,10 +296,11 @@ def input_history_file(chat_history: Path) -> Path:
 class _Parser:
     """Classifies the lines of a history file and builds the runs and their draft turns (see the module doc)."""
 
-    def __init__(self, cwd: str, stats: HarvestStats, typed: InputHistory | None = None):
+    def __init__(self, cwd: str, stats: HarvestStats, typed: InputHistory | None = None, *, stripped: bool = False):
         self.cwd = cwd
         self.stats = stats
         self.typed = typed
+        self.stripped = stripped  # the file lost its trailing spaces (``spaces_stripped``)
         self.runs: list[_Run] = []
         self.run: _Run | None = None
         self.emit = True
@@ -340,7 +346,8 @@ class _Parser:
                 return
             self.in_edit, self.fence_end = False, None  # a reply cut or interrupted before its fence closed
         if self.tool_lines is not None:
-            if self.previous == "blank" and self._is_user(line) or header_time(line) is not None:
+            if self.previous == "blank" and self._is_user(line) or header_time(line) is not None or (
+                    self.stripped and not line.startswith(">")):
                 self._tool(" ".join(self.tool_lines))  # cut short by what is surely not aider's output
             else:
                 self.tool_lines.append(line.strip())
@@ -349,8 +356,16 @@ class _Parser:
                 self.previous = "tool" if line.strip() else "blank"
                 self.last = "tool"
                 return
-        if self.user_lines and not self._is_user(line):
-            self._user_block()
+        if self.user_lines:
+            if self._is_user(line):
+                if self.stripped and self.previous == "blank" and not self.user_lines[0].startswith(
+                        HELP_QUESTION) and (_command_like(self.user_lines[0]) or _command_like(line[5:])):
+                    self._user_block()  # a command is a message of its own (not a line of /help's docs)
+            elif self.stripped and not line.strip():
+                self.previous = "blank"  # a trimmed file may part one message's lines with blank lines
+                return
+            else:
+                self._user_block()
         if not line.strip():
             if self.answer:
                 self.answer.append("")  # a reply goes on across blank lines
@@ -361,14 +376,15 @@ class _Parser:
             self._end_answer()
             self._start_run(offset, started)
             self.previous = self.last = "header"
-        elif self._is_user(line) and (self.previous == "blank" or self.user_lines):
+        elif self._is_user(line) and (self.user_lines or self.previous == "blank" and not (
+                self.stripped and self.last == "text")):  # stripped: only where aider's own lines put it
             if not self.user_lines:
                 self.block_after_reply = self.last == "text"
             self._end_answer()
-            self.user_lines.append(line[5:-2] if len(line) > 6 else "")
+            self.user_lines.append(line[5:-2] if line.endswith("  ") else line[5:])
             self.previous = self.last = "user"
         elif line.startswith(">") and (line.endswith("  ") or self.previous in ("tool", "user")
-                                       or _AFTER_REPLY.match(line)):
+                                       or _AFTER_REPLY.match(line) or self.stripped and self.last != "text"):
             self._end_answer()
             text = line[1:].strip()
             if line.endswith("  "):
@@ -404,9 +420,9 @@ class _Parser:
         self._end_turn()
         self._end_run()
 
-    @staticmethod
-    def _is_user(line: str) -> bool:
-        return line.startswith("####") and (len(line) == 4 or line[4] == " ") and line.endswith("  ")
+    def _is_user(self, line: str) -> bool:
+        return line.startswith("####") and (len(line) == 4 or line[4] == " ") and (
+            line.endswith("  ") or self.stripped)
 
     def _start_run(self, offset: int, started: datetime | None) -> _Run:
         self._end_turn()
@@ -578,6 +594,29 @@ def _last_header_before(path: Path, offset: int) -> int | None:
     return None
 
 
+def _command_like(text: str) -> bool:
+    return text.lstrip().startswith(("/", "!"))
+
+
+#: Fewest ``#### `` lines from which a file whose lines lost their two trailing spaces is recognised.
+STRIPPED_MIN_LINES = 3
+
+
+def spaces_stripped(path: Path, start: int) -> bool:
+    """True when the history from byte ``start`` lost the two trailing spaces aider writes after every ``#### `` line
+    (``aider/io.py`` ``user_input`` with ``linebreak=True``, in every version): most of its ``#### `` lines end
+    without them, as when an editor, a pre-commit hook or ``git --whitespace=fix`` trimmed the file before it was
+    committed. Such a file's typed blocks are told apart by where aider writes them (module docstring)."""
+    lines = spaced = 0
+    with open(path, "rb") as handle:
+        handle.seek(start)
+        for raw in handle:
+            if raw.startswith(b"#### "):
+                lines += 1
+                spaced += raw.rstrip(b"\r\n").endswith(b"  ")
+    return lines >= STRIPPED_MIN_LINES and 2 * spaced < lines
+
+
 def _read(path: Path, parser: _Parser, start: int, stop: int | None, stats: HarvestStats | None) -> int:
     """Feed complete lines from byte ``start`` (up to ``stop``) to ``parser``; returns the offset after them."""
     offset = start
@@ -620,11 +659,12 @@ def harvest_aider(root: Path, context: HarvestContext, stats: HarvestStats) -> l
     if plan.grown:
         stats.files_grown += 1
     typed = InputHistory.read(input_history_file(path))
-    parser = _Parser(cwd, stats, typed)
     try:
+        stripped = spaces_stripped(path, plan.start)
+        parser = _Parser(cwd, stats, typed, stripped=stripped)
         header = _last_header_before(path, plan.start) if plan.start > 0 else None
         if header is not None:  # the run the new lines continue: its time, version and first request
-            head = _Parser(cwd, HarvestStats(), typed)
+            head = _Parser(cwd, HarvestStats(), typed, stripped=stripped)
             head.emit = False
             _read(path, head, header, plan.start, None)
             head.close()

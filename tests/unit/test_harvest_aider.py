@@ -24,6 +24,7 @@ from skillopt_sleep.harvest.aider import (
     harvest_aider,
     has_sessions,
     session_id,
+    spaces_stripped,
 )
 from skillopt_sleep.harvest.base import HarvestContext
 from skillopt_sleep.marker import SESSION_MARKER
@@ -508,3 +509,40 @@ def test_the_input_history_can_be_named_by_the_environment(tmp_path, monkeypatch
     input_history(elsewhere, ("2026-03-01 10:00:01", "typed"))
     monkeypatch.setenv("AIDER_INPUT_HISTORY_FILE", str(elsewhere / ".aider.input.history"))
     assert requests_of(project) == ["typed"]
+
+
+# ---- a committed history whose trailing spaces were trimmed (an editor, a hook, git --whitespace=fix)
+
+
+def _requests(sessions) -> list[list[str]]:
+    return [[turn.request for turn in session.turns] for session in sessions]
+
+
+@pytest.mark.parametrize("name", ["sabelosimelane__prompt_sail_2__.aider.chat.history.md",
+                                  "10on__lego-parts-storage__.aider.chat.history.md",
+                                  "Ahmedrali__rfp_response_platform__.aider.chat.history.md"])
+def test_a_trimmed_history_gives_the_same_requests(tmp_path, name):
+    (tmp_path / "as-written").mkdir()
+    (tmp_path / "trimmed").mkdir()
+    sessions, _stats, _ = run(real(tmp_path / "as-written", name))
+    trimmed = real(tmp_path / "trimmed", name) / HISTORY_NAME
+    trimmed.write_text("".join(line.rstrip() + "\n" for line in trimmed.read_text(encoding="utf-8").splitlines()),
+                       encoding="utf-8")
+    assert spaces_stripped(trimmed, 0)
+    trimmed_sessions, _stats, _ = run(trimmed.parent)
+    assert _requests(trimmed_sessions) == _requests(sessions) and sessions
+
+
+def test_in_a_trimmed_history_a_reply_heading_stays_the_reply_and_blank_parted_lines_are_one_message(tmp_path):
+    project = write(tmp_path, header(), user("/add app.py"), tool("Added app.py to the chat"),
+                    user("refactor the parser"), ai("Sure.\n\n#### Step 1\n\nSplit it."),
+                    tool("Tokens: 1.2k sent, 310 received. Cost: $0.01 message, $0.02 session."),
+                    "\n#### make it faster\n\n#### and keep the API\n", "\n#### /clear\n\n#### /drop\n",
+                    user("thanks"))
+    history = project / HISTORY_NAME
+    history.write_text("".join(line.rstrip() + "\n" for line in history.read_text(encoding="utf-8").splitlines()),
+                       encoding="utf-8")
+    sessions, stats, _ = run(project)
+    assert _requests(sessions) == [["refactor the parser", "make it faster\nand keep the API", "thanks"]]
+    assert "Step 1" in sessions[0].turns[0].final_answer
+    assert stats.messages_skipped["command"] == 3
