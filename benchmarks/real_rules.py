@@ -24,6 +24,11 @@ are matched with the labels:
     python benchmarks/real_rules.py assemble --mirrors /work/.mirror --corpus ~/.cache/skillopt-sleep-real-rules
     python benchmarks/real_rules.py --corpus ~/.cache/skillopt-sleep-real-rules [--show] [--json FILE]
     python benchmarks/real_rules.py --corpus DIR --base-url http://127.0.0.1:18432/v1   # with the LLM rule reader
+    python benchmarks/real_rules.py --corpus DIR --holdout    # the held-out projects (owners 0-9, A, B): run rarely
+    python benchmarks/real_rules.py --corpus DIR --tree OLD_CHECKOUT    # an older version, same labels
+
+The held-out projects (``benchmarks/real_rules/holdout/``) were labelled like the others but looked at only after the
+rules were built, to check that what was tuned on the main corpus holds on histories it never saw.
 """
 
 from __future__ import annotations

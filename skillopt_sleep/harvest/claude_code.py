@@ -312,6 +312,8 @@ class ClaudeTranscript(TranscriptParser):
                 if any(text.lstrip().startswith(INTERRUPT_PREFIX) for text in texts):
                     self._interrupt()
                 return
+            if len(texts) > 1:  # typed words sent with a command's tags or a bare "/compact": the words are the message
+                texts = [text for text in texts if not _command_block(text)] or texts
             text = "\n".join(texts)
         elif isinstance(content, str):
             text = content
@@ -431,6 +433,13 @@ def _json_object(text: str) -> object:
         return orjson.loads(text)
     except orjson.JSONDecodeError:
         return None
+
+
+def _command_block(text: str) -> bool:
+    """A content block that is a slash command, not typed words: its tags (``<command-name>`` ...), injected
+    output, or a bare ``/name`` line."""
+    stripped = text.strip()
+    return stripped.startswith(("<command-", *INJECTED_PREFIXES)) or re.fullmatch(r"/[\w:.-]+", stripped) is not None
 
 
 def _between(text: str, start: str, end: str) -> str:

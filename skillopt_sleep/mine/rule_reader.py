@@ -6,7 +6,7 @@ the smallest job it does well: translate. ``foreign_sentences`` lists the senten
 (``TaskRecord.authored``: pastes and the agent's words are already out) whose language (``checks.language_of``) is not
 English, those that come back in other tasks first (recurrence is the strongest signal); ``make_rule_reader(meter)``
 translates a batch in one structured call (role ``miner``, the sentences quoted as data); ``read_foreign_rules`` adds
-every sentence whose English is an instruction about how to work (``forms.normative``, a format rule, a lasting scope)
+every sentence whose English is an instruction about how to work (``forms.normative``, a rule form, a format rule)
 to its task as a ``RuleStatement`` in the user's own words, with the English as its ``gloss``. Whether it lasts is
 decided like any other statement (``lasting.decide_scopes`` reads the gloss). A translation never becomes the user's
 words, a check or a document line: it only lets the reader see what the words say.
@@ -25,10 +25,10 @@ from skillopt_sleep.backends.base import ChatMessage, ChatRequest
 from skillopt_sleep.backends.jsonextract import extract_json
 from skillopt_sleep.checks import language_of
 from skillopt_sleep.errors import BackendError, BudgetExhausted
-from skillopt_sleep.mine.clauses import split_clauses, strip_frame
+from skillopt_sleep.mine.clauses import is_question, split_clauses, strip_frame
 from skillopt_sleep.mine.formats import format_rule_hit
 from skillopt_sleep.mine.forms import normative, parse_rule
-from skillopt_sleep.mine.lasting import lasting_scope, similar
+from skillopt_sleep.mine.lasting import similar
 from skillopt_sleep.models import RuleStatement, TaskRecord
 from skillopt_sleep.prompts import quote_data
 
@@ -62,8 +62,8 @@ def foreign_sentences(tasks: list[TaskRecord]) -> list[tuple[TaskRecord, str, st
         for text in task.authored:
             for clause in split_clauses(text):
                 sentence = strip_frame(clause)
-                if len(sentence) < READER_MIN_CHARS or sentence in seen:
-                    continue
+                if len(sentence) < READER_MIN_CHARS or sentence in seen or sentence.endswith(("?", "？")):
+                    continue  # a question asks, it does not instruct
                 language = language_of(sentence) if not sentence.isascii() else None
                 if language is None or language == "en":
                     continue
@@ -119,8 +119,9 @@ def make_rule_reader(meter) -> Reader:
 
 
 def _instruction(gloss: str) -> bool:
+    """The English of a sentence states an instruction about how to work (not a question, not a report)."""
     text = strip_frame(gloss)
-    return bool(normative(text) or parse_rule(text) or format_rule_hit(text) or lasting_scope(text))
+    return not is_question(text) and bool(normative(text) or parse_rule(text) or format_rule_hit(text))
 
 
 def read_foreign_rules(tasks: list[TaskRecord], reader: Reader, *, calls: int) -> ReaderReport:

@@ -504,3 +504,15 @@ def test_what_the_ide_integration_adds_to_a_message_is_not_the_users(tmp_path):
     folder.mkdir(parents=True)
     (folder / "s1.jsonl").write_text(json.dumps(record) + "\n", encoding="utf-8")
     assert requests_of(run(tmp_path)) == ["tidy this section"]
+
+
+def test_words_sent_with_a_commands_blocks_are_the_request_without_them(tmp_path):
+    """Claude Code 2.1.86 (real: a VS Code session) sent one user record of three text blocks: the typed words, a
+    bare ``/compact`` and the ``<command-name>/context`` tags."""
+    tags = ("<command-name>/context</command-name>\n            <command-message>context</command-message>\n"
+            "            <command-args></command-args>")
+    write_session(tmp_path, [user([text_block("The wider Google ecosystem too"), text_block("/compact"),
+                                   text_block(tags)]),
+                             assistant([text_block("Noted.")], 1),
+                             user([text_block(tags)], 2)])
+    assert requests_of(run(tmp_path)) == ["The wider Google ecosystem too"]  # /context alone: a control command

@@ -151,3 +151,12 @@ def test_a_rule_typed_in_spanish_in_two_tasks_lasts_and_is_proposed_in_spanish()
     assert rule.text == "Responde siempre en español" and rule.stated == 2
     without = mine_tasks(sessions, project="/home/u/p", val_fraction=0.0, test_fraction=0.0)
     assert not [rule for rule in stated_rules(without.tasks) if "español" in rule.text]
+
+
+def test_a_question_is_never_sent_nor_added_however_its_english_reads():
+    tasks = [task(1, "А откуда был старый .venv, его же нет в проекте git?")]
+    assert foreign_sentences(tasks) == []
+    glossed = [task(2, "Der Ordner gehört zum ganzen Projekt im Repo.")]
+    report = read_foreign_rules(glossed, lambda sentences: ["The folder belongs to the whole project in this repo."],
+                                calls=1)
+    assert report.calls == 1 and report.rules == 0 and not glossed[0].rules  # a lasting word is not an instruction
