@@ -67,7 +67,7 @@ _LASTING = [
                                 rf"\blanguage is (?:{_LANGUAGES})\b"),
 ]
 _LASTING_PATTERNS = [(name, re.compile(pattern, re.IGNORECASE)) for name, pattern in _LASTING]
-_SHOUTED = re.compile(r"^(?:\S+\s+){0,2}?(?:DO NOT|DON'T|NEVER|ALWAYS|STOP|ONLY EVER)\b"
+_SHOUTED = re.compile(r"^(?:\S+\s+){0,2}?(?:[Dd]o(?:es)? NOT|DO NOT|DON'T|NEVER|ALWAYS|STOP|ONLY EVER)\b"
                       r"|^(?:\S+\s+){1,6}?(?:MUST(?: NOT)?|SHOULD(?: NOT)?|SHALL|NOT ALLOWED)\b")
 _ONE_OFF = [
     ("this task", r"\b(?:this|that|these|those|it|here)\b"),

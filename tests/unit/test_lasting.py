@@ -18,6 +18,7 @@ def task(number: int, request: str, *statements: RuleStatement | str) -> TaskRec
     ("Always run the tests before committing", "always"),
     ("From now on use pnpm", "from now on"),
     ("DO NOT modify the schema", "a prohibition in capitals"),
+    ("Do NOT remove console.log lines – they are for debugging", "a prohibition in capitals"),
     ("Respond in German", "a language to answer in"),
     ("We use tabs in this repo", "project-wide"),
 ])
@@ -29,6 +30,8 @@ def test_words_that_say_a_rule_lasts(text, reason):
     "Fix the bug that always crashes on startup",  # an adverb deep in a task's description
     "Use pnpm for installs",
     "Add a retry to the upload client",
+    "Do not remove the logs",  # no capitals, no lasting word: it may be this task's detail
+    "The NOT gate output is inverted",
 ])
 def test_a_statement_without_lasting_words_has_no_lasting_scope(text):
     assert lasting_scope(text) is None
