@@ -13,6 +13,12 @@ changes". A house rule is what they want every time. Two signals tell them apart
    use" (or "we format with", "we test using") opening a statement, "this is an X codebase", "anymore" closing one,
    a rule shouted in capitals ("DO NOT ...", "MUST", "SHOULD"), a language to answer in.
 
+3. **A substitution the session validates**: the user corrected an answer with "X, not Y" / "use X instead of Y",
+   and a check it implies fails the answer they corrected and passes the one they accepted ("logger, not print"
+   after a ``print``): the agent broke a convention about which tool or library to use, in words that name no task
+   ("this", a file, "no other changes" keep it tied to its task). Other corrections, validated or not, are most
+   often one-offs on real histories ("put the header back"): they wait like any statement.
+
 Otherwise a statement is ``one_off`` when its words tie it to the task at hand (``one_off_scope``: "this", "it",
 "these", "here", a file name, "no other changes", "for now") and ``candidate`` when nothing says either way: a
 candidate waits, and becomes lasting when it is stated again (tonight in another task, or on a later night: the rules
@@ -26,6 +32,8 @@ import unicodedata
 from collections.abc import Iterable
 from functools import lru_cache
 
+from skillopt_sleep.mine.clauses import strip_frame
+from skillopt_sleep.mine.forms import parse_rule
 from skillopt_sleep.models import RuleStatement, TaskRecord
 
 #: Different tasks from which the same instruction is lasting.
@@ -135,9 +143,22 @@ def similar(left: str, right: str) -> bool:
     return shared >= SIMILAR_MIN_SHARED and shared >= SIMILAR_SHARE * min(len(a), len(b))
 
 
-def _decide(statement: RuleStatement, tasks_stating: int) -> None:
+def _validated_correction(statement: RuleStatement, task: TaskRecord) -> bool:
+    """``statement`` corrected an answer with a substitution ("X, not Y"), and a check it implies is validated by the
+    session: the answer the user corrected breaks it and the answer they accepted keeps it (``mine.validation``)."""
+    if statement.origin != "correction" or not any(check.rule == statement.text for check in task.judge.checks):
+        return False
+    parsed = parse_rule(strip_frame(statement.text))
+    return parsed is not None and parsed.form == "prefer"
+
+
+def _decide(statement: RuleStatement, tasks_stating: int, *, validated: bool = False) -> None:
     if tasks_stating >= RECURRENCE_TASKS:
         statement.scope, statement.why = "lasting", f"stated in {tasks_stating} tasks"
+        return
+    if validated and one_off_scope(statement.gloss or statement.text) is None:
+        statement.scope = "lasting"
+        statement.why = "a substitution the session validates: the corrected answer broke it"
         return
     scope = lasting_scope(statement.gloss or statement.text) or lasting_scope(statement.text)
     if scope:
@@ -182,4 +203,5 @@ def decide_scopes(tasks: Iterable[TaskRecord]) -> None:
     tasks = list(tasks)
     statements = [(task, rule) for task in tasks for rule in task.rules]
     for task, rule in statements:
-        _decide(rule, recurrence(rule.gloss or rule.text, task, statements))
+        _decide(rule, recurrence(rule.gloss or rule.text, task, statements),
+                validated=_validated_correction(rule, task))

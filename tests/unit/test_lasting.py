@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from skillopt_sleep.mine.lasting import decide_scopes, lasting_scope, one_off_scope, similar
-from skillopt_sleep.models import RuleStatement, TaskRecord
+from skillopt_sleep.models import Check, Judge, RuleStatement, TaskRecord
 
 
 def task(number: int, request: str, *statements: RuleStatement | str) -> TaskRecord:
@@ -93,3 +93,22 @@ def test_a_statement_in_another_language_is_decided_on_its_english_gloss():
     decide_scopes(tasks)
     assert reader.scope == "lasting" and tied.scope == "one_off"
     assert reader.text == "Responde siempre en español"  # the user's words stay the rule
+
+
+def corrected(number: int, text: str, *, validated: bool) -> TaskRecord:
+    """A task whose user corrected the answer with ``text`` (a check of it validated by the session, or not)."""
+    checks = [Check(op="not_contains", value="print", rule=text)] if validated else []
+    return TaskRecord(id=f"t-{number}", source="claude", request=f"request {number}", authored=[text],
+                      rules=[RuleStatement(text=text, origin="correction")], judge=Judge(checks=checks))
+
+
+def test_a_substitution_the_session_validates_lasts_other_corrections_wait():
+    tasks = [corrected(1, "logger, not print", validated=True),
+             corrected(2, "use the async client instead of this one", validated=True),
+             corrected(3, "put the header back where it was", validated=True),
+             corrected(4, "httpx, not requests", validated=False)]
+    decide_scopes(tasks)
+    assert (tasks[0].rules[0].scope, tasks[0].rules[0].why) == (
+        "lasting", "a substitution the session validates: the corrected answer broke it")
+    assert tasks[1].rules[0].scope == "one_off"  # "this": tied to its task
+    assert tasks[2].rules[0].scope != "lasting" and tasks[3].rules[0].scope == "candidate"
