@@ -15,8 +15,8 @@ Status, as shown: ``adopted`` (in a file), ``staged`` (accepted, waiting for ``s
 ``not proposed`` (lasting, not proposed yet: over the edit budget, or blocked), ``candidate`` (stated once without a
 lasting scope: waits to be stated again), ``one-off`` (the scope or detail of one task: never proposed), ``retired``
 (a newer rule replaced it), ``forgotten``. ``scope`` and ``scope_reason`` say why a rule is lasting, a candidate or a
-one-off (``mine/lasting.py``). ``stale``: an
-adopted rule that no replayed task has tested for ``stale_after_nights`` nights (shown, never deleted).
+one-off (``mine/lasting.py``). ``stale``: an adopted rule that no replayed task has tested for ``stale_after_nights``
+nights (shown, never deleted).
 
 ``forget_rule`` removes one rule's line from every managed block that holds it, as a change of its own
 (``<UTC stamp>-forget-<rule id>`` under the nights dir): written atomically with backups through ``adopt``, so it

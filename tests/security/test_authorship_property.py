@@ -371,6 +371,17 @@ def plant_aider_structure_only(home: Path, planter: Planter) -> dict:
     return plant_aider(home, planter, input_history=False)
 
 
+def plant_aider_trimmed(home: Path, planter: Planter) -> dict:
+    """``plant_aider_structure_only``, then every line's trailing spaces trimmed, as an editor or a pre-commit hook
+    leaves a committed history: aider's two trailing spaces after a typed line are gone, where aider writes a line is
+    all that is left (``harvest.aider.spaces_stripped``)."""
+    homes = plant_aider(home, planter, input_history=False)
+    history = home / ".aider.chat.history.md"
+    history.write_text("\n".join(line.rstrip() for line in history.read_text(encoding="utf-8").split("\n")),
+                       encoding="utf-8")
+    return homes
+
+
 def _after_first_line(text: str, planter: Planter) -> str:
     """Plant after the first line: Cline writes the header (``[name] Result:``) or the ``<environment_details>`` tag
     there itself; only what follows it comes from files, commands or other agents."""
@@ -435,7 +446,8 @@ def _cline_ui(message: dict, planter: Planter) -> dict:
 SOURCES = ["aider", "claude", "cline", "codex", "copilot", "cursor", "gemini", "opencode"]
 PLANTERS = {"claude": plant_claude, "codex": plant_codex, "gemini": plant_gemini, "copilot": plant_copilot,
             "opencode": plant_opencode, "cursor": plant_cursor, "aider": plant_aider,
-            "aider-no-input-history": plant_aider_structure_only, "cline": plant_cline}
+            "aider-no-input-history": plant_aider_structure_only, "aider-trimmed": plant_aider_trimmed,
+            "cline": plant_cline}
 
 
 # --------------------------------------------------------------------------- what must never carry the mark
