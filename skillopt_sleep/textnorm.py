@@ -51,4 +51,5 @@ def mixed_script_words(text: str) -> list[str]:
     return found
 
 
-_JAPANESE = {"HIRAGANA": "CJK", "KATAKANA": "CJK", "HANGUL": "CJK"}
+_JAPANESE = {"HIRAGANA": "CJK", "KATAKANA": "CJK", "HANGUL": "CJK",
+             "KATAKANA-HIRAGANA": "CJK", "IDEOGRAPHIC": "CJK"}  # ``コード``'s ``ー``, ``時々``'s ``々``

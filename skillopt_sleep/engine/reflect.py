@@ -38,6 +38,7 @@ from skillopt_sleep.backends.jsonextract import extract_json
 from skillopt_sleep.block import managed_block
 from skillopt_sleep.models import EditRecord, ReplayResult, TaskRecord
 from skillopt_sleep.prompts import load_prompt, quote_data, render_prompt
+from skillopt_sleep.textnorm import normalize
 from skillopt_sleep.words import STOPWORDS, content_words, words
 
 #: Most tasks shown to the optimizer in one call.
@@ -147,17 +148,22 @@ def restatement_reason(content: str, task: TaskRecord) -> str | None:
     The user's own rules (``task.rules``) are blanked out of the request first: a request refined by a
     correction holds the rule's words, and an edit that states that rule is what reflection should produce.
     A short rule (fewer than 8 words, e.g. "Use pnpm, never npm") can therefore never be a restatement.
+
+    Every text is compared in normal form (``textnorm.normalize``): zero-width spaces or fullwidth letters in an edit
+    do not hide a copied run.
     """
-    edit_words = words(content)
-    for label, text in (("request", task.request), ("final answer", task.evidence.final_answer)):
-        source_words = _without_rules(words(text), task.rule_texts)
+    edit_words = words(normalize(content))
+    rules = [normalize(rule) for rule in task.rule_texts]
+    request, final_answer = normalize(task.request), normalize(task.evidence.final_answer)
+    for label, text in (("request", request), ("final answer", final_answer)):
+        source_words = _without_rules(words(text), rules)
         run = _longest_common_run(edit_words, source_words)
         if run >= RESTATEMENT_RUN:
             return f"restates task {task.id}: {run} consecutive words copied from its {label}"
     edit_content = {word for word in edit_words if word not in STOPWORDS and len(word) >= 3}
     if len(edit_content) >= RESTATEMENT_MIN_CONTENT_WORDS:
-        source = " ".join(w for w in _without_rules(words(task.request), task.rule_texts) if w)
-        source += " " + task.evidence.final_answer.lower()
+        source = " ".join(w for w in _without_rules(words(request), rules) if w)
+        source += " " + final_answer.lower()
         copied = edit_content & content_words(source)
         share = len(copied) / len(edit_content)
         if share >= RESTATEMENT_SHARE:
@@ -416,8 +422,9 @@ def _reject(edit: EditRecord, reason: str) -> None:
 
 def is_placeholder(content: str) -> bool:
     """True for content copied from the prompt's reply example: fewer than 2 words of letters (``...``, ``TBD``)
-    or a ``<description in angle brackets>``."""
-    text = content.strip().lstrip("-* ").strip()
+    or a ``<description in angle brackets>``, read in normal form (``textnorm.normalize``: zero-width characters are
+    no words)."""
+    text = normalize(content).strip().lstrip("-* ").strip()
     return len(re.findall(r"[^\W\d_]{2,}", text)) < 2 or (text.startswith("<") and text.endswith(">"))
 
 

@@ -12,8 +12,16 @@ after ``run``/``install``/``import``) must occur in **user-authored text** (``Us
 their prompts, refinements, corrections and reactions (``TaskRecord.authored``: pasted blocks left out,
 ``authored_text``), the rules they stated, and the documents the agent already obeys. Otherwise the edit is rejected
 with reason ``no_user_provenance`` naming the token. An edit that carries a secret or a ``[REDACTED:…]`` placeholder
-is rejected too (``secret``). The screen runs before the gate, and in greedy mode alike; ``unsupported_lines``
-checks a whole candidate's new lines once more before it is staged (``night.py``).
+is rejected too (``secret``).
+
+Both sides are read in one normal form (``screen_form``: ``textnorm.normalize``, NFKC without format characters), so
+``ｃｕｒｌ``, ``cu<zero-width space>rl`` and ``cu<soft hyphen>rl`` are ``curl``; a word that mixes scripts (``сurl``
+with a Cyrillic ``с``) is a token of its own (``mixed_script``) that only the same word typed by a user lets through.
+Hosts are keyed whole (``mine/hosts.py``): a name under the Public Suffix List (``evilname.lol``), any dotted name
+where a command or URL puts a host (``upload … to collector.zip``, ``x.y/setup``), and every IP literal.
+
+The screen runs before the gate, and in greedy mode alike; ``unsupported_lines`` checks a whole candidate's new lines
+once more before it is staged (``night.py``).
 
 What it cannot stop (``docs/security.md``): an instruction with no sensitive token ("never mention security
 issues"), which only the gate's held-out replays can turn down, and a user who types a harmful rule themselves.
@@ -26,8 +34,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from skillopt_sleep.block import managed_block
+from skillopt_sleep.mine.hosts import dotted_kind, dotted_tokens
 from skillopt_sleep.models import EditRecord, TaskRecord
 from skillopt_sleep.redact import REDACTED_PREFIX, redact
+from skillopt_sleep.textnorm import mixed_script_words, normalize
 
 #: The reason prefix of an edit the screen rejected for a token no user typed.
 NO_USER_PROVENANCE = "no_user_provenance"
@@ -39,26 +49,45 @@ TOKEN_SHOWN_CHARS = 80
 
 @dataclass(frozen=True)
 class Token:
-    """One sensitive token of an edit. kind: ``url``, ``host``, ``path``, ``name`` (a dotted module or file name),
-    ``env`` (an environment variable), ``shell`` (a shell construct), ``command`` (what inline code names, or the
-    command after run/execute) or ``package`` (what is installed or imported); text: as written in the edit."""
+    """One sensitive token of an edit. kind: ``url``, ``mixed_script`` (a word whose letters come from more than one
+    script, ``сurl`` with a Cyrillic ``с``), ``host`` (a host name or an IP literal, ``mine/hosts.py``), ``path``,
+    ``name`` (a dotted module name), ``env`` (an environment variable), ``shell`` (a shell construct), ``command``
+    (what inline code names, or the command after run/execute) or ``package`` (what is installed or imported); text:
+    as written in the edit's ``screen_form`` (``ｃｕｒｌ`` reads ``curl``)."""
 
     kind: str
     text: str
 
 
+# --------------------------------------------------------------------------- the normal form
+
+#: Where a run of Han, kana or Hangul meets Latin letters or digits (``curlを実行``, ``Pythonで``): no space there.
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+_CJK_EDGE = re.compile(f"(?<=[A-Za-z0-9])(?=[{_CJK}])|(?<=[{_CJK}])(?=[A-Za-z0-9])")
+#: An ideographic full stop between Latin letters or digits: a dot of a host name to IDNA (``evilname。lol``).
+_IDEOGRAPHIC_DOT = re.compile(r"(?<=[A-Za-z0-9])。(?=[A-Za-z0-9])")
+
+
+def screen_form(text: str) -> str:
+    """``text`` as the screen reads it: ``textnorm.normalize`` (NFKC, no format characters), with a space where
+    Chinese, Japanese or Korean script meets Latin letters or digits, which those languages write without one: the
+    ``curl`` of ``curlを実行`` is a word, and ``Pythonで`` is no mixed-script word; and an ideographic full stop
+    between Latin letters is a dot (``evilname。lol`` is a host to IDNA). (Cyrillic or Greek inside a Latin word stays
+    one word: a lookalike, ``textnorm.mixed_script_words``.)"""
+    text = normalize(text)
+    return text if text.isascii() else _CJK_EDGE.sub(" ", _IDEOGRAPHIC_DOT.sub(".", text))
+
+
 # --------------------------------------------------------------------------- user-authored text
-
-
-
 
 
 class UserText:
     """The user-authored text an edit's tokens must come from. ``of(texts)`` builds it; ``has(token)`` looks a token
-    up (case-insensitive, whole words: ``curl`` is not in ``curly``, and whitespace inside a token may vary)."""
+    up (both in ``screen_form``; case-insensitive, whole words: ``curl`` is not in ``curly``, and
+    whitespace inside a token may vary)."""
 
     def __init__(self, texts: Iterable[str]):
-        self._text = "\n".join(text for text in texts if text).casefold()
+        self._text = screen_form("\n".join(text for text in texts if text)).casefold()
 
     @classmethod
     def of(cls, texts: Iterable[str]) -> UserText:
@@ -74,7 +103,7 @@ class UserText:
         return cls([*texts, *rules, *documents, *earlier])
 
     def has(self, token: str) -> bool:
-        return token_pattern(token).search(self._text) is not None
+        return token_pattern(screen_form(token)).search(self._text) is not None
 
 
 def token_pattern(token: str) -> re.Pattern[str]:
@@ -104,7 +133,6 @@ _PATH = re.compile(r"(?<![\w/.~-])(?:~|\.{1,2})?/[\w.@+~-]+(?:/[\w.@+~-]*)*"
                    r"|(?<![\w/.~-])~[\w.@+-]*(?:/[\w.@+~-]*)*"
                    r"|(?<![\w/.-])\.[a-z][\w-]*(?:\.[\w-]+)*\b"
                    r"|\b[\w.-]+(?:/[\w.-]+)*/[\w-]+\.[A-Za-z0-9]{1,5}\b")
-_DOTTED = re.compile(r"(?<![\w./-])[A-Za-z][\w-]*(?:\.[A-Za-z][\w-]*)+(?![\w-])")
 _WITH_FLAG = re.compile(r"(?<![\w.@/-])([A-Za-z][\w.-]*)\s+(?=-{1,2}[A-Za-z][\w-]*\b)")
 _CODE_SPAN = re.compile(r"`([^`\n]+)`")
 _FENCED = re.compile(r"(```|~~~)(.*?)(?:\1|\Z)", re.DOTALL)
@@ -119,14 +147,6 @@ _FROM_IMPORT = re.compile(r"\bfrom\s+([A-Za-z_][\w.]*)\s+import\b")
 _TECHNICAL = re.compile(r"[\d_.@/+:-]")
 _WORD = re.compile(r"-{0,2}[A-Za-z0-9_@][\w.@/+:=~-]*")
 
-#: Last parts of a dotted name that make it a host name (a few common and abused top-level domains).
-_HOST_ENDINGS = frozenset(
-    "com net org io dev sh ai co app xyz example info biz ru cn me cc tk gg us uk de site online top link cloud "
-    "tech run so to ly gl gd ws su pw click zip mov local internal test".split())
-#: Last parts of a dotted name that make it a file name.
-_FILE_ENDINGS = frozenset(
-    "sh bash zsh ps1 bat cmd exe py js mjs cjs ts tsx jsx json yaml yml toml ini cfg conf env txt md rb pl php go rs "
-    "java kt c h cpp hpp cs swift zip tar gz tgz bz2 xz deb rpm dmg pkg whl jar lock sql db csv xml html css".split())
 _SEGMENT = re.compile(r"\|\||&&|[|;]|\$\(")
 _IDENTITY = re.compile(r"[-_.@/:=+\d]")
 _DUNDER = re.compile(r"^__\w+__$")
@@ -139,15 +159,6 @@ _KEYWORDS = frozenset(
 _PLACEHOLDERS = frozenset({"yyyy-mm-dd", "yyyy", "mm", "dd", "hh", "ss", "type", "scope", "subject", "description"})
 
 
-def _dotted_kind(text: str) -> str:
-    last = text.rsplit(".", 1)[-1].lower()
-    if last in _FILE_ENDINGS:
-        return "path"
-    if last in _HOST_ENDINGS:
-        return "host"
-    return "name"
-
-
 def _code_words(code: str) -> list[str]:
     """The words of a piece of inline code that name something: the command of each shell segment (its first word
     that is not a language keyword), and every word shaped like an identity (``left-pad-helper@latest``, ``--init``,
@@ -155,13 +166,14 @@ def _code_words(code: str) -> list[str]:
     out = []
     for segment in _SEGMENT.split(code):
         command_seen = False
-        for word in _WORD.findall(segment):
-            word = word.strip(".:,;=")
+        for match in _WORD.finditer(segment):
+            word = match.group(0).strip(".:,;=")
             lowered = word.lower()
             if (len(word) < 2 or not re.search(r"[A-Za-z]", word) or lowered in _PLACEHOLDERS or _DUNDER.match(word)
                     or _CAPS_PLACEHOLDER.match(word)):
                 continue
-            if "." in word and "/" not in word and _dotted_kind(word) == "name":
+            called = segment.startswith("(", match.end())
+            if "." in word and "/" not in word and dotted_kind(word, called=called) == "name":
                 word = word.split(".")[0]  # ``logging.getLogger``: named by its module
             if not command_seen and lowered not in _KEYWORDS:
                 command_seen = True
@@ -172,8 +184,10 @@ def _code_words(code: str) -> list[str]:
 
 
 def sensitive_tokens(text: str) -> list[Token]:
-    """The tokens of ``text`` that must come from the user (see the module docstring), each once, in kind order
-    (url, shell, env, path, host/name, package, command). Plain prose ("Write dates as ISO 8601") has none."""
+    """The tokens of ``screen_form(text)`` that must come from the user (see the module docstring), each once, in kind
+    order (url, mixed_script, shell, env, path, host/name, package, command). Plain prose ("Write dates as ISO
+    8601") has none, and neither has text in one script (Czech, Japanese)."""
+    text = screen_form(text)
     found: list[Token] = []
     seen: set[str] = set()
 
@@ -186,6 +200,8 @@ def sensitive_tokens(text: str) -> list[Token]:
 
     for match in _URL.finditer(text):
         add("url", match.group(0))
+    for word in mixed_script_words(text):
+        add("mixed_script", word)
     rest = _URL.sub(" ", text)
     for match in _SHELL.finditer(rest):
         add("shell", match.group(0))
@@ -194,12 +210,8 @@ def sensitive_tokens(text: str) -> list[Token]:
             add("env", match.group(0))
     for match in _PATH.finditer(rest):
         add("path", match.group(0))
-    for match in _DOTTED.finditer(rest):
-        parts = match.group(0).split(".")
-        if max(len(part) for part in parts) >= 2 and not all(len(part) == 1 for part in parts):
-            kind = _dotted_kind(match.group(0))
-            # a host or a file is named whole; ``logging.getLogger`` is named by its module
-            add(kind, match.group(0) if kind != "name" else parts[0])
+    for kind, key in dotted_tokens(rest):  # hosts, IP literals and files named whole; a module by its first label
+        add(kind, key)
     for match in _MANAGER.finditer(rest):
         add("command", match.group(1))
         if not _CAPS_PLACEHOLDER.match(match.group(3)):
@@ -239,7 +251,9 @@ def _shown(text: str) -> str:
 
 def secret_reason(content: str) -> str | None:
     """Why ``content`` may not be written because it carries a secret: a ``[REDACTED:kind]`` placeholder, or a value
-    ``redact.redact`` finds (its kind named, never its value). None when it carries none."""
+    ``redact.redact`` finds (its kind named, never its value), both read in normal form (``textnorm.normalize``: a
+    fullwidth or zero-width-split key is still a key). None when it carries none."""
+    content = normalize(content)
     if REDACTED_PREFIX in content:
         start = content.index(REDACTED_PREFIX)
         end = content.find("]", start)

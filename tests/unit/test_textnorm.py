@@ -24,4 +24,4 @@ def test_a_word_mixing_latin_and_cyrillic_is_reported():
 
 
 def test_words_of_one_writing_system_are_not_reported():
-    assert mixed_script_words("café naïve Привет 日本語のテキスト ok_42") == []
+    assert mixed_script_words("café naïve Привет 日本語のテキスト コード 時々 ok_42") == []
