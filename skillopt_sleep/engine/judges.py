@@ -14,6 +14,12 @@ a ``regex`` that does not compile, a check whose value has the wrong type, and a
 judge (or whose judge call failed, signalled by a NaN score). When nothing at all is verifiable the outcome
 is hard 0, soft 0.0 with ``verifiable=False``.
 
+A rubric score that is not a finite number in [0, 1] (2.0, -0.1, inf, "high") is an error of the judge, never
+a score: it is never clamped or guessed into range. The rubric is left out as for a failed judge call and the
+rationale names ``JUDGE_SCORE_OUT_OF_RANGE`` (``"rubric excluded (judge_score_out_of_range: 2.0)"``); when it
+was the only judge, ``fail_reason`` is ``"judge_score_out_of_range"``. (A judge's 2.0 clamped to 1.0 once let
+a regressing candidate win a gate.)
+
 Tool evidence is only the ``tools_called`` list the backend reports (tools that really ran). Text in the
 response that claims a tool ran (``TOOL_CALL: Bash``) is never evidence.
 """
@@ -34,9 +40,12 @@ from skillopt_sleep.checks import UnverifiableCheck, describe_check, evaluate_ch
 from skillopt_sleep.models import TaskRecord
 from skillopt_sleep.prompts import quote_data, render_prompt
 
-#: (request, rubric, response) -> (score, rationale). The score should be in [0, 1]; any float is accepted
-#: and clamped by ``score_response``; NaN means "the judge could not score" (left out, never a 0).
+#: (request, rubric, response) -> (score, rationale). The score must be a finite number in [0, 1]; NaN means
+#: "the judge could not score" (left out, never a 0); anything else is the error ``JUDGE_SCORE_OUT_OF_RANGE``.
 RubricJudge = Callable[[str, str, str], tuple[float, str]]
+
+#: The reason named when a judge's score is not a finite number in [0, 1] (the rubric is then left out).
+JUDGE_SCORE_OUT_OF_RANGE = "judge_score_out_of_range"
 
 #: A rubric score at or above this passes ``hard`` when the rubric is the only judge.
 RUBRIC_PASS = 0.5
@@ -58,7 +67,8 @@ class JudgeOutcome(BaseModel):
     """The judges' verdict on one response.
 
     hard: 0 or 1; soft: float in [0, 1]; fail_reason: the first failure (``"not_contains 'npm install'
-    failed"``, ``"empty response"``), None when hard is 1; rationale: one line per judge, joined by ``"; "``;
+    failed"``, ``"empty response"``, ``"judge_score_out_of_range"``), None when hard is 1; rationale: one line
+    per judge, joined by ``"; "``;
     llm_judged: a rubric score was used; verifiable: False when no judge of the task could be verified
     (hard and soft are then 0 and say nothing about the response).
     """
@@ -98,46 +108,38 @@ def reference_matches(reference: str, response: str) -> bool | None:
 # --------------------------------------------------------------------------- rubric
 
 
-def clamp_score(value: float) -> float | None:
-    """Clamp a rubric score to [0, 1]; None for NaN, infinities and non-numbers."""
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
+def score_in_range(value: Any) -> float | None:
+    """``value`` as a float when it is a finite number in [0, 1]; None otherwise (NaN, infinities, 2.0, -0.1,
+    booleans, strings). Never clamps: an out-of-range score is an error of the judge, not a score."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    if math.isnan(number) or math.isinf(number):
+    number = float(value)
+    if math.isnan(number) or not 0.0 <= number <= 1.0:
         return None
-    return min(1.0, max(0.0, number))
+    return number
 
 
 def rescale_judge_score(value: Any) -> float | None:
-    """Bring a judge model's score into [0, 1], reading scores outside it as other scales.
+    """Read a judge model's score on the declared 0..1 scale, or on a scale the reply itself declares.
 
-    Numbers in [0, 1] are kept; (1, 10] is read as a 0-10 score (7 -> 0.7); (10, 100] as a percentage
-    (85 -> 0.85); above 100 -> 1.0; below 0 -> 0.0. Numeric strings (``"0.8"``, ``"7/10"``) are parsed.
-    None for anything else (booleans, text, NaN).
+    A number (or numeric string, ``"0.8"``) must lie in [0, 1]. A fraction string declares its scale:
+    ``"7/10"`` -> 0.7, ``"4/5"`` -> 0.8, valid while 0 <= numerator <= denominator. A percentage string
+    declares 0..100: ``"85%"`` -> 0.85, valid from 0% to 100%. None for anything else: a bare 7 or 85 (no
+    declared scale: the schema asks for 0..1), 2.0, -0.1, ``"11/10"``, ``"120%"``, NaN, infinities,
+    booleans and text (``"high"``). The caller reports None as ``JUDGE_SCORE_OUT_OF_RANGE``.
     """
-    if isinstance(value, bool):
-        return None
     if isinstance(value, str):
         text = value.strip()
         fraction = re.fullmatch(r"(-?\d+(?:\.\d+)?)\s*/\s*(\d+(?:\.\d+)?)", text)
-        if fraction and float(fraction.group(2)) > 0:
-            return clamp_score(float(fraction.group(1)) / float(fraction.group(2)))
+        if fraction:
+            denominator = float(fraction.group(2))
+            return score_in_range(float(fraction.group(1)) / denominator) if denominator > 0 else None
         try:
-            value = float(text.rstrip("%")) / (100.0 if text.endswith("%") else 1.0)
+            number = float(text[:-1] if text.endswith("%") else text)
         except ValueError:
             return None
-    if not isinstance(value, (int, float)) or math.isnan(value) or math.isinf(value):
-        return None
-    if value < 0:
-        return 0.0
-    if value <= 1:
-        return float(value)
-    if value <= 10:
-        return value / 10.0
-    if value <= 100:
-        return value / 100.0
-    return 1.0
+        return score_in_range(number / 100.0 if text.endswith("%") else number)
+    return score_in_range(value)
 
 
 def make_rubric_judge(meter, model_hint: str = "") -> RubricJudge:
@@ -145,9 +147,10 @@ def make_rubric_judge(meter, model_hint: str = "") -> RubricJudge:
 
     meter: a ``CallMeter``. model_hint: a label for the judge model, put in front of the rationale (the
     backend itself picks the model for the role). The reply must match ``RUBRIC_SCHEMA``
-    (``{"score": number 0..1, "rationale": string}``); a score outside [0, 1] is rescaled by
-    ``rescale_judge_score`` (7 -> 0.7). When the call fails transiently (the meter records it) or the reply
-    has no usable score, the judge returns ``(nan, why)`` and ``score_response`` leaves the rubric out.
+    (``{"score": number 0..1, "rationale": string}``), read by ``rescale_judge_score`` (a declared scale such
+    as ``"7/10"`` is kept). When the call fails transiently (the meter records it) or the reply has no score,
+    the judge returns ``(nan, why)``; a score outside [0, 1] (2.0, a bare 7, ``"high"``) returns
+    ``(nan, "judge_score_out_of_range: 2.0")``. ``score_response`` then leaves the rubric out.
     Fatal backend errors and exhausted budgets propagate (``BackendError``, ``BudgetExhausted``).
     """
     label = f"[{model_hint}] " if model_hint else ""
@@ -170,7 +173,7 @@ def make_rubric_judge(meter, model_hint: str = "") -> RubricJudge:
             return math.nan, f"{label}judge reply has no score: {result.text[:120]!r}"
         score = rescale_judge_score(reply.get("score"))
         if score is None:
-            return math.nan, f"{label}judge score is not a number: {reply.get('score')!r}"
+            return math.nan, f"{label}{JUDGE_SCORE_OUT_OF_RANGE}: {reply.get('score')!r}"
         rationale = reply.get("rationale")
         return score, f"{label}{rationale if isinstance(rationale, str) else ''}".strip()
 
@@ -185,9 +188,11 @@ def score_response(task: TaskRecord, response: str, tools_called: list[str] | No
     """Score one response to ``task`` with the task's judge (checks, reference, rubric).
 
     tools_called: tools that really ran (backend evidence), or None when the backend cannot run tools.
-    rubric_judge: called once when the task has a rubric and the response is not empty; its score is
-    clamped to [0, 1] (a 7 becomes 1.0: a judge that means 7/10 must rescale itself, as
-    ``make_rubric_judge`` does). See the module docstring for the hard/soft formulas. An empty (or
+    rubric_judge: called once when the task has a rubric and the response is not empty; its score must be a
+    finite number in [0, 1]: NaN leaves the rubric out with the judge's rationale, anything else (a 7, 2.0,
+    -0.1, inf, ``"high"``) leaves it out as ``JUDGE_SCORE_OUT_OF_RANGE`` (never clamped; a judge that means
+    7/10 must rescale itself, as ``make_rubric_judge`` does). See the module docstring for the hard/soft
+    formulas. An empty (or
     whitespace-only) response is hard 0, soft 0.0, fail_reason ``"empty response"``, with no judge call.
     """
     judge = task.judge
@@ -228,14 +233,20 @@ def score_response(task: TaskRecord, response: str, tools_called: list[str] | No
                 failures.append("reference mismatch")
 
     rubric_score: float | None = None
+    judge_error: str | None = None
     if judge.rubric and judge.rubric.strip():
         if rubric_judge is None:
             notes.append("rubric excluded (no rubric judge)")
         else:
             raw, judge_rationale = rubric_judge(task.request, judge.rubric, response)
-            rubric_score = clamp_score(raw)
-            if rubric_score is None:
-                notes.append(f"rubric excluded ({judge_rationale or 'no score'})")
+            rubric_score = score_in_range(raw)
+            if rubric_score is None and isinstance(raw, float) and math.isnan(raw) and judge_rationale:
+                notes.append(f"rubric excluded ({judge_rationale})")  # the judge could not score; it says why
+                if f"{JUDGE_SCORE_OUT_OF_RANGE}: " in judge_rationale:  # make_rubric_judge's reply check
+                    judge_error = JUDGE_SCORE_OUT_OF_RANGE
+            elif rubric_score is None:
+                judge_error = JUDGE_SCORE_OUT_OF_RANGE
+                notes.append(f"rubric excluded ({JUDGE_SCORE_OUT_OF_RANGE}: {raw!r})")
             else:
                 components.append(rubric_score)
                 notes.append(f"rubric {rubric_score:.2f}: {judge_rationale}".rstrip(": "))
@@ -245,7 +256,7 @@ def score_response(task: TaskRecord, response: str, tools_called: list[str] | No
     llm_judged = rubric_score is not None
     rationale = "; ".join(notes)
     if not components:
-        return JudgeOutcome(hard=0, soft=0.0, fail_reason="no verifiable judge",
+        return JudgeOutcome(hard=0, soft=0.0, fail_reason=judge_error or "no verifiable judge",
                             rationale=rationale or "task has no judge", llm_judged=False, verifiable=False)
     soft = sum(components) / len(components)
     hard = 0 if failures else 1

@@ -43,7 +43,7 @@ CacheKey = tuple[str, str, str, str, int, str]
 EMPTY_DOCUMENT = "(none)"
 #: Bumped when the judges' semantics change: part of every cache key, so that a cached score of an older judge is not
 #: reused (a cached baseline stays valid across nights only while the judge it was scored by does).
-JUDGE_VERSION = "2"
+JUDGE_VERSION = "3"
 
 #: A rollout that replaces the target chat call: called as ``rollout(task, sample, *, skill, memory, meter,
 #: temperature, seed, max_tokens, rubric_judge)`` and returning the scored ``ReplayResult`` of that task and

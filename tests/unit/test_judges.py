@@ -163,12 +163,12 @@ def test_a_low_rubric_score_does_not_fail_hard_when_checks_also_judge():
     assert outcome.soft == pytest.approx((1.0 + 0.2) / 2)
 
 
-def test_a_rubric_score_of_seven_is_clamped_to_one():
+def test_a_rubric_score_of_seven_is_an_error_never_clamped_to_one():
     task = task_with(rubric="good")
     outcome = score_response(task, "answer", None, rubric_judge=lambda *a: (7, "7/10"))
-    assert outcome.soft == 1.0
+    assert outcome.verifiable is False and outcome.fail_reason == "judge_score_out_of_range"
     negative = score_response(task, "answer", None, rubric_judge=lambda *a: (-3, "bad"))
-    assert negative.soft == 0.0 and negative.hard == 0
+    assert negative.verifiable is False and "judge_score_out_of_range: -3" in negative.rationale
 
 
 def test_a_failed_rubric_judge_is_excluded_and_an_unjudgeable_task_is_marked_unverifiable():
@@ -236,8 +236,9 @@ def test_rubric_judge_makes_one_structured_judge_call():
     assert meter.calls == 1
 
 
-@pytest.mark.parametrize(("reply", "expected"), [(7, 0.7), (85, 0.85), ("7/10", 0.7), (-1, 0.0), (1000, 1.0)])
-def test_rubric_judge_rescales_scores_given_on_other_scales(reply, expected):
+@pytest.mark.parametrize(("reply", "expected"),
+                         [(0.7, 0.7), ("0.85", 0.85), ("7/10", 0.7), ("4/5", 0.8), ("85%", 0.85)])
+def test_rubric_judge_reads_scores_on_a_declared_scale(reply, expected):
     backend = FakeBackend([json.dumps({"score": reply, "rationale": "r"})])
     score, _ = make_rubric_judge(CallMeter(backend))("q", "rubric", "a")
     assert score == pytest.approx(expected)
