@@ -1,6 +1,6 @@
 """Secret redaction for every text a harvest stores (requests, answers, tool inputs and errors, feedback).
 
-Two layers, applied to the same text and merged into one pass of replacements:
+Four layers, applied to the same text and merged into one pass of replacements:
 
 * detect-secrets' own detector regexes (the ``RegexBasedDetector`` plugins: AWS, GitHub, GitLab, Slack, Stripe,
   OpenAI, JWT, private-key headers, basic-auth URLs, SendGrid, Twilio, Discord, ...) plus its ``KeywordDetector``
@@ -8,8 +8,17 @@ Two layers, applied to the same text and merged into one pass of replacements:
   detectors (they flag every git SHA and UUID) and the public-IP detector (an address is not a secret) are not used.
 * structural patterns the library lacks: ``sk-``/``sk-ant-`` API keys, ``ghp_``/``github_pat_`` tokens of any
   length, ``Bearer``/``Basic`` authorization values, unquoted ``NAME_TOKEN=value`` / ``password: value``
-  assignments, ``user:password@`` in URLs, and PEM private-key blocks spanning lines (with or without their END
-  line).
+  assignments (also escaped as in JSON inside a JSON string), ``user:password@`` in URLs (also with an empty
+  user: ``redis://:password@``), and PEM private-key blocks spanning lines (with or without their END line).
+* token shapes of common providers (``_PROVIDER_TOKENS``): Docker ``dckr_pat_``, npm ``npm_``, Stripe test keys
+  and webhook secrets, whole three-part JWTs, Google OAuth tokens and client secrets, Slack app tokens, Shopify,
+  DigitalOcean, Linear, Atlassian, Groq, Replicate, Perplexity, Tavily, xAI, New Relic, Vault, Doppler, Postman,
+  age, Grafana, Sentry, Databricks, Pulumi, PlanetScale; Azure connection-string keys (``AccountKey=``,
+  ``SharedAccessKey=``, ``SharedAccessSignature=``) and the signatures of pre-signed URLs (``sig=``,
+  ``X-Amz-Signature=``).
+* passwords typed on a command line, keyed by the command (``credential_args``): ``sshpass -p``,
+  ``docker login -p``, ``mysql -pVALUE`` / ``--password``, ``mongosh -p``, ``redis-cli -a``, ``curl -u user:VALUE``,
+  ``wget --password``, and ``PGPASSWORD=`` / ``MYSQL_PWD=`` / ``REDISCLI_AUTH=`` / ``SSHPASS=`` assignments.
 
 Each secret becomes ``[REDACTED:<kind>]``, e.g. ``[REDACTED:github_token]``. Redaction is idempotent: a redacted
 text contains nothing that is redacted again.
@@ -34,6 +43,8 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Callable, Iterable, Pattern
+
+from skillopt_sleep import credential_args
 
 REDACTED_PREFIX = "[REDACTED:"
 
@@ -64,6 +75,9 @@ class _Rule:
     texts, so they never scan a whole document)."""
     window_needs: tuple[str, ...] = ()
     """Characters of which a window must hold one for the pattern to match there (quotes, ``=`` or ``:``)."""
+    values: Callable[[str, re.Match[str]], Iterable[tuple[int, int]]] | None = None
+    """Where the secrets of one match are, as ``(start, end)`` in the text (replaces ``group``): a command line
+    holds any number of password options."""
 
 
 def _kind_from_secret_type(secret_type: str) -> str:
@@ -211,8 +225,83 @@ _SECRET_NAME = (r"(?:api[_-]?key|apikey|access[_-]?key|secret[_-]?key|private[_-
                 r"auth[_-]?token|access[_-]?token|refresh[_-]?token|token|secret|password|passwd|pwd|passphrase)")
 
 
-def _structural_rules() -> list[_Rule]:
+@dataclass(frozen=True)
+class _Token:
+    """A provider's token shape: ``regex`` (RE2 syntax and Python syntax at once: ASCII classes only) is also its
+    pre-filter shape unless ``shape`` is given; ``group`` 1 marks the secret when the regex names its key too."""
+
+    kind: str
+    regex: str
+    triggers: tuple[str, ...]
+    min_token: int
+    group: int = 0
+    shape: str | None = None
+
+
+# Token shapes of common providers that detect-secrets lacks (or, for JWTs and Stripe, finds only in part).
+_PROVIDER_TOKENS: tuple[_Token, ...] = (
+    _Token("docker_token", r"dckr_(?:pat|oat)_[A-Za-z0-9_-]{20,}", ("dckr_",), 29),
+    _Token("npm_token", r"npm_[A-Za-z0-9]{36}", ("npm_",), 40),
+    _Token("stripe_access_key", r"[rs]k_(?:live|test)_[A-Za-z0-9]{10,}", ("k_live_", "k_test_"), 18),
+    _Token("stripe_webhook_secret", r"whsec_[A-Za-z0-9+/]{24,}", ("whsec_",), 30),
+    _Token("json_web_token", r"eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}", ("eyJ",), 29),
+    _Token("google_oauth_token", r"ya29\.[A-Za-z0-9_-]{20,}", ("ya29.",), 25),
+    _Token("google_oauth_client_secret", r"GOCSPX-[A-Za-z0-9_-]{20,}", ("GOCSPX-",), 27),
+    _Token("slack_token", r"(?:xapp-[0-9]+|xoxe)-[A-Za-z0-9-]{20,}", ("xapp-", "xoxe-"), 25),
+    _Token("shopify_token", r"shp(?:at|ss|ca|pa)_[a-fA-F0-9]{32}", ("shpat_", "shpss_", "shpca_", "shppa_"), 38),
+    _Token("digitalocean_token", r"do[opr]_v1_[a-f0-9]{64}", ("_v1_",), 71),
+    _Token("linear_api_key", r"lin_api_[A-Za-z0-9]{40}", ("lin_api_",), 48),
+    _Token("atlassian_api_token", r"ATATT3[A-Za-z0-9_=-]{50,}", ("ATATT3",), 56),
+    _Token("groq_api_key", r"gsk_[A-Za-z0-9]{40,}", ("gsk_",), 44),
+    _Token("replicate_api_token", r"r8_[A-Za-z0-9]{30,}", ("r8_",), 33),
+    _Token("perplexity_api_key", r"pplx-[A-Za-z0-9]{40,}", ("pplx-",), 45),
+    _Token("tavily_api_key", r"tvly-(?:dev-|prod-)?[A-Za-z0-9]{24,}", ("tvly-",), 29),
+    _Token("xai_api_key", r"xai-[A-Za-z0-9]{60,}", ("xai-",), 64),
+    _Token("new_relic_key", r"NRA[AKI]-[A-Z0-9]{27}", ("NRAK-", "NRAA-", "NRAI-"), 32),
+    _Token("vault_token", r"hv[sbr]\.[A-Za-z0-9_-]{24,}", ("hvs.", "hvb.", "hvr."), 28),
+    _Token("doppler_token", r"dp\.(?:pt|st|ct|sa|scim|audit)\.[A-Za-z0-9_-]{40,}", ("dp.",), 46),
+    _Token("postman_api_key", r"PMAK-[a-f0-9]{24}-[a-f0-9]{34}", ("PMAK-",), 64),
+    _Token("age_secret_key", r"AGE-SECRET-KEY-1[0-9A-Z]{58}", ("AGE-SECRET-KEY-1",), 74),
+    _Token("grafana_token", r"glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}|glc_[A-Za-z0-9+/]{32,}={0,2}", ("glsa_", "glc_"),
+           36),
+    _Token("sentry_token", r"sntry[su]_[A-Za-z0-9+/=_]{40,}", ("sntrys_", "sntryu_"), 47),
+    _Token("databricks_token", r"dapi[a-f0-9]{32}(?:-[0-9])?", ("dapi",), 36),
+    _Token("pulumi_token", r"pul-[a-f0-9]{40}", ("pul-",), 44),
+    _Token("planetscale_token", r"pscale_(?:tkn|pw|oauth)_[A-Za-z0-9_.-]{32,}", ("pscale_",), 43),
+    # Azure connection strings (storage, Service Bus, Event Hubs): the key's value, up to the next ";".
+    _Token("azure_connection_string_key", r"(?:AccountKey|SharedAccessKey|SharedAccessSignature)=([^;\s\"'`]{8,})",
+           ("AccountKey=", "SharedAccessKey=", "SharedAccessSignature="), 19, 1,
+           r"(?:AccountKey|SharedAccessKey|SharedAccessSignature)=[^;\s\"'`]{8}"),
+    # The signature of a pre-signed URL (Azure SAS, AWS, Google Cloud Storage, CloudFront): the URL is the key.
+    _Token("signed_url_signature", r"[?&](?:sig|X-Amz-Signature|X-Goog-Signature|Signature)=([A-Za-z0-9%+/=_-]{20,})",
+           ("sig=", "Signature="), 24, 1),
+)
+
+
+def _token_rules() -> list[_Rule]:
+    rules = []
+    for token in _PROVIDER_TOKENS:
+        # a token starts a word (the "pul-" of "rpul-..." or the "npm_" of "my_npm_..." is no token); a pattern
+        # that names its key first needs no such guard
+        guard = "" if token.group else "(?<![A-Za-z0-9])"
+        rules.append(_Rule(token.kind, re.compile(f"{guard}(?:{token.regex})"), token.group, token.triggers,
+                           min_token=token.min_token))
+    return rules
+
+
+def _command_line_rules() -> list[_Rule]:
     return [
+        _Rule("command_line_password", credential_args.COMMAND_LINE, 0, credential_args.COMMANDS,
+              values=credential_args.password_spans),
+        _Rule("password_variable", credential_args.ENV_ASSIGNMENT, 0, credential_args.ENV_NAMES,
+              values=credential_args.env_password_spans),
+    ]
+
+
+def _structural_rules() -> list[_Rule]:
+    return _token_rules() + _command_line_rules() + [
+        # user:password@ with an empty user (redis://:password@host): the rule below wants a user.
+        _Rule("basic_auth_credentials", re.compile(r"://:([^\s/@]+)@"), 1, ("://:",)),
         # PEM private key blocks, END line included; a block cut before its END runs to the end of the base64.
         _Rule("private_key", re.compile(
             r"-----BEGIN ([A-Z0-9 ]*)PRIVATE KEY((?: BLOCK)?)-----"
@@ -233,9 +322,10 @@ def _structural_rules() -> list[_Rule]:
             min_token=8),
         # user:password@host in any URL (the library's pattern excludes some characters from passwords).
         _Rule("basic_auth_credentials", re.compile(r"://[^\s:/@]+:([^\s/@]+)@"), 1, ("://",), min_token=8),
-        # NAME_TOKEN=value, "api_key": "value", password: value (value without spaces; quotes optional).
+        # NAME_TOKEN=value, "api_key": "value", password: value (value without spaces; quotes optional, or
+        # escaped as in JSON inside a JSON string: {\"api_key\": \"value\"}).
         _Rule("secret_assignment", re.compile(
-            r"(?i)" + _SECRET_NAME + r"[\"']?\s*(?::=|=>|=|:)\s*[\"'`]?([^\s\"'`,;]+)"), 1, (),
+            r"(?i)" + _SECRET_NAME + r"\\?[\"']?\s*(?::=|=>|=|:)\s*\\?[\"'`]?([^\s\"'`,;]+)"), 1, (),
             ("key", "token", "secret", "pass", "pwd"), _accept_assignment_value, min_token=6, windowed=True,
             window_needs=("=", ":")),
     ]
@@ -251,7 +341,7 @@ _LONG_RUN = 16
 # case-insensitive matching folds K and ſ like Python's but not İ and ı: a text holding either always passes.
 _WS = r"[\t-\r\x{1c}-\x{1f}\x{85}\pZ]"
 _OPERATOR = r"(?::=|=>|=|:)"
-_ASSIGNMENT = r"(?i:key|token|secret|passw(?:or)?d|pwd|passphrase)[\"']?" + _WS + "*" + _OPERATOR
+_ASSIGNMENT = r"(?i:key|token|secret|passw(?:or)?d|pwd|passphrase)\\?[\"']?" + _WS + "*" + _OPERATOR
 _VALUE = r"[^\t-\r\x{1c}-\x{1f}\x{85}\pZ\"'`,;(]"
 
 
@@ -292,12 +382,16 @@ def _candidate_shapes(keywords: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
         # commas, semicolons) is accepted only with 6 characters and no "(": so it is such a run ending before a
         # delimiter; or, cut by its keyword window (~200 characters after the keyword), a long run, or one that
         # starts far after the keyword.
-        (_ASSIGNMENT + _WS + r"*[\"'`]?(?:" + _VALUE + r"{6,}(?:" + _WS[:-1] + r"\"'`,;]|$)|" + _VALUE
+        (_ASSIGNMENT + _WS + r"*\\?[\"'`]?(?:" + _VALUE + r"{6,}(?:" + _WS[:-1] + r"\"'`,;]|$)|" + _VALUE
          + r"{90})|" + _ASSIGNMENT[:-len(_OPERATOR)] + _WS + r"{45}|" + _ASSIGNMENT + _WS + r"{45}",
          ("secret_assignment",)),
         # detect-secrets KeywordDetector, quotes required: a keyword then a quote on its line, or a quoted value
         # compared (== / !=) with a keyword.
         (r"(?i:(?:" + keywords + r")[^\n]*[\"'`])|[!=]{2}[^\n]*(?i:" + keywords + r")", ("secret_keyword",)),
+        *((token.shape or token.regex, (token.kind,)) for token in _PROVIDER_TOKENS),
+        *((shape, ("command_line_password",)) for shape in credential_args.COMMAND_LINE_SHAPES),
+        ("|".join(credential_args.ENV_NAMES), ("password_variable",)),
+        (r"://:[^\s/@]+@", ("basic_auth_credentials",)),                             # redis://:password@host
         (r"\x{130}|\x{131}", ()),                                                    # İ, ı: see above
     )
 
@@ -346,7 +440,7 @@ def _build_prefilter(keywords: str) -> _Prefilter | None:
     return _Prefilter(shape_set, tuple(frozenset(kinds) if kinds else None for _shape, kinds in shapes), first)
 
 
-_PATTERNS_DIGEST = "cd4c5ae0c5d96c7a68882a72c6ebf50f85c7cec3419f8545f8f98342dc92757f"
+_PATTERNS_DIGEST = "d273ad19c499f57b7a32af5942cdef2fe365c67f4ed01e18c5d5ff6793f037e1"
 """sha256 of the detector patterns (text and flags) the shapes above were derived from."""
 
 
@@ -472,7 +566,16 @@ def _spans(text: str, rule_set: _RuleSet, kinds: frozenset[str] | None = None) -
 
 def _matches(text: str, rule: _Rule, range_start: int, range_end: int) -> list[tuple[int, int, str, bool]]:
     found: list[tuple[int, int, str, bool]] = []
-    for match in rule.pattern.finditer(text, range_start, range_end):
+    position = range_start
+    while position <= range_end:
+        match = rule.pattern.search(text, position, range_end)
+        if match is None:
+            break
+        position = max(match.end(), match.start() + 1)
+        if rule.values is not None:
+            found.extend((start, end, rule.kind, rule.windowed) for start, end in rule.values(text, match)
+                         if REDACTED_PREFIX not in text[start:end])
+            continue
         group = rule.group if rule.group <= (rule.pattern.groups or 0) else 0
         start, end = match.span(group)
         if start < 0 or end <= start:
@@ -481,11 +584,13 @@ def _matches(text: str, rule: _Rule, range_start: int, range_end: int) -> list[t
         if REDACTED_PREFIX in value:
             continue
         if rule.accept is not None and not rule.accept(value):
+            # a value refused may hold the next assignment ("aws_key: AWS_SECRET_KEY=..."): search on from it
+            position = max(start, match.start() + 1)
             continue
         # trim delimiters some library patterns include around the secret
         while start < end and text[start] in " \t\r\n\"'=:":
             start += 1
-        while end > start and text[end - 1] in " \t\r\n\"'":
+        while end > start and text[end - 1] in " \t\r\n\"'\\":
             end -= 1
         if end > start:
             found.append((start, end, rule.kind, rule.windowed))
