@@ -28,6 +28,7 @@ from typing import Any
 from skillopt_sleep.archive.context import MAX_REJECTED_SHOWN, build_context, render_recalled, render_rejected_edits
 from skillopt_sleep.archive.docstore import DocumentStore
 from skillopt_sleep.archive.dream import DreamOutcome, dream_variants
+from skillopt_sleep.archive.lineage import trained_keys
 from skillopt_sleep.archive.pending import PendingOutcome, is_pending, keep_pending, retest_pending
 from skillopt_sleep.archive.rejected_edits import RejectedEditScreen, record_rejected, rejected_keys, stated_rule_keys
 from skillopt_sleep.archive.rule_history import record_night, with_history
@@ -38,6 +39,7 @@ from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.engine.gate import EVIDENCE_CLAUSES
 from skillopt_sleep.engine.step import StepResult, StepSettings
 from skillopt_sleep.hashing import sha256_text
+from skillopt_sleep.mine.split import content_key
 from skillopt_sleep.models import GateDecision, ReplayResult, TaskRecord
 from skillopt_sleep.rulebook import StatedRule
 from skillopt_sleep.state import ProjectPaths, ProjectState
@@ -82,6 +84,7 @@ class AcrossNights:
         self.state = state
         self.night_id = night_id
         self.store = DocumentStore(paths.documents)
+        self.projects_dir = paths.root.parent  # every project's archive: the split lineage (lineage.py)
         self.errors: list[str] = []
         self.archive: TaskArchive | None = None
         try:
@@ -115,7 +118,8 @@ class AcrossNights:
                     replay_kwargs: dict[str, Any], rules: list[StatedRule] | None = None,
                     tonight_ids: set[str] | None = None) -> Prepared:
         """Dream, re-test the pending candidate, slow update, recall, the rejected-edit ledger, the rules' history and
-        the archived val tasks (see the module docstring). rules: tonight's stated rules; tonight_ids: every task id
+        the archived val tasks (see the module docstring; none whose request was ever train, in any project or in
+        ``train``: ``lineage.py``). rules: tonight's stated rules; tonight_ids: every task id
         mined tonight (default: those of train, val and test). Raises ``BackendError`` / ``BudgetExhausted`` from the
         meter."""
         config = self.config
@@ -125,8 +129,11 @@ class AcrossNights:
         archived_val: list[TaskRecord] = []
         origins: dict[str, str] = {}
         if self.archive is not None:
+            # an archived val task whose request was ever train (any project, or tonight) is not held out
+            trained = trained_keys(self.projects_dir).keys | {content_key(task.request) for task in train}
             for archived in self.archive.val_tasks(exclude_ids=tonight_ids):
-                if archived.task.hard_evidence and archived.task.replayable:
+                if (archived.task.hard_evidence and archived.task.replayable
+                        and content_key(archived.task.request) not in trained):
                     archived_val.append(archived.task)
                     origins[archived.task.id] = f"archive {archived.last_night}"
         step_train = list(train)
