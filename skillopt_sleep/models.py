@@ -10,7 +10,7 @@ All datetimes are timezone-aware (UTC).
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -36,7 +36,8 @@ EditOp = Literal["append", "insert_after", "replace", "delete"]
 EDIT_OP_ALIASES = {"add": "append"}
 EditTarget = Literal["skill", "memory"]
 EditStatus = Literal["proposed", "applied", "unmatched", "rejected"]
-NightStatus = Literal["accepted", "rejected", "no_sessions", "no_tasks", "backend_error", "budget_exhausted", "dry_run"]
+NightStatus = Literal["accepted", "rejected", "no_sessions", "no_tasks", "backend_error", "budget_exhausted", "dry_run",
+                      "interrupted"]
 GateVerdict = Literal["accept_new_best", "accept", "reject", "skipped"]
 
 DIAGNOSTICS_FORMAT = "skillopt-sleep-diagnostics/1"
@@ -128,9 +129,21 @@ class HarvestStats(_Model):
     records_unknown: int = 0
     requests: int = 0
     secrets_redacted: int = 0
+    errors: list[str] = Field(default_factory=list)
+    """Where reading raised and was contained (``harvest.base.read_isolated``): ``"<reason> <file>: <exception
+    type>"``, reason ``record_error`` (counted in ``malformed_lines``), ``file_error`` or ``source_error`` (counted in
+    ``sessions_skipped``); one entry per file and reason, the first ``ERRORS_KEPT``."""
+
+    ERRORS_KEPT: ClassVar[int] = 50
 
     def skip(self, reason: str, count: int = 1) -> None:
         self.sessions_skipped[reason] = self.sessions_skipped.get(reason, 0) + count
+
+    def error(self, reason: str, where: object, error: BaseException) -> None:
+        """Name the input (a file, ``db#session``, a source) where ``error`` was contained under ``reason`` (the
+        exception's type only: its message may quote the transcript)."""
+        if len(self.errors) < self.ERRORS_KEPT:
+            self.errors.append(f"{reason} {where}: {type(error).__name__}")
 
     def malformed(self, reason: str, count: int = 1) -> None:
         self.malformed_lines[reason] = self.malformed_lines.get(reason, 0) + count
@@ -145,6 +158,7 @@ class HarvestStats(_Model):
             self.malformed(reason, count)
         for reason, count in other.messages_skipped.items():
             self.messages_skipped[reason] = self.messages_skipped.get(reason, 0) + count
+        self.errors.extend(other.errors[: max(0, self.ERRORS_KEPT - len(self.errors))])
 
 
 class FileCheckpoint(_Model):
@@ -475,7 +489,8 @@ class Diagnostics(_Model):
     errors: list[dict[str, Any]] = Field(default_factory=list)
     """Call and stage errors: role, model, kind, message (redacted)."""
     failure: dict[str, Any] | None = None
-    """For ``backend_error``/``budget_exhausted``: role, model, reason, fix."""
+    """For ``backend_error``/``budget_exhausted``: role, model, reason, fix; for ``interrupted``: signal, stage,
+    reason, fix."""
     cost: dict[str, RoleCost] = Field(default_factory=dict)
     """Calls and tokens by role (miner, target, judge, optimizer)."""
     stage_seconds: dict[str, float] = Field(default_factory=dict)

@@ -21,6 +21,8 @@ from skillopt_sleep.models import FileCheckpoint, HarvestStats, Session
 
 #: The sources this version reads, in order (``sources.REGISTRY``).
 SOURCES = tuple(REGISTRY)
+#: ``sessions_skipped`` reason of a source whose reading raised outside its per-file reads (``harvest``).
+SOURCE_ERROR = "source_error"
 
 
 @dataclass
@@ -68,7 +70,9 @@ def harvest(*, source: str = "auto", scope: str = "project", project: Path | Non
     ``now - lookback_hours`` are dropped; 0 keeps all. now: aware datetime (default: UTC now). workers: processes
     that read a big source's files (``harvest.workers``; 0: one per core, 1: one loop).
     Raises HarvestError for an unknown source or scope, ``scope="project"`` without a project, or a source root
-    that exists but cannot be listed. Malformed files and lines never raise: they are counted in the stats.
+    that exists but cannot be listed. Malformed files and lines never raise: they are counted in the stats, and so is
+    an exception raised while a record, a file or (last resort) a whole source is read (``record_error``,
+    ``file_error``, ``source_error``: ``base.read_isolated``); a source that raised keeps last night's checkpoints.
     """
     if scope not in ("project", "all"):
         raise HarvestError(f"unknown scope {scope!r}; use 'project' or 'all'")
@@ -83,20 +87,43 @@ def harvest(*, source: str = "auto", scope: str = "project", project: Path | Non
     context = HarvestContext.build(scope=scope, project=project, include_sdk_sessions=include_sdk_sessions,
                                    lookback_hours=lookback_hours, checkpoints=checkpoints, now=now,
                                    new_checkpoints=result.checkpoints, workers=workers)
+    failed: set[str] = set()
     with collector.paused():  # records in bulk, no reference cycles (collector.py)
         for name in selected:
             stats = HarvestStats()
-            result.sessions.extend(REGISTRY[name].read(roots[name], context, stats))
+            found = _read_source(name, roots[name], context, stats)
+            if found is None:
+                failed.add(name)
+            else:
+                result.sessions.extend(found)
             result.per_source[name] = stats
             result.stats.merge(stats)
     result.agent_answers = context.agent_answers
     # Files outside tonight's roots (another source, another root) keep last night's checkpoints, so reading them
-    # again later resumes there; files that vanished from a root read tonight are dropped.
-    read_roots = tuple(str(roots[name]).rstrip(os.sep) + os.sep for name in selected)
+    # again later resumes there; files that vanished from a root read tonight are dropped. A source that raised
+    # keeps last night's checkpoints too.
+    read_roots = tuple(str(roots[name]).rstrip(os.sep) + os.sep for name in selected if name not in failed)
     for key, checkpoint in (checkpoints or {}).items():
         if not key.startswith(read_roots):
             result.checkpoints.setdefault(key, checkpoint)
     return result
+
+
+def _read_source(name: str, root: Path, context: HarvestContext, stats: HarvestStats) -> list[Session] | None:
+    """``REGISTRY[name].read``; None when it raised anything but HarvestError or MemoryError (a bug outside the
+    per-file reads, which contain their own errors): counted as ``source_error`` and named in ``stats.errors``, its
+    checkpoints written so far dropped."""
+    before = dict(context.new_checkpoints)
+    try:
+        return REGISTRY[name].read(root, context, stats)
+    except (HarvestError, MemoryError):
+        raise
+    except Exception as error:
+        stats.skip(SOURCE_ERROR)
+        stats.error(SOURCE_ERROR, f"{name} {root}", error)
+        context.new_checkpoints.clear()
+        context.new_checkpoints.update(before)
+        return None
 
 
 def harvest_for_config(config, *, project: Path, checkpoints: dict[str, FileCheckpoint] | None,

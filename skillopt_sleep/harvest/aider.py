@@ -53,7 +53,7 @@ after it (``aborted``).
 Times: aider records only the run's start, in the machine's local zone without an offset. It is read in this
 machine's local zone (ambiguous DST hours take the first reading) and stored as aware UTC; every turn of a run carries
 that time. ``Session.cwd`` is the directory holding the history file; ``session_id`` is ``<sha1(path)[:12]>:<byte
-offset of the header>``. A run whose first request carries ``SESSION_MARKER`` is skipped (``own_marker``).
+offset of the header>``. A run whose first request is our own (``marker.is_own_request``) is skipped (``own_marker``).
 
 Checkpoint: ``FileCheckpoint.offset`` is the byte offset just after the last complete line read. A grown file is read
 from there; the run it continues is found by reading back to the last header before the offset (its start time, and
@@ -80,8 +80,9 @@ from skillopt_sleep.harvest.base import (
     file_mtime,
     finish_turns,
     plan_read,
+    read_isolated,
 )
-from skillopt_sleep.marker import SESSION_MARKER
+from skillopt_sleep.marker import is_own_request
 from skillopt_sleep.models import FileCheckpoint, HarvestStats, Session
 
 SOURCE = "aider"
@@ -495,7 +496,7 @@ class _Parser:
                 return
         self._end_turn()
         run.requests += 1
-        if run.requests == 1 and SESSION_MARKER in request:
+        if run.requests == 1 and is_own_request(request):
             run.own_marker = True
         turn = DraftTurn(request=request, timestamp=run.started_at, cwd=self.cwd)
         if self.emit:
@@ -644,6 +645,10 @@ def harvest_aider(root: Path, context: HarvestContext, stats: HarvestStats) -> l
     path = history_file(root)
     if not path.exists():
         return []
+    return read_isolated(path, context, stats, _harvest_history) or []
+
+
+def _harvest_history(path: Path, context: HarvestContext, stats: HarvestStats) -> list[Session]:
     cwd = os.path.normpath(str(path.parent))
     plan = plan_read(path, context, stats)
     if plan is None:

@@ -8,6 +8,12 @@ tool outputs that carry no error are read without parsing the output). A last li
 only when it parses as a complete JSON object; otherwise it is counted as ``truncated_last_line`` and the checkpoint
 offset stays before it, so the next night reads it again once the writer has finished it.
 
+No single input stops a harvest: an exception raised while one record is settled or fed to a parser skips that
+record (``record_error``, in ``malformed_lines``), and one raised while one file is read skips that file
+(``read_isolated``: ``file_error``, in ``sessions_skipped``; its checkpoint moves to the file's current size and
+modification time, so an unchanged file is not read again); the input is named in ``HarvestStats.errors``. What is
+contained: every ``Exception`` but ``MemoryError`` (never ``KeyboardInterrupt`` or ``SystemExit``).
+
 Memory: a harvest holds one read buffer (``READ_CHUNK``, or the longest line), the draft turns of the file being
 read, and the finished, bounded turns it returns (about 6 KB per turn: request, answer head, at most
 ``TOOLS_KEPT`` tool uses); it does not grow with the bytes read.
@@ -22,12 +28,12 @@ import sys
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import BinaryIO, Callable, Iterator
+from typing import BinaryIO, Callable, Iterator, TypeVar
 
 import orjson
 
 from skillopt_sleep.errors import HarvestError
-from skillopt_sleep.marker import SESSION_MARKER
+from skillopt_sleep.marker import is_own_request
 from skillopt_sleep.models import FileCheckpoint, HarvestStats, ToolUse, Turn
 from skillopt_sleep.redact import REDACTED_PREFIX, redact_many
 
@@ -49,6 +55,10 @@ TOOLS_MAX_COUNT = 300
 """Tool calls of one turn followed while its span is read (the ``TOOLS_KEPT`` kept are chosen among them)."""
 HEAD_MAX_LINES = 2_000
 """Most records read from the start of a grown file to learn its session again (``read_head``)."""
+RECORD_ERROR = "record_error"
+"""``malformed_lines`` reason of a record whose reading raised (the record is skipped)."""
+FILE_ERROR = "file_error"
+"""``sessions_skipped`` reason of a file whose reading raised (the file is skipped: ``read_isolated``)."""
 _REDACT_MARGIN = 512
 """Extra characters redacted beyond a bound before cutting, so a secret that starts inside the bound is seen whole
 (token-shaped secrets are far shorter; a PEM block cut before its END line is still recognized)."""
@@ -148,14 +158,53 @@ def text_of_blocks(content: object, block_types: tuple[str, ...] = ("text",)) ->
     return "\n".join(parts)
 
 
+JSON_DEPTH_KEPT = 32
+"""Nesting levels ``compact_json`` writes out when a value is too deep or odd for ``orjson.dumps``; a container
+below them is written as ``TRUNCATED``."""
+TRUNCATED = "…"
+
+
 def compact_json(value: object, limit: int = TOOL_INPUT_MAX_CHARS + _REDACT_MARGIN) -> str:
-    """A short text form of a tool input: strings as they are, other values as compact JSON, cut to ``limit``."""
+    """A short text form of a tool input: strings as they are, other values as compact JSON, cut to ``limit``
+    characters. Never raises: a value ``orjson`` cannot write (nested deeper than its 254 levels, an integer beyond
+    64 bits, a key that is not a string, a lone surrogate) is written from a copy cut to ``JSON_DEPTH_KEPT`` levels
+    and about ``limit`` values, with ``TRUNCATED`` in place of what was cut."""
     if isinstance(value, str):
         return value[:limit]
     try:
         return orjson.dumps(value).decode("utf-8", "replace")[:limit]
-    except TypeError:
-        return str(value)[:limit]
+    except TypeError:  # orjson.JSONEncodeError
+        return orjson.dumps(_pruned(value, JSON_DEPTH_KEPT, [limit], limit)).decode("utf-8", "replace")[:limit]
+
+
+def _pruned(value: object, depth: int, budget: list[int], limit: int) -> object:
+    """A copy of ``value`` that ``orjson.dumps`` can write: at most ``depth`` levels, about ``budget[0]`` values
+    (a shared countdown), strings cut to ``limit``; anything else becomes ``TRUNCATED`` or its type's name."""
+    budget[0] -= 1
+    if value is None or isinstance(value, (bool, float)):
+        return value
+    if isinstance(value, int):
+        return value if -(1 << 63) <= value < (1 << 64) else TRUNCATED
+    if isinstance(value, str):
+        return value[:limit].encode("utf-8", "replace").decode("utf-8")
+    if isinstance(value, (dict, list, tuple)):
+        if depth <= 0 or budget[0] < 0:
+            return TRUNCATED
+        if isinstance(value, dict):
+            copy: dict[str, object] = {}
+            for key, item in value.items():
+                if budget[0] < 0:
+                    break
+                copy[_pruned(key, 0, budget, limit) if isinstance(key, str) else type(key).__name__] = _pruned(
+                    item, depth - 1, budget, limit)
+            return copy
+        items: list[object] = []
+        for item in value:
+            if budget[0] < 0:
+                break
+            items.append(_pruned(item, depth - 1, budget, limit))
+        return items
+    return type(value).__name__
 
 
 # --------------------------------------------------------------------------- reading
@@ -194,7 +243,8 @@ class RecordReader:
     ``not_an_object``, ``binary``, ``too_long``, ``truncated_last_line``. Lines are found in a buffer filled
     ``READ_CHUNK`` bytes at a time (``buffer``, reused from file to file when given), so a line is never copied
     before it is parsed; a line longer than the buffer grows it (up to ``MAX_LINE_BYTES``; it shrinks back
-    afterwards). ``peek`` (a ``LinePeek``) may settle a line without parsing it.
+    afterwards). ``peek`` (a ``LinePeek``) may settle a line without parsing it; a peek that raises skips its line
+    (``contained``). ``error``: the first exception contained in this file (None: none).
     """
 
     def __init__(self, handle: BinaryIO, start: int, stats: HarvestStats, *, compressed: bool,
@@ -206,11 +256,18 @@ class RecordReader:
         self.buffer = buffer
         self.lines = 0
         self.bytes_read = 0
+        self.error: Exception | None = None
         if start:
             if compressed:
                 _discard(handle, start)
             else:
                 handle.seek(start)
+
+    def contained(self, error: Exception) -> None:
+        """Count a record whose reading raised ``error`` (``record_error``) and keep the file's first such error."""
+        self.stats.malformed(RECORD_ERROR)
+        if self.error is None:
+            self.error = error
 
     def records(self) -> Iterator[dict]:
         """Yield each complete line's JSON object, advancing ``offset`` past every complete line."""
@@ -275,7 +332,13 @@ class RecordReader:
                 if start == end:
                     continue
             if peek is not None:
-                settled = peek(buffer, start, end)
+                try:
+                    settled = peek(buffer, start, end)
+                except MemoryError:
+                    raise
+                except Exception as error:  # a record no peek expected: skipped, counted, the file goes on
+                    self.contained(error)
+                    continue
                 if settled is not None:
                     if settled is not SKIP:
                         yield settled  # type: ignore[misc]
@@ -530,6 +593,53 @@ def checkpoint_unread(path: Path, context: HarvestContext, stats: HarvestStats, 
     context.new_checkpoints[plan.key] = FileCheckpoint(size=plan.size, mtime_ns=plan.mtime_ns, offset=plan.size)
 
 
+Found = TypeVar("Found")
+
+
+def read_isolated(path: Path, context: HarvestContext, stats: HarvestStats,
+                  read_one: Callable[[Path, HarvestContext, HarvestStats], Found]) -> Found | None:
+    """``read_one(path, context, counts)`` for one file, whatever the file holds: what it returns, with its counts
+    merged into ``stats``; or, when it raises (a parser bug, a value no harvester expected), None.
+
+    A file that raised is counted once as ``file_error`` (its scanned file and bytes read kept, its other counts
+    dropped), named in ``stats.errors``, and checkpointed at its current size and modification time with last
+    night's offset and session id (0 and none on a first read): unchanged, it is not read again; changed, it is read
+    again from where the last good read stopped. ``MemoryError`` (and ``BaseException``s such as
+    ``KeyboardInterrupt``) propagate.
+    """
+    counts = HarvestStats()
+    try:
+        found = read_one(path, context, counts)
+    except MemoryError:
+        raise
+    except Exception as error:
+        stats.files_scanned += counts.files_scanned
+        stats.bytes_read += counts.bytes_read
+        stats.skip(FILE_ERROR)
+        stats.error(FILE_ERROR, path, error)
+        checkpoint_failed(path, context)
+        return None
+    stats.merge(counts)
+    return found
+
+
+def checkpoint_failed(path: Path, context: HarvestContext) -> None:
+    """The checkpoint of a file whose reading raised (``read_isolated``): its current size and modification time,
+    last night's offset and session id; last night's checkpoint as it was (or none) when it cannot be stat-ed."""
+    key = str(path)
+    previous = (context.old_checkpoints or {}).get(key)
+    try:
+        info = path.stat()
+    except OSError:
+        context.new_checkpoints.pop(key, None)
+        if previous is not None:
+            context.new_checkpoints[key] = previous
+        return
+    context.new_checkpoints[key] = FileCheckpoint(
+        size=info.st_size, mtime_ns=info.st_mtime_ns, offset=previous.offset if previous is not None else 0,
+        session_id=previous.session_id if previous is not None else None)
+
+
 # --------------------------------------------------------------------------- turns
 
 
@@ -712,8 +822,9 @@ class TranscriptParser:
     ``session_id`` and ``cwd``. Flags, set as the records reveal them, decide whether the session is skipped
     (``skip_reason``): ``not_a_session`` (the file is not a transcript of this source), ``subagent`` (a sub-agent's,
     review or compaction session: never the user's), ``headless`` (a non-interactive run: ``exec``, the SDK, ``-p``;
-    skipped unless ``include_sdk_sessions``) and ``own_marker`` (a request carries ``SESSION_MARKER``: skillopt-sleep's
-    own call). While ``head_mode`` is set (``read_head``) a parser learns the flags and drafts no turn.
+    skipped unless ``include_sdk_sessions``) and ``own_marker`` (a request is skillopt-sleep's
+    own call: ``marker.is_own_request``).
+    While ``head_mode`` is set (``read_head``) a parser learns the flags and drafts no turn.
     """
 
     HEADLESS_REASON = "headless"
@@ -734,9 +845,10 @@ class TranscriptParser:
         self.head_mode = False
 
     def note_request(self, text: str) -> bool:
-        """Note that the user typed a request (``own_marker`` when ``text`` carries ``SESSION_MARKER``). Returns
-        True when its turn is to be drafted, False while only the head is read."""
-        if SESSION_MARKER in text:
+        """Note that the user typed a request (``own_marker`` when ``text`` is our own prompt:
+        ``marker.is_own_request``, the ``SESSION_MARKER`` or a registered template's fixed text). Returns True when
+        its turn is to be drafted, False while only the head is read."""
+        if is_own_request(text):
             self.own_marker = True
         self.saw_request = True
         return not self.head_mode
@@ -764,6 +876,17 @@ class TranscriptParser:
         return None
 
 
+def feed(parser, reader: RecordReader, record: dict, *extra: object) -> None:
+    """``parser.feed(record, *extra)`` (a ``TranscriptParser`` or any parser with such a ``feed``); a record that
+    makes it raise is skipped and counted (``reader.contained``)."""
+    try:
+        parser.feed(record, *extra)
+    except MemoryError:
+        raise
+    except Exception as error:
+        reader.contained(error)
+
+
 def read_head(path: Path, parser: TranscriptParser, limit: int, buffer: bytearray, *, peek: LinePeek | None,
               compressed: bool = False, read_errors: tuple[type[BaseException], ...] = (OSError,)) -> None:
     """Learn a grown file's session (cwd, flags, first request) from its start, without keeping any turn, so the
@@ -774,7 +897,7 @@ def read_head(path: Path, parser: TranscriptParser, limit: int, buffer: bytearra
         with open_binary(path) as handle:
             reader = RecordReader(handle, 0, HarvestStats(), compressed=compressed, peek=peek, buffer=buffer)
             for record in reader.records():
-                parser.feed(record)
+                feed(parser, reader, record)
                 if reader.offset >= limit or reader.lines >= HEAD_MAX_LINES or parser.head_complete():
                     break
     except read_errors:
@@ -811,11 +934,18 @@ def read_planned_file(path: Path, plan: ReadPlan, parser: TranscriptParser, cont
             reader = RecordReader(handle, plan.start, stats, compressed=compressed, peek=peek,
                                   buffer=context.read_buffer)
             for record in reader.records():
-                parser.feed(record)
+                try:  # ``feed`` inline: this loop runs once per record of every transcript
+                    parser.feed(record)
+                except MemoryError:
+                    raise
+                except Exception as error:
+                    reader.contained(error)
                 reason = parser.skip_reason(context)
                 if reason is not None:
                     break  # decided: the rest of the file is not parsed
             offset = reader.offset
+        if reader.error is not None:
+            stats.error(RECORD_ERROR, path, reader.error)
         if reason is not None and not compressed:
             offset = last_line_end(path, offset, plan.size)
     except read_errors:  # unreadable (or, for .zst, a corrupt stream): keep the previous checkpoint

@@ -9,11 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import orjson
 from pydantic import ValidationError
 
-from skillopt_sleep.errors import HarvestError
-from skillopt_sleep.fsio import write_json_atomic
+from skillopt_sleep.fsio import load_json, write_json_atomic
 from skillopt_sleep.models import FileCheckpoint
 
 CHECKPOINTS_FORMAT = "skillopt-sleep-checkpoints/1"
@@ -22,25 +20,14 @@ CHECKPOINTS_FORMAT = "skillopt-sleep-checkpoints/1"
 def load_checkpoints(path: Path) -> dict[str, FileCheckpoint] | None:
     """Return the checkpoint map stored at ``path``, or None when there is no file (the first night).
 
-    Raises HarvestError when the file exists but is not a checkpoint file (the message names the file and the
-    fix); entries that are individually invalid are dropped (their files are then read again from the start).
+    A damaged file (not JSON, no ``files`` map) is moved aside to ``<name>.corrupt-<UTC stamp>`` with a warning and
+    None is returned: the night reads the lookback window again (``fsio.load_json``, rebuildable). Raises
+    ``DamagedFileError`` when the file cannot be read at all; entries that are individually invalid are dropped
+    (their files are then read again from the start).
     """
-    path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
+    files = load_json(Path(path), what="the harvest checkpoints", validate=_files_map, rebuildable=True)
+    if files is None:
         return None
-    except OSError as error:
-        raise HarvestError(f"cannot read harvest checkpoints {path}: {error.strerror}; fix its permissions") from error
-    try:
-        data = orjson.loads(raw)
-    except orjson.JSONDecodeError as error:
-        raise HarvestError(f"harvest checkpoints {path} are not valid JSON ({error}); delete the file to re-read "
-                           "the lookback window") from error
-    files = data.get("files") if isinstance(data, dict) else None
-    if not isinstance(files, dict):
-        raise HarvestError(f"harvest checkpoints {path} have no 'files' map; delete the file to re-read the "
-                           "lookback window")
     checkpoints: dict[str, FileCheckpoint] = {}
     for key, value in files.items():
         try:
@@ -48,6 +35,13 @@ def load_checkpoints(path: Path) -> dict[str, FileCheckpoint] | None:
         except ValidationError:
             continue
     return checkpoints
+
+
+def _files_map(data: object) -> dict:
+    files = data.get("files") if isinstance(data, dict) else None
+    if not isinstance(files, dict):
+        raise TypeError("no 'files' map")
+    return files
 
 
 def save_checkpoints(path: Path, checkpoints: dict[str, FileCheckpoint]) -> None:

@@ -41,6 +41,7 @@ treated the same: then only turns asked after the checkpoint's mtime are new.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import sys
@@ -64,9 +65,10 @@ from skillopt_sleep.harvest.base import (
     lists_sessions,
     parse_timestamp,
     plan_read,
+    read_isolated,
     text_of_blocks,
 )
-from skillopt_sleep.marker import SESSION_MARKER
+from skillopt_sleep.marker import is_own_request
 from skillopt_sleep.models import FileCheckpoint, HarvestStats, Session
 
 SOURCE = "cline"
@@ -540,21 +542,28 @@ def harvest_cline(root: Path, context: HarvestContext, stats: HarvestStats) -> l
     """
     loaded: list[_Loaded] = []
     for folder, extension in list_tasks(root):
-        item = _load_task(folder, extension, context, stats)
+        item = read_isolated(_main_file(folder), context, stats,
+                             functools.partial(_load_task, folder=folder, extension=extension))
         if item is not None:
             loaded.append(item)
     spawned = {text for item in loaded for text in item.task.spawned}
     sessions = []
     for item in loaded:
-        session = _session(item, spawned, context, stats)
+        session = read_isolated(item.main, context, stats, functools.partial(_session, item=item, spawned=spawned))
         if session is not None:
             sessions.append(session)
     return sessions
 
 
-def _load_task(folder: Path, extension: str | None, context: HarvestContext, stats: HarvestStats) -> _Loaded | None:
+def _main_file(folder: Path) -> Path:
+    """The file a task's checkpoint is kept for: its UI messages, else its API history."""
+    ui_path = folder / UI_FILE
+    return ui_path if ui_path.is_file() else folder / API_FILE
+
+
+def _load_task(main: Path, context: HarvestContext, stats: HarvestStats, *, folder: Path,
+               extension: str | None) -> _Loaded | None:
     ui_path, api_path = folder / UI_FILE, folder / API_FILE
-    main = ui_path if ui_path.is_file() else api_path
     plan = plan_read(main, context, stats)
     if plan is None:
         return None
@@ -604,7 +613,8 @@ def _new_turns(drafts: list[tuple[int, DraftTurn]], previous: FileCheckpoint | N
     return [draft for index, draft in drafts if index >= previous.offset]
 
 
-def _session(item: _Loaded, spawned: set[str], context: HarvestContext, stats: HarvestStats) -> Session | None:
+def _session(main: Path, context: HarvestContext, stats: HarvestStats, *, item: _Loaded,
+             spawned: set[str]) -> Session | None:
     task, plan = item.task, item.plan
     drafts = build_turns(task.events, task.cwd)
     if not drafts:
@@ -615,7 +625,7 @@ def _session(item: _Loaded, spawned: set[str], context: HarvestContext, stats: H
         stats.skip("subagent")
         context.agent_answers.extend(answer for _, draft in drafts if (answer := "\n".join(draft.answer_parts)))
         return None
-    if SESSION_MARKER in first:
+    if is_own_request(first):
         stats.skip("own_marker")
         return None
     if not context.scope_all and not context.in_scope(task.cwd):

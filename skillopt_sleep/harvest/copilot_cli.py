@@ -66,9 +66,10 @@ from skillopt_sleep.harvest.base import (
     open_binary,
     parse_timestamp,
     plan_read,
+    read_isolated,
     read_planned_file,
 )
-from skillopt_sleep.marker import SESSION_MARKER
+from skillopt_sleep.marker import is_own_request
 from skillopt_sleep.models import FileCheckpoint, HarvestStats, Session
 
 SOURCE = "copilot"
@@ -402,8 +403,8 @@ def harvest_copilot(root: Path, context: HarvestContext, stats: HarvestStats) ->
     unreadable one keeps its previous checkpoint. Raises HarvestError only when a session folder cannot be listed.
     """
     logs, legacy = list_files(root)
-    sessions = [_harvest_log(path, context, stats) for path in logs]
-    sessions += [_harvest_legacy(path, context, stats) for path in legacy]
+    sessions = [read_isolated(path, context, stats, _harvest_log) for path in logs]
+    sessions += [read_isolated(path, context, stats, _harvest_legacy) for path in legacy]
     return [session for session in sessions if session is not None]
 
 
@@ -468,7 +469,7 @@ def _harvest_legacy(path: Path, context: HarvestContext, stats: HarvestStats) ->
         stats.files_grown += 1
     not_before = None if previous is None else datetime.fromtimestamp(previous.mtime_ns / 1e9, tz=timezone.utc)
     drafts, last_time = _legacy_turns(timeline[start:], not_before)
-    if any(SESSION_MARKER in draft.request for draft in drafts):
+    if any(is_own_request(draft.request) for draft in drafts):
         stats.skip("own_marker")
         return None
     turns = harvested_turns(drafts, context, file_mtime(plan), stats)

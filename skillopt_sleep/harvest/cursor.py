@@ -52,6 +52,7 @@ matches no project root). The IDE's ``state.vscdb`` chat stores are not read eit
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -74,6 +75,7 @@ from skillopt_sleep.harvest.base import (
     kept_unchanged,
     lists_sessions,
     plan_read,
+    read_isolated,
     read_planned_file,
     text_of_blocks,
 )
@@ -610,7 +612,8 @@ def harvest_cursor(root: Path, context: HarvestContext, stats: HarvestStats) -> 
         if cwd is None and not context.scope_all:
             checkpoint_unread(path, context, stats, "out_of_scope")
             continue
-        session = (_harvest_txt if path.suffix == ".txt" else _harvest_jsonl)(path, cwd, context, stats)
+        read_one = functools.partial(_harvest_txt if path.suffix == ".txt" else _harvest_jsonl, cwd=cwd)
+        session = read_isolated(path, context, stats, read_one)
         if session is not None:
             sessions.append(session)
     return sessions
@@ -621,7 +624,7 @@ def _session(path: Path, session_id: str, cwd: str | None, turns: list, plan) ->
                    ended_at=file_mtime(plan), turns=turns)
 
 
-def _harvest_jsonl(path: Path, cwd: str | None, context: HarvestContext, stats: HarvestStats) -> Session | None:
+def _harvest_jsonl(path: Path, context: HarvestContext, stats: HarvestStats, cwd: str | None) -> Session | None:
     plan = plan_read(path, context, stats)
     if plan is None:
         return None
@@ -630,7 +633,7 @@ def _harvest_jsonl(path: Path, cwd: str | None, context: HarvestContext, stats: 
     return None if read is None else _session(path, read[1], cwd, read[0], plan)
 
 
-def _harvest_txt(path: Path, cwd: str | None, context: HarvestContext, stats: HarvestStats) -> Session | None:
+def _harvest_txt(path: Path, context: HarvestContext, stats: HarvestStats, cwd: str | None) -> Session | None:
     plan = plan_read(path, context, stats)
     if plan is None or kept_unchanged(plan, context, stats):
         return None

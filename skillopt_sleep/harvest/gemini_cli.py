@@ -41,6 +41,7 @@ after its checkpointed modification time are new.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -53,10 +54,12 @@ import orjson
 from skillopt_sleep.errors import HarvestError
 from skillopt_sleep.harvest.base import (
     MAX_LINE_BYTES,
+    RECORD_ERROR,
     DraftTurn,
     HarvestContext,
     RecordReader,
     compact_json,
+    feed,
     file_mtime,
     harvested_turns,
     keep_previous_checkpoint,
@@ -65,8 +68,9 @@ from skillopt_sleep.harvest.base import (
     open_binary,
     parse_timestamp,
     plan_read,
+    read_isolated,
 )
-from skillopt_sleep.marker import SESSION_MARKER
+from skillopt_sleep.marker import is_own_request
 from skillopt_sleep.models import FileCheckpoint, HarvestStats, Session
 
 SOURCE = "gemini"
@@ -350,7 +354,9 @@ def read_recording(path: Path, recording: GeminiRecording, context: HarvestConte
         with open_binary(path) as handle:
             reader = RecordReader(handle, 0, stats, compressed=False, buffer=context.read_buffer)
             for record in reader.records():
-                recording.feed(record, reader.offset)
+                feed(recording, reader, record, reader.offset)
+        if reader.error is not None:
+            stats.error(RECORD_ERROR, path, reader.error)
         return True
     with open(path, "rb") as handle:
         raw = handle.read(MAX_LINE_BYTES + 1)
@@ -449,14 +455,15 @@ def harvest_gemini(root: Path, context: HarvestContext, stats: HarvestStats) -> 
         if folder not in folders:
             folders[folder] = folder_project(folder, registry, hashes)
         twin = old.get(str(path)[:-1]) if path.name.endswith(".jsonl") else None
-        session = _harvest_file(path, folders[folder], hashes, twin, context, stats)
+        read_one = functools.partial(_harvest_file, folder_cwd=folders[folder], hashes=hashes, twin=twin)
+        session = read_isolated(path, context, stats, read_one)
         if session is not None:
             sessions.append(session)
     return sessions
 
 
-def _harvest_file(path: Path, folder_cwd: str | None, hashes: dict[str, str], twin: FileCheckpoint | None,
-                  context: HarvestContext, stats: HarvestStats) -> Session | None:
+def _harvest_file(path: Path, context: HarvestContext, stats: HarvestStats, *, folder_cwd: str | None,
+                  hashes: dict[str, str], twin: FileCheckpoint | None) -> Session | None:
     plan = plan_read(path, context, stats)
     if plan is None:
         return None
@@ -507,7 +514,7 @@ def _harvest_file(path: Path, folder_cwd: str | None, hashes: dict[str, str], tw
         stats.skip("out_of_scope")
         return None
     drafts = build_turns(list(recording.messages.values()), cwd)
-    if any(SESSION_MARKER in draft.request or SESSION_MARKER in (draft.command_body or "") for _, draft in drafts):
+    if any(is_own_request(draft.request) or is_own_request(draft.command_body or "") for _, draft in drafts):
         stats.skip("own_marker")
         return None
     turns = harvested_turns(new_turns(drafts, previous, recording), context, file_mtime(plan), stats)

@@ -42,6 +42,7 @@ the current count, so old turns are never emitted twice). A database that cannot
 
 from __future__ import annotations
 
+import functools
 import os
 import sqlite3
 from contextlib import closing
@@ -53,14 +54,16 @@ from urllib.parse import quote
 import orjson
 
 from skillopt_sleep.harvest.base import (
+    FILE_ERROR,
     DraftTurn,
     HarvestContext,
     compact_json,
     harvested_turns,
     lists_sessions,
     parse_timestamp,
+    read_isolated,
 )
-from skillopt_sleep.marker import SESSION_MARKER
+from skillopt_sleep.marker import is_own_request
 from skillopt_sleep.models import FileCheckpoint, HarvestStats, Session
 from skillopt_sleep.paths import opencode_data_dir
 
@@ -200,7 +203,7 @@ class SessionReader:
         request, kind, body, shell_run = human_request(parts)
         if request is not None:
             self.saw_request = True
-            if SESSION_MARKER in request:
+            if is_own_request(request):
                 self.own_marker = True
         if index < self.start:
             return
@@ -352,11 +355,18 @@ def _harvest_database(path: Path, context: HarvestContext, stats: HarvestStats, 
             known_ids.add(row[0])
             try:
                 session = _harvest_row(connection, path, row, context, stats)
-            except sqlite3.Error:
-                stats.skip("unreadable")
+            except MemoryError:
+                raise
+            except Exception as error:  # unreadable, or a row no reader expected: that session only is skipped
                 key = f"{prefix}{row[0]}"
+                context.new_checkpoints.pop(key, None)
                 if context.old_checkpoints and key in context.old_checkpoints:
                     context.new_checkpoints[key] = context.old_checkpoints[key]
+                if isinstance(error, sqlite3.Error):
+                    stats.skip("unreadable")
+                else:
+                    stats.skip(FILE_ERROR)
+                    stats.error(FILE_ERROR, key, error)
                 _end_read(connection)
                 continue
             if session is not None:
@@ -461,7 +471,7 @@ def _message_cwd(messages: list[MessageRow]) -> str | None:
     return None
 
 
-def _harvest_legacy(path: Path, root: Path, context: HarvestContext, stats: HarvestStats,
+def _harvest_legacy(path: Path, context: HarvestContext, stats: HarvestStats, *, root: Path,
                     known_ids: set[str]) -> Session | None:
     if path.stem in known_ids:
         stats.skip("duplicate")  # migrated into the database, which was read
@@ -549,7 +559,8 @@ def harvest_opencode(root: Path, context: HarvestContext, stats: HarvestStats) -
     for path in list_databases(root):
         sessions.extend(_harvest_database(path, context, stats, known_ids))
     for path in list_legacy_sessions(root):
-        session = _harvest_legacy(path, root, context, stats, known_ids)
+        session = read_isolated(path, context, stats,
+                                functools.partial(_harvest_legacy, root=root, known_ids=known_ids))
         if session is not None:
             sessions.append(session)
     return sessions

@@ -2,8 +2,10 @@
 
 ``read_files(paths, read_one, context, stats)`` returns the sessions ``read_one(path, context, stats)`` returns for
 ``paths``, in path order (None dropped), and leaves ``context.new_checkpoints``, ``context.agent_answers`` and
-``stats`` as one loop over the paths would. The parsing of a transcript is pure Python, one record at a time, so a
-first night over a long history is bound by one core; worker processes split the files between the cores.
+``stats`` as one loop over the paths would. Each file is read through ``base.read_isolated``: one that raises is
+counted (``file_error``) and skipped, in a worker as in one loop. The parsing of a transcript is pure Python, one
+record at a time, so a first night over a long history is bound by one core; worker processes split the files between
+the cores.
 
 When: at least ``PARALLEL_MIN_BYTES`` left to read (file sizes less their checkpoint offsets), more than one file,
 more than one core and a POSIX system. The workers are forked (they inherit the imported modules, so they start in
@@ -34,7 +36,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from skillopt_sleep import collector
-from skillopt_sleep.harvest.base import HarvestContext
+from skillopt_sleep.harvest.base import HarvestContext, read_isolated
 from skillopt_sleep.models import FileCheckpoint, HarvestStats, Session
 
 #: Bytes left to read from which the files are split between worker processes.
@@ -66,7 +68,7 @@ def read_files(paths: list[Path], read_one: ReadOne, context: HarvestContext, st
                                     workers, method)
         except (BrokenProcessPool, OSError):
             pass  # nothing of the workers was merged: read everything in this process
-    return [session for path in paths if (session := read_one(path, context, stats)) is not None]
+    return [session for path in paths if (session := read_isolated(path, context, stats, read_one)) is not None]
 
 
 def _workers(paths: list[Path], context: HarvestContext) -> tuple[int, list[int], str]:
@@ -168,7 +170,8 @@ def _read_chunk(bounds: tuple[int, int]) -> _Chunk:
     stats = HarvestStats()
     start, end = bounds
     with collector.paused():  # as in the parent's harvest (a forkserver's worker starts with the collector on)
-        found = [session for path in paths[start:end] if (session := read_one(path, context, stats)) is not None]
+        found = [session for path in paths[start:end]
+                 if (session := read_isolated(path, context, stats, read_one)) is not None]
     # Sessions travel as plain dicts: pickle copies them in C and pydantic rebuilds the models in Rust, less work
     # on both sides than pickling tens of thousands of model objects one by one (module docstring).
     return [session.model_dump() for session in found], stats, context.new_checkpoints, context.agent_answers

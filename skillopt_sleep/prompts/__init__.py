@@ -79,6 +79,11 @@ def quote_data(text: str, *, inline: bool = False) -> str:
     return f"{DATA_OPEN}{body}{DATA_CLOSE}" if inline else f"{DATA_OPEN}\n{body}\n{DATA_CLOSE}"
 
 
+def literal_runs(template: str) -> list[str]:
+    """The fixed text of ``template``: the runs between its ``{name}`` placeholders, in order (empty runs kept)."""
+    return _PLACEHOLDER.split(template)[::2]
+
+
 def render(template: str, values: Mapping[str, Any]) -> str:
     """Replace each ``{name}`` whose name is a key of ``values`` by ``str(value)``; leave other braces alone."""
 

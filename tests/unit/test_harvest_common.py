@@ -403,11 +403,13 @@ def test_checkpoints_round_trip_through_a_private_file(tmp_path):
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
 
 
-def test_checkpoint_file_that_is_not_json_raises_a_harvest_error_with_the_fix(tmp_path):
+def test_a_checkpoint_file_that_is_not_json_is_moved_aside_and_the_window_read_again(tmp_path, caplog):
     path = tmp_path / "checkpoints.json"
     path.write_text("{not json")
-    with pytest.raises(HarvestError, match="delete the file"):
-        load_checkpoints(path)
+    assert load_checkpoints(path) is None  # as on a first night: the lookback window is read again
+    [aside] = tmp_path.glob("checkpoints.json.corrupt-*")
+    assert aside.read_text() == "{not json" and not path.exists()
+    assert str(path) in caplog.text and aside.name in caplog.text
 
 
 def test_invalid_checkpoint_entries_are_dropped(tmp_path):
