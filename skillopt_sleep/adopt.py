@@ -32,19 +32,20 @@ from pathlib import Path
 from typing import Iterable, Literal
 
 from filelock import FileLock
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, TypeAdapter
 
 from skillopt_sleep.block import ensure_block
-from skillopt_sleep.documents import is_within, managed_block_segments, read_document, sha256_text
+from skillopt_sleep.documents import is_within, managed_block_segments, read_document, sha256_text, via_symlink
 from skillopt_sleep.errors import (
     AdoptError,
+    DamagedFileError,
     LiveFileChanged,
     NothingToAdopt,
     ProposalTampered,
     SleepError,
     TargetRefused,
 )
-from skillopt_sleep.fsio import read_json, write_json_atomic, write_text_atomic
+from skillopt_sleep.fsio import load_json, open_atomic, write_json_atomic, write_text_atomic
 from skillopt_sleep.lock import take_project_lock
 from skillopt_sleep.state import ProjectPaths
 
@@ -71,6 +72,9 @@ class AdoptedDocument(BaseModel):
     rebased: bool = False
     """The live file had changed since staging and the proposed managed block was re-applied onto it."""
     status: Literal["adopted", "reverted"] = "adopted"
+    kept_edit: str | None = None
+    """Where a forced revert saved the live document the user had edited since the adoption, before restoring the
+    backup over it (``backups/<night id>/<UTC stamp>/<file>``, like the backups); None when nothing needed saving."""
 
 
 class Adoption(BaseModel):
@@ -88,6 +92,9 @@ class Adoption(BaseModel):
         return [document.target for document in self.documents]
 
 
+#: Validates the ``adoptions`` list (errors are located as ``<index>.<field>``).
+_ADOPTION_LIST = TypeAdapter(list[Adoption])
+
 # --------------------------------------------------------------------------- adoption records (adoptions.json)
 
 
@@ -97,16 +104,25 @@ def adoptions_path(paths: ProjectPaths) -> Path:
 
 
 def load_adoptions(paths: ProjectPaths) -> list[Adoption]:
-    """Return the adoption records, oldest first ([] when there is none). Raises SleepError for a corrupt
-    ``adoptions.json``."""
-    try:
-        data = read_json(adoptions_path(paths), default=None)
-    except ValueError as exc:
-        raise SleepError(f"{adoptions_path(paths)} is not valid JSON ({exc})",
-                         fix="move it aside to start a new one (the backups under the state dir are kept)") from None
+    """Return the adoption records, oldest first ([] when there is none). Raises ``DamagedFileError`` naming
+    ``adoptions.json`` and the first bad field when it is not valid JSON or has the wrong shape: adopt, revert and
+    the night refuse to work without the record of what was adopted (revert needs it)."""
+    path = adoptions_path(paths)
+    return load_json(path, what="the adoption records", validate=_validate_adoptions, default=[],
+                     fix=f"move it aside (mv {path} {path}.bad) to start the adoption records afresh: earlier "
+                         f"adoptions can then no longer be reverted with 'skillopt-sleep revert' (their backups stay "
+                         f"under {paths.backups})")
+
+
+def _validate_adoptions(data: object) -> list[Adoption]:
     if not data:
         return []
-    return [Adoption.model_validate(record) for record in data.get("adoptions", [])]
+    if not isinstance(data, dict):
+        raise TypeError(f"expected a JSON object with 'adoptions', got {type(data).__name__}")
+    records = data.get("adoptions", [])
+    if not isinstance(records, list):
+        raise TypeError(f"'adoptions' is a {type(records).__name__}, not a list")
+    return _ADOPTION_LIST.validate_python(records)
 
 
 def _save_adoptions(paths: ProjectPaths, adoptions: list[Adoption]) -> None:
@@ -163,22 +179,30 @@ def night_sort_key(night_id: str) -> tuple[str, int]:
 
 
 def _night_status(paths: ProjectPaths, night_id: str) -> str | None:
-    data = read_json(paths.nights / night_id / "diagnostics.json", default=None) or {}
-    return data.get("status")
+    """The night's status in its diagnostics (None without them). Raises DamagedFileError for damaged ones."""
+    path = paths.nights / night_id / "diagnostics.json"
+    data = load_json(path, what=f"night {night_id}'s diagnostics", default=None,
+                     fix=f"move the night aside (mv {path.parent} {path.parent}.bad) or adopt another night")
+    return data.get("status") if isinstance(data, dict) else None
 
 
 def _read_manifest(night_dir: Path) -> list[dict]:
     manifest = night_dir / "proposed" / "manifest.json"
     try:
-        data = read_json(manifest, default=None)
-    except ValueError as exc:
-        raise ProposalTampered(f"{manifest} is not valid JSON ({exc})", fix="re-run the night") from None
-    if not data or not data.get("documents"):
+        data = load_json(manifest, what=f"night {night_dir.name}'s proposal manifest", default=None)
+    except DamagedFileError as exc:
+        raise ProposalTampered(exc.message, fix="the proposal cannot be adopted; the next night proposes again") \
+            from None
+    if not isinstance(data, dict) or not data.get("documents"):
         raise NothingToAdopt(f"night {night_dir.name} staged no proposal ({manifest} is missing or empty)",
                              fix="only accepted nights that changed a document can be adopted")
     if data.get("format") != MANIFEST_FORMAT:
         raise ProposalTampered(f"{manifest}: unknown format {data.get('format')!r} (expected {MANIFEST_FORMAT})")
-    return list(data["documents"])
+    documents = data["documents"]
+    if not isinstance(documents, list) or not all(isinstance(entry, dict) for entry in documents):
+        raise ProposalTampered(f"{manifest}: 'documents' is not a list of objects",
+                               fix="the proposal cannot be adopted; the next night proposes again")
+    return list(documents)
 
 
 def _checked_target(project: Path, target: str, allowed: set[Path] | None) -> Path:
@@ -198,8 +222,8 @@ def _checked_target(project: Path, target: str, allowed: set[Path] | None) -> Pa
                                 "have been edited, or they changed since the night")
     real = path.resolve()
     if not is_within(real, project):
-        what = "a symlink that points outside" if path.is_symlink() or real != path else "outside"
-        raise TargetRefused(f"refusing to adopt: {path} is {what} the project {project}")
+        what = "a symlink that points outside" if via_symlink(path, project) else "outside"
+        raise TargetRefused(f"refusing to adopt: {path} is {what} the project {project} (it resolves to {real})")
     if real.exists() and not real.is_file():
         raise TargetRefused(f"refusing to adopt: {real} is not a regular file")
     return real
@@ -304,6 +328,24 @@ def _settle_pending(paths: ProjectPaths, adoptions: list[Adoption]) -> list[Adop
     return settled
 
 
+def _keep_edited(paths: ProjectPaths, record: Adoption, stamp: str) -> dict[str, str]:
+    """Save, byte for byte, every live document of ``record`` that is neither what the adoption wrote nor what it
+    replaced (the user edited it since: only a forced revert gets here with one) to
+    ``backups/<night id>/<stamp>/<file>``, so that restoring the backup over it loses nothing. Returns target ->
+    the saved copy."""
+    kept: dict[str, str] = {}
+    for document in record.documents:
+        target = Path(document.target)
+        if _live_sha(target) in (document.sha256_after, document.sha256_before, None):
+            continue
+        copy = paths.backups / record.night_id / stamp / document.file
+        copy.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        with open_atomic(copy, mode=0o600) as handle:
+            handle.write(target.read_bytes())
+        kept[document.target] = str(copy)
+    return kept
+
+
 def _restore(document: AdoptedDocument) -> None:
     target = Path(document.target)
     if document.existed_before and document.backup:
@@ -396,7 +438,9 @@ def revert_adoption(project: Path, *, paths: ProjectPaths, night_id: str | None 
 
     night_id: default the most recently adopted, not reverted night. Each live document must still be exactly
     what the adoption wrote (sha256), else LiveFileChanged naming it, unless ``force``. A document already back
-    to its pre-adoption version is left as is (so a revert killed halfway can be run again). Returns the updated
+    to its pre-adoption version is left as is (so a revert killed halfway can be run again). A document the user
+    edited since (only with ``force``) is first copied to ``backups/<night id>/<UTC stamp>/<file>``
+    (``AdoptedDocument.kept_edit`` says where), so the user's newer text is never lost. Returns the updated
     adoption record. Raises NothingToAdopt when there is nothing to revert, AdoptError when a backup is missing,
     TargetRefused when a target is outside the project; LockedError while a night runs.
     """
@@ -425,14 +469,16 @@ def revert_adoption(project: Path, *, paths: ProjectPaths, night_id: str | None 
             if live_sha not in (document.sha256_after, document.sha256_before) and not force:
                 raise LiveFileChanged(f"{target} changed since night {record.night_id} was adopted; not reverting",
                                       fix="run 'skillopt-sleep revert --force' to restore the pre-adoption version "
-                                          "anyway (your later edits to it would be lost)")
+                                          "anyway (your edited version is then kept as a copy beside the backups)")
+        kept = _keep_edited(paths, record, _now().strftime("%Y%m%dT%H%M%S%fZ"))
         for document in record.documents:
             if _live_sha(Path(document.target)) != document.sha256_before:
                 _restore(document)
         now = _now()
         updated = record.model_copy(update={
             "status": "reverted", "reverted_at": now, "forced_revert": force,
-            "documents": [d.model_copy(update={"status": "reverted"}) for d in record.documents]})
+            "documents": [d.model_copy(update={"status": "reverted", "kept_edit": kept.get(d.target)})
+                          for d in record.documents]})
         adoptions = [updated if a is record else a for a in adoptions]
         _save_adoptions(paths, adoptions)
         return updated

@@ -95,6 +95,8 @@ def nothing_changed_reason(diagnostics: Diagnostics) -> str:
         return f"the model backend failed ({(diagnostics.failure or {}).get('fix', 'see the report')})"
     if status == "budget_exhausted":
         return "the night's call or token budget ran out before a decision"
+    if status == "interrupted":
+        return f"the night was stopped by {(diagnostics.failure or {}).get('signal', 'a signal')} before a decision"
     proposed = [edit for edit in diagnostics.edits if edit.status == "applied"]
     if not proposed:
         blocked = sum(1 for edit in diagnostics.edits if is_blocked(edit))

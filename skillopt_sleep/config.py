@@ -14,7 +14,16 @@ import warnings
 from pathlib import Path
 from typing import Any, Literal, TypeVar, get_args
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from skillopt_sleep import paths
@@ -40,6 +49,11 @@ def _source_names() -> tuple[str, ...]:
 
 #: Most val tasks a night's gate may replay (``gate_max_val``; the trainer's step has no such cap).
 MAX_NIGHT_VAL = 100
+#: Longest file name and path the tool accepts for a managed target, in bytes (Linux's NAME_MAX and PATH_MAX).
+NAME_MAX = 255
+PATH_MAX = 4096
+#: The config keys that name a document a night writes (relative to the project).
+TARGET_KEYS = ("skill_path", "memory_path")
 #: Keys renamed, old name -> its one name. The old name is still accepted where users could have it (deprecated).
 RENAMED_KEYS = {"lr_scheduler": "edit_budget_schedule"}
 
@@ -151,6 +165,7 @@ class SleepConfig(NightStepConfig, EditBudgetConfig):
     keys are defined once, in ``StepConfig``, ``NightStepConfig`` and ``EditBudgetConfig``."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    _sources: dict[str, str] = PrivateAttr(default_factory=dict)  # key -> where it was set (``source_of``)
 
     # -- harvest
     source: str = Field("auto", description=(
@@ -301,6 +316,14 @@ class SleepConfig(NightStepConfig, EditBudgetConfig):
             return Path(value).expanduser()
         return value
 
+    @field_validator(*TARGET_KEYS)
+    @classmethod
+    def _target_path(cls, value: str | None) -> str | None:
+        problem = None if value is None else target_path_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
+
     @field_validator("gate_max_val")
     @classmethod
     def _night_val_cap(cls, value: int) -> int:
@@ -334,6 +357,27 @@ class SleepConfig(NightStepConfig, EditBudgetConfig):
                              f"{', '.join(known)} separated by commas")
         return text
 
+    def source_of(self, key: str) -> str:
+        """Where ``key``'s value was set: the config file's path, ``environment SKILLOPT_SLEEP_<KEY>``, the
+        ``--flag``, or ``defaults`` (``load_config`` records it; a config built otherwise says ``defaults``)."""
+        return self._sources.get(key, "defaults")
+
+    def check_targets(self, project: Path) -> None:
+        """Refuse, before a night starts, a ``skill_path`` / ``memory_path`` the night could not write safely: one
+        whose fully resolved path (``Path.resolve``: symlinks followed as far as the path exists, ``..`` applied to
+        the rest) is outside ``project`` or is the project itself, a directory, under a file, or longer than
+        PATH_MAX. Raises ConfigError naming where the key was set (``source_of``) and the key."""
+        root = Path(project).resolve()
+        for key in TARGET_KEYS:
+            value = getattr(self, key)
+            if not value:
+                continue
+            problem = _resolved_target_problem(root, Path(project) / value)
+            if problem:
+                raise ConfigError(problem, source=self.source_of(key), key=key,
+                                  fix=f"set a file inside the project, relative to it ('skillopt-sleep config set "
+                                      f"{key} {'CLAUDE.md' if key == 'memory_path' else DEFAULT_SKILL_PATH}')")
+
     def homes(self) -> dict[str, Path | None]:
         """Source name -> the root configured for it (``<source>_home``; None: its default)."""
         return {name: getattr(self, f"{name}_home") for name in _source_names()}
@@ -346,13 +390,54 @@ class SleepConfig(NightStepConfig, EditBudgetConfig):
         return data
 
 
+#: Default skill document, relative to the project (``documents.DEFAULT_SKILL_PATH``: not imported here, the config
+#: loads without the documents module).
+DEFAULT_SKILL_PATH = ".claude/skills/skillopt-sleep/SKILL.md"
+
+
+def target_path_problem(value: str) -> str | None:
+    """What makes ``value`` unusable as a managed target's path whatever the project, or None: a NUL byte, a name
+    over NAME_MAX bytes or a path over PATH_MAX bytes (UTF-8). An empty value means the default target."""
+    if "\x00" in value:
+        return "holds a NUL byte"
+    size = len(value.encode("utf-8", "surrogateescape"))
+    if size > PATH_MAX:
+        return f"is {size} bytes long; a path may have at most {PATH_MAX}"
+    for name in Path(value).parts:
+        length = len(name.encode("utf-8", "surrogateescape"))
+        if length > NAME_MAX:
+            return f"has a name of {length} bytes; a name may have at most {NAME_MAX}"
+    return None
+
+
+def _resolved_target_problem(root: Path, path: Path) -> str | None:
+    """What makes ``path`` unusable as a target of the project ``root`` (resolved), or None."""
+    try:
+        real = path.resolve()
+    except (OSError, RuntimeError) as exc:  # a symlink loop (RuntimeError before Python 3.13)
+        return f"cannot be resolved ({exc})"
+    if real == root or not real.is_relative_to(root):
+        return f"resolves to {real}, outside the project {root}"
+    if len(str(real).encode("utf-8", "surrogateescape")) > PATH_MAX:
+        return f"resolves to a path over {PATH_MAX} bytes"
+    if real.is_dir():
+        return f"is a directory ({real}), not a file"
+    existing = next((parent for parent in real.parents if parent.exists()), None)
+    if existing is not None and not existing.is_dir():
+        return f"is under {existing}, which is a file, not a folder"
+    return None
+
+
 def _errors_to_config_error(exc: ValidationError, source: str) -> ConfigError:
     first = exc.errors()[0]
     key = ".".join(str(part) for part in first["loc"]) or "?"
     if first["type"] == "extra_forbidden":
         return ConfigError("unknown key (see 'skillopt-sleep config show' for the valid keys)", source=source,
                            key=key)
-    return ConfigError(f"{first['msg']} (got {first.get('input')!r})", source=source, key=key)
+    shown = repr(first.get("input"))
+    if len(shown) > 80:
+        shown = f"{shown[:60]}... ({len(shown)} characters)"
+    return ConfigError(f"{first['msg']} (got {shown})", source=source, key=key)
 
 
 def read_config_file(path: Path) -> dict[str, Any]:
@@ -397,20 +482,27 @@ def load_config(
 
     config_path: TOML file (default ``paths.config_file()``); a missing default file is fine, a missing
     explicit file is a ConfigError. cli_overrides: ``{key: value}`` of flags the user set (None values ignored).
-    Raises ConfigError naming the source and the key for an unknown key or an invalid value.
+    Raises ConfigError naming the source and the key for an unknown key or an invalid value. The source of each
+    key that was set is kept (``SleepConfig.source_of``).
     """
     explicit = config_path is not None
     path = Path(config_path) if explicit else paths.config_file()
     if explicit and not path.exists():
         raise ConfigError("config file not found", source=str(path))
     merged: dict[str, Any] = {}
-    merged = _apply_layer(merged, read_config_file(path), str(path))
+    file_layer = read_config_file(path)
+    merged = _apply_layer(merged, file_layer, str(path))
+    sources = {key: str(path) for key in file_layer}
     for key, value in env_overrides(environ).items():
-        merged = _apply_layer(merged, {key: value}, f"environment {ENV_PREFIX}{key.upper()}")
+        sources[key] = f"environment {ENV_PREFIX}{key.upper()}"
+        merged = _apply_layer(merged, {key: value}, sources[key])
     flags = {k: v for k, v in (cli_overrides or {}).items() if v is not None}
     for key, value in flags.items():
-        merged = _apply_layer(merged, {key: value}, f"--{key.replace('_', '-')}")
-    return SleepConfig.model_validate(merged)
+        sources[key] = f"--{key.replace('_', '-')}"
+        merged = _apply_layer(merged, {key: value}, sources[key])
+    config = SleepConfig.model_validate(merged)
+    config._sources = sources
+    return config
 
 
 def set_config_value(key: str, value: str, config_path: Path | None = None) -> Path:

@@ -186,16 +186,24 @@ def is_within(path: Path, root: Path) -> bool:
     return path.is_relative_to(root)
 
 
+def via_symlink(path: Path, project: Path) -> bool:
+    """True when ``path`` or one of its folders below ``project`` (as written, not resolved) is a symlink: how a
+    refusal explains a target that resolves outside the project."""
+    return any(part.is_symlink() for part in (path, *path.parents) if is_within(part, project) and part != project)
+
+
 def check_target(project: Path, path: Path) -> None:
-    """Refuse a target outside the project or a symlink that points elsewhere. Raises SleepError."""
+    """Refuse a target that is not a file inside the project, judged on its fully resolved path (``Path.resolve``:
+    symlinks followed as far as the path exists, ``..`` applied to the parts that do not exist yet, so a folder
+    still to be created cannot lead outside). Raises SleepError."""
     resolved_project = project.resolve()
-    if path.is_symlink():
-        pointed = path.resolve()
-        if pointed == resolved_project or not is_within(pointed, resolved_project):
-            raise SleepError(f"refusing to manage {path}: it is a symlink that points outside {resolved_project}")
-    parent = path.parent.resolve() if path.parent.exists() else path.parent
-    if not is_within(parent, resolved_project):
-        raise SleepError(f"refusing to manage {path}: it is outside the project {resolved_project}")
+    real = path.resolve()
+    if real == resolved_project or not is_within(real, resolved_project):
+        what = "a symlink that points outside" if via_symlink(path, project) else "outside"
+        raise SleepError(f"refusing to manage {path}: it is {what} the project {resolved_project} (it resolves to "
+                         f"{real})")
+    if real.is_dir():
+        raise SleepError(f"refusing to manage {path}: it is a directory")
 
 
 def load_documents(project: Path, sources: list[str], *, skill_path: str | None, memory_path: str | None,

@@ -1,11 +1,11 @@
 """Errors meant to be shown to the user, and the exit codes they end a command with.
 
-Every class here is a ``SleepError``. Each carries a message that says what went wrong, ``fix`` (optional: one
-sentence the user can act on, written where the error is raised, e.g. by the backend that knows its login
-command, key variable or endpoint) and ``exit_code`` (a class attribute). ``str(error)`` is the message followed
-by the fix (``"<message>; <fix>"``); ``error.message`` is the message alone. The CLI (``cli.common.user_errors``)
-prints ``str(error)`` as one red line and exits with ``error.exit_code``; anything that is not a ``SleepError``
-is a bug.
+Every class here is a ``SleepError``, but ``Interrupted`` (a ``BaseException``, like ``KeyboardInterrupt``). Each
+carries a message that says what went wrong, ``fix`` (optional: one sentence the user can act on, written where the
+error is raised, e.g. by the backend that knows its login command, key variable or endpoint) and ``exit_code`` (a
+class attribute). ``str(error)`` is the message followed by the fix (``"<message>; <fix>"``); ``error.message`` is
+the message alone. The CLI (``cli.common.user_errors``) prints ``str(error)`` as one red line and exits with
+``error.exit_code``; anything that is not a ``SleepError`` (or ``Interrupted``) is a bug.
 
 Exit codes (README's "Exit codes" paragraph says the same):
 
@@ -20,11 +20,16 @@ Exit codes (README's "Exit codes" paragraph says the same):
 70    ``INTERNAL_ERROR_EXIT_CODE``: a bug (anything that is not a ``SleepError``), shown as one line
 ====  =============================================================================================================
 
+A night stopped by a signal (``Interrupted``) exits 128 + the signal's number, as shells do: 130 for SIGINT
+(Ctrl-C), 143 for SIGTERM (a shutdown, ``systemctl stop``); it is recorded as ``interrupted``, with its stage.
+
 ``run-now`` reports a backend error or an exhausted budget in ``diagnostics.json`` (status ``backend_error`` /
 ``budget_exhausted``) and exits with that class's code; ``train`` exits with it after printing the error.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 #: Exit code of a command that failed on a bug (an exception that is not a ``SleepError``).
 INTERNAL_ERROR_EXIT_CODE = 70
@@ -112,6 +117,12 @@ class LockedError(SleepError):
     exit_code = 4
 
 
+class DamagedFileError(SleepError):
+    """A file skillopt-sleep wrote and reads back (``state.json``, ``adoptions.json``, a proposal's manifest, a
+    night's diagnostics) cannot be read, is not valid JSON or has the wrong shape (``fsio.load_json``). The message
+    names the file and what is wrong; the fix says how to start afresh and what that forgets. Exit code 1."""
+
+
 class ScheduleError(SleepError):
     """Installing, removing or reading a schedule failed (the message names the command and its stderr)."""
 
@@ -140,8 +151,35 @@ class LiveFileChanged(AdoptError):
     """The live document changed since the night (or the adoption) in a way that cannot be merged safely."""
 
 
+class Interrupted(BaseException):  # noqa: N818 - named for what happened, like KeyboardInterrupt
+    """A night stopped by SIGINT or SIGTERM (``interrupts.night_signals``). Exit code 128 + the signal's number.
+
+    A ``BaseException`` like ``KeyboardInterrupt``, so that no ``except Exception`` on the way (a harvester's, a
+    backend's) swallows it. signum: the signal; stage: the stage the night was in (None: the night had finished
+    when the signal came, and stopped after its last write); night_dir: where its ``diagnostics.json`` is (None
+    before the night started).
+    """
+
+    def __init__(self, signum: int, *, stage: str | None = None, night_dir: Path | None = None):
+        import signal
+
+        self.signum = signum
+        self.signal_name = signal.Signals(signum).name
+        self.exit_code = 128 + signum
+        self.stage = stage
+        self.night_dir = night_dir
+        super().__init__(signum)
+
+    def __str__(self) -> str:
+        where = f" in {self.night_dir}" if self.night_dir else ""
+        if self.stage is None:
+            return f"stopped by {self.signal_name} after the night finished (its result is recorded{where})"
+        return (f"the night was stopped by {self.signal_name} during {self.stage}; nothing in your project changed and "
+                f"nothing was staged; recorded as interrupted{where}. The next night reads the same sessions again")
+
+
 __all__ = [
-    "INTERNAL_ERROR_EXIT_CODE", "AdoptError", "BackendError", "BudgetExhausted", "ConfigError", "HarvestError",
-    "LiveFileChanged", "LockedError", "ModelPullError", "NothingToAdopt", "ProposalTampered", "ScheduleError",
-    "SleepError", "TargetRefused",
+    "INTERNAL_ERROR_EXIT_CODE", "AdoptError", "BackendError", "BudgetExhausted", "ConfigError", "DamagedFileError",
+    "HarvestError", "Interrupted", "LiveFileChanged", "LockedError", "ModelPullError", "NothingToAdopt",
+    "ProposalTampered", "ScheduleError", "SleepError", "TargetRefused",
 ]

@@ -1,19 +1,26 @@
-"""Atomic, permission-aware file writes: a temp file beside the target, fsync, ``os.replace``, fsync of the directory.
+"""Atomic, permission-aware file writes: a temp file beside the target, fsync, ``os.replace``, fsync of the directory;
+and ``load_json``, the one checked reader of the JSON files the tool writes and reads back.
 
 Files that hold transcript text are created mode 0600. A user's existing document keeps its mode.
-Standard library only; every atomic write in the package goes through ``open_atomic``.
+Every atomic write in the package goes through ``open_atomic``.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import orjson
+
+from skillopt_sleep.errors import DamagedFileError
+
+logger = logging.getLogger("skillopt_sleep.fsio")
 
 PRIVATE_MODE = 0o600
 #: Temp files of atomic writes are named ``.skillopt-sleep-XXXX.tmp`` beside their target, so a temp file left
@@ -108,3 +115,77 @@ def read_json(path: Path, default: Any = None) -> Any:
         return orjson.loads(Path(path).read_bytes())
     except FileNotFoundError:
         return default
+
+
+def _shape_problem(exc: Exception) -> str:
+    """What is wrong with the shape of a file's data, from the exception its validator raised: the first field of a
+    pydantic ``ValidationError`` (``adoptions.0.adopted_at: Field required``), else the exception's text."""
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        try:
+            first, count = errors()[0], exc.error_count()  # type: ignore[attr-defined]
+        except (AttributeError, IndexError, TypeError):
+            return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        field = ".".join(str(part) for part in first.get("loc", ())) or "(top level)"
+        more = f" (and {count - 1} more)" if count > 1 else ""
+        return f"field {field}: {first.get('msg')}{more}"
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
+def move_aside(path: Path) -> Path:
+    """Rename ``path`` to ``<name>.corrupt-<UTC stamp>`` beside it and return the new path. Raises OSError."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+    aside = path.with_name(f"{path.name}.corrupt-{stamp}")
+    os.replace(path, aside)
+    return aside
+
+
+def load_json(path: Path, *, what: str, validate: Callable[[Any], Any] | None = None, default: Any = None,
+              rebuildable: bool = False, fix: str | None = None) -> Any:
+    """Read back a JSON file the tool wrote (state, adoption records, checkpoints, manifests, diagnostics, caches).
+
+    what: what the file holds, in words, for the messages ("the project's state"). validate: turns the parsed data
+    into the value returned, raising ValueError, TypeError or KeyError (a pydantic ValidationError is a ValueError)
+    when it has the wrong shape; None returns the parsed JSON as it is. default: returned when the file does not
+    exist (or, rebuildable, when it was damaged).
+
+    A file that is not valid JSON (or UTF-8) or has the wrong shape is damaged:
+
+    - ``rebuildable`` (a cache, the harvest checkpoints: losing it costs only work the next night redoes): it is
+      moved aside to ``<name>.corrupt-<UTC stamp>`` (``move_aside``), a warning naming both files is logged on
+      ``skillopt_sleep.fsio`` (shown on stderr even without ``-v``), and ``default`` is returned;
+    - otherwise ``DamagedFileError`` names the file, what is wrong (the JSON error with its line, or the first bad
+      field) and ``fix`` (default: move it aside with ``mv``, which starts ``what`` afresh).
+
+    A file that exists but cannot be read (a directory, no permission) is ``DamagedFileError`` in both cases:
+    moving it would not help.
+    """
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return default
+    except OSError as exc:
+        raise DamagedFileError(f"cannot read {what} {path}: {exc.strerror or exc}",
+                               fix="fix its permissions, or move it aside") from None
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        problem = f"is not valid JSON ({exc})"
+    else:
+        if validate is None:
+            return data
+        try:
+            return validate(data)
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            problem = f"has the wrong shape ({_shape_problem(exc)})"
+    if rebuildable:
+        try:
+            aside = move_aside(path)
+        except OSError as exc:
+            raise DamagedFileError(f"{what} {path} {problem}, and moving it aside failed: {exc.strerror or exc}",
+                                   fix=f"delete it (rm {path}); it is rebuilt") from None
+        logger.warning("%s %s %s: moved aside to %s; it is rebuilt", what, path, problem, aside.name)
+        return default
+    raise DamagedFileError(f"{what} {path} {problem}",
+                           fix=fix or f"move it aside (mv {path} {path}.bad) to start {what} afresh")

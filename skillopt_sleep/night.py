@@ -17,8 +17,9 @@ from importlib import metadata
 from pathlib import Path
 
 from skillopt_sleep import __version__
-from skillopt_sleep.adopt import adopt_night
+from skillopt_sleep.adopt import adopt_night, load_adoptions
 from skillopt_sleep.archive.around_step import AcrossNights, Outcome
+from skillopt_sleep.archive.lineage import hold_lineage
 from skillopt_sleep.backends.base import Budget, CallMeter
 from skillopt_sleep.backends.select import BackendChoice, choose_backend
 from skillopt_sleep.changes import changes_sentence, file_changes
@@ -36,10 +37,11 @@ from skillopt_sleep.engine.edit_budget import next_edit_budget, update_edit_budg
 from skillopt_sleep.engine.judges import gate_score, make_rubric_judge
 from skillopt_sleep.engine.replay import ReplayCache, replay_tasks
 from skillopt_sleep.engine.step import StepResult, StepSettings, planned_optimizer_calls, run_step
-from skillopt_sleep.errors import BackendError, BudgetExhausted, SleepError
+from skillopt_sleep.errors import BackendError, BudgetExhausted, Interrupted, SleepError
 from skillopt_sleep.fsio import write_json_atomic, write_jsonl_atomic
 from skillopt_sleep.harvest import HarvestResult, harvest_for_config
 from skillopt_sleep.harvest.checkpoint import load_checkpoints, save_checkpoints
+from skillopt_sleep.interrupts import SignalGuard, night_signals
 from skillopt_sleep.lock import take_project_lock
 from skillopt_sleep.mine import MineResult, mine_for_config, wants_miner
 from skillopt_sleep.mine.llm_miner import make_llm_miner
@@ -79,11 +81,25 @@ class _Stages(StageClock):
 
     def __init__(self, progress: Progress | None = None) -> None:
         self.progress: Progress = progress if progress is not None else NullProgress()
+        self.active: list[str] = []  # the stages begun and not ended, outermost first
+        self.last: str | None = None
         super().__init__(on_stage=self.step_stage)
 
     def step_stage(self, name: str, phase: str) -> None:
         if phase == "begin":
+            self.active.append(name)
             self.progress.stage(name)
+        elif self.active and self.active[-1] == name:  # stages nest: the one that ends is the innermost
+            self.active.pop()
+        self.last = name
+
+    @property
+    def current(self) -> str:
+        """The stage running now (the innermost one), for an interrupted night's record: ``between stages, after
+        <stage>`` between two, ``start`` before the first."""
+        if self.active:
+            return self.active[-1]
+        return f"between stages, after {self.last}" if self.last else "start"
 
     def watch(self, meter: CallMeter, planned: int | None = None) -> None:
         """Report the meter's calls and tokens, out of ``planned`` calls (an estimate: ``_planned_calls``)."""
@@ -182,16 +198,21 @@ def run_night(config: SleepConfig, *, project: Path, dry_run: bool = False, appl
     """Run one night for ``project`` and write its night directory.
 
     Returns a NightResult whose ``diagnostics`` is also saved as ``<night dir>/diagnostics.json``.
-    Raises LockedError when another night for the same project holds the lock; ConfigError for a bad config or
-    no available backend. Backend and budget failures do not raise: they are a night with status
-    ``backend_error`` / ``budget_exhausted`` and a non-zero ``exit_code``.
+    Raises LockedError when another night for the same project holds the lock; ConfigError for a bad config, a
+    ``skill_path`` / ``memory_path`` that resolves outside the project or is not a file (``check_targets``: before
+    anything runs) or no available backend; DamagedFileError for a damaged ``state.json`` or ``adoptions.json``
+    (before anything runs); ``Interrupted`` for SIGINT / SIGTERM (recorded as status ``interrupted``, nothing
+    staged, the user's files untouched: ``interrupts``). Backend and budget failures do not raise: they are a
+    night with status ``backend_error`` / ``budget_exhausted`` and a non-zero ``exit_code``.
     progress: told the stages, LLM calls done / planned and tokens as the night goes (``progress.Progress``;
     None: nothing is shown, as under cron).
     """
     project = Path(project).expanduser().resolve()
+    config.check_targets(project)  # a target outside the project, a directory, ...: refused before anything runs
     paths = ProjectPaths(project if config.scope == "project" else project, state_root)
     lock = take_project_lock(paths, f"another night is running for {project}")
     try:
+        load_adoptions(paths)  # a damaged adoptions.json (DamagedFileError) refuses the night before it spends
         return _run_locked(config, project=project, paths=paths, dry_run=dry_run, apply=apply, now=now,
                            progress=progress)
     finally:
@@ -200,8 +221,18 @@ def run_night(config: SleepConfig, *, project: Path, dry_run: bool = False, appl
 
 def _run_locked(config: SleepConfig, *, project: Path, paths: ProjectPaths, dry_run: bool, apply: bool,
                 now: datetime | None, progress: Progress | None = None) -> NightResult:
-    """The night's stages in order, each a method of ``_Night``; every early stop goes through ``_Night.finish``."""
+    """The night under ``interrupts.night_signals``: SIGINT / SIGTERM stop it, ``_Night.interrupted`` records it,
+    and ``Interrupted`` goes on to the caller (the CLI exits 130 / 143)."""
     night = _Night(config, project=project, paths=paths, dry_run=dry_run, apply=apply, now=now, progress=progress)
+    with night_signals() as night.guard:
+        try:
+            return _run_stages(night, dry_run)
+        except Interrupted as exc:
+            raise night.interrupted(exc) from None
+
+
+def _run_stages(night: _Night, dry_run: bool) -> NightResult:
+    """The night's stages in order, each a method of ``_Night``; every early stop goes through ``_Night.finish``."""
     harvested = night.harvest()
     if not harvested.sessions:
         return night.finish("no_sessions", commit_checkpoints=harvested.checkpoints)
@@ -273,6 +304,7 @@ class _Night:
                                        project=str(project), started_at=self.started, config=config.public_dump(),
                                        versions=_versions())
         self.across_nights: AcrossNights | None = None
+        self.guard = SignalGuard()  # replaced by ``night_signals``'s in ``_run_locked``
 
     # ---------------------------------------------------------------- harvest and mine
     def harvest(self) -> HarvestResult:
@@ -291,8 +323,11 @@ class _Night:
         with self.stages.stage("mine" if miner is None and rule_reader is None else "mine_llm"):
             mined = mine_for_config(harvested, self.config, project=str(self.project), miner=miner,
                                     rule_reader=rule_reader)
+            # a request ever trained (any night, any project) is never held out (archive/lineage.py)
+            lineage = hold_lineage(mined.tasks, projects_dir=self.paths.root.parent,
+                                   val_fraction=self.config.val_fraction, test_fraction=self.config.test_fraction)
         self.diagnostics.tasks = _split_counts(mined.tasks)
-        self.diagnostics.mining = mining_report(mined)
+        self.diagnostics.mining = {**mining_report(mined), "lineage": lineage.report()}
         self.night_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         return mined.tasks
 
@@ -450,6 +485,7 @@ class _Night:
         """Stage an accepted candidate in the night directory (and adopt it with ``--apply`` / ``auto_adopt``),
         update the edit budget's and the best documents' state, and say what changed in the user's files.
         Returns the documents the agent obeys after tonight: kind -> text (the candidate's where it was adopted)."""
+        self.guard.hold()  # from here to the end of the night a signal waits: no write is cut between two files
         config, state, diagnostics = self.config, self.state, self.diagnostics
         outcome, documents = learned.outcome, setup.documents
         state.edit_budget = update_edit_budget_state(state.edit_budget, budget_used=setup.edit_budget,
@@ -491,6 +527,7 @@ class _Night:
     def finish(self, status: str, exit_code: int = 0, commit_checkpoints: dict | None = None) -> NightResult:
         """Close the night: diagnostics (summary, headline) written, the checkpoint committed when given, the state
         saved and old nights pruned (not on a dry run; a failed night neither counts nor prunes)."""
+        self.guard.hold()  # from here to the end of the night a signal waits: no write is cut between two files
         diagnostics, state, dry_run = self.diagnostics, self.state, self.dry_run
         if self.across_nights is not None:
             diagnostics.memory = self.across_nights.report_with_edits(diagnostics.edits)
@@ -517,6 +554,38 @@ class _Night:
             if status not in EXIT_CODES:
                 prune_nights(self.paths, self.config.keep_nights)
         return NightResult(diagnostics, self.night_dir, exit_code)
+
+
+    def interrupted(self, exc: Interrupted) -> Interrupted:
+        """Record a night stopped by a signal before its last stretch (nothing was staged or written to the
+        project): ``diagnostics.json`` with status ``interrupted`` and ``failure`` {signal, stage, reason, fix}, and
+        the state's last night (a fresh read of ``state.json``: nothing else of tonight's is kept, the night does not
+        count and the checkpoint stays, so the next night reads the same sessions). A dry run writes no state.
+        Returns ``exc`` with its stage and night dir set."""
+        exc.stage, exc.night_dir = self.stages.current, self.night_dir
+        diagnostics = self.diagnostics
+        if self.across_nights is not None:
+            try:
+                self.across_nights.close()  # an open transaction is rolled back
+            except (sqlite3.Error, OSError):
+                pass
+        diagnostics.status = "interrupted"
+        diagnostics.finished_at = datetime.now(timezone.utc)
+        diagnostics.stage_seconds = self.stages.seconds
+        diagnostics.failure = {"signal": exc.signal_name, "stage": exc.stage,
+                               "reason": f"stopped by {exc.signal_name} during {exc.stage}",
+                               "fix": "nothing to do: the next night reads the same sessions again"}
+        diagnostics.headline = f"interrupted by {exc.signal_name} during {exc.stage}: nothing in your project changed"
+        diagnostics.summary = f"{diagnostics.headline}; nothing was staged"
+        self.night_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        write_json_atomic(self.night_dir / "diagnostics.json", diagnostics.model_dump(mode="json"), mode=0o600)
+        if not self.dry_run:
+            state = load_state(self.paths)
+            state.project = str(self.project)
+            state.last_night_id, state.last_status = self.night_id, "interrupted"
+            state.last_finished_at = diagnostics.finished_at
+            save_state(self.paths, state)
+        return exc
 
 
 def _redacted(errors: list[dict]) -> list[dict]:

@@ -20,8 +20,8 @@ from pydantic import ValidationError
 
 from skillopt_sleep.adopt import load_adoptions, night_sort_key
 from skillopt_sleep.changes import changes_sentence, describe_change
-from skillopt_sleep.errors import SleepError
-from skillopt_sleep.fsio import read_json, write_text_atomic
+from skillopt_sleep.errors import DamagedFileError, SleepError
+from skillopt_sleep.fsio import load_json, read_json, write_text_atomic
 from skillopt_sleep.mine.provenance import blocked_token, is_blocked
 from skillopt_sleep.models import Diagnostics, EditRecord, ReplayResult
 from skillopt_sleep.state import ProjectPaths
@@ -91,9 +91,16 @@ def edit_diff(edit: EditRecord) -> str:
 
 
 def _document_diffs(night_dir: Path) -> list[dict[str, str]]:
-    manifest = read_json(night_dir / "proposed" / "manifest.json", default=None) or {}
+    path = night_dir / "proposed" / "manifest.json"
+    try:
+        manifest = load_json(path, what=f"night {night_dir.name}'s proposal manifest", default=None)
+    except DamagedFileError as exc:  # the report still shows the rest of the night, and says why no diff is shown
+        return [{"file": path.name, "target": str(path), "diff": f"(no diff shown: {exc.message})"}]
+    manifest = manifest if isinstance(manifest, dict) else {}
     diffs = []
-    for entry in manifest.get("documents", []):
+    for entry in manifest.get("documents", []) if isinstance(manifest.get("documents"), list) else []:
+        if not isinstance(entry, dict):
+            continue
         name = str(entry.get("file", ""))
         if not name or Path(name).name != name:
             continue
@@ -119,7 +126,7 @@ def outcome_word(diagnostics: Diagnostics) -> str:
         return "learned"
     if "staged" in states:
         return "staged"
-    if diagnostics.status in ("backend_error", "budget_exhausted"):
+    if diagnostics.status in ("backend_error", "budget_exhausted", "interrupted"):
         return diagnostics.status.replace("_", " ")
     if (diagnostics.pending or {}).get("action") in ("stored", "kept"):
         return "waiting for more evidence"
@@ -135,7 +142,10 @@ def _promoted_edits(diagnostics: Diagnostics, paths: ProjectPaths | None) -> tup
     origin = pending.get("from_night")
     if pending.get("action") != "promoted" or not origin or paths is None:
         return None, []
-    data = read_json(paths.nights / str(origin) / "diagnostics.json", default=None) or {}
+    try:
+        data = read_json(paths.nights / str(origin) / "diagnostics.json", default=None) or {}
+    except ValueError:  # damaged: shown like diagnostics that are gone
+        return None, []
     try:
         edits = [EditRecord.model_validate(edit) for edit in data.get("edits") or []]
     except ValidationError:

@@ -19,7 +19,7 @@ from datetime import datetime
 from pydantic import BaseModel, ConfigDict, Field
 
 from skillopt_sleep.engine.edit_budget import EditBudgetState
-from skillopt_sleep.fsio import read_json, write_json_atomic
+from skillopt_sleep.fsio import load_json, write_json_atomic
 from skillopt_sleep.models import EditRecord
 from skillopt_sleep.paths import ProjectPaths  # re-exported: defined in paths so status can skip these models
 
@@ -84,9 +84,24 @@ class ProjectState(BaseModel):
     """Night number (``nights_completed`` count) of the last slow update; 0 = never."""
 
 
+#: What to do with a damaged ``state.json``, and what that costs (the nights' directories, the task archive, the
+#: backups and the adoption records are separate files, kept).
+STATE_FIX = ("move it aside (mv {path} {path}.bad) to start the project's history afresh: the edit budget, the best "
+             "and current documents and a pending candidate are forgotten; nights, backups and adoptions are kept")
+
+
 def load_state(paths: ProjectPaths) -> ProjectState:
-    data = read_json(paths.state_file)
-    return ProjectState.model_validate(data) if data else ProjectState()
+    """The project's state (a fresh ``ProjectState`` before the first night). Raises ``DamagedFileError`` naming
+    ``state.json`` when it is not valid JSON or has the wrong shape (``fsio.load_json``)."""
+    state = load_json(paths.state_file, what="the project's state", validate=_validate_state,
+                      fix=STATE_FIX.format(path=paths.state_file))
+    return state if state is not None else ProjectState()
+
+
+def _validate_state(data: object) -> ProjectState:
+    if not isinstance(data, dict):
+        raise TypeError(f"expected a JSON object, got {type(data).__name__}")
+    return ProjectState.model_validate(data)
 
 
 def save_state(paths: ProjectPaths, state: ProjectState) -> None:

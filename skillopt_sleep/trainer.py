@@ -60,7 +60,7 @@ from skillopt_sleep.engine.replay import ReplayCache, doc_hash, replay_tasks
 from skillopt_sleep.engine.step import StepResult, StepSettings, run_step
 from skillopt_sleep.envs.base import RolloutClient, RolloutResult, SkillEnv, default_task_for
 from skillopt_sleep.errors import ConfigError
-from skillopt_sleep.fsio import read_json, write_json_atomic, write_text_atomic
+from skillopt_sleep.fsio import load_json, write_json_atomic, write_text_atomic
 from skillopt_sleep.hashing import sha256_text
 from skillopt_sleep.models import ReplayResult, Role, Scores, TaskRecord
 
@@ -205,6 +205,15 @@ def _scores_dict(scores: Scores) -> dict[str, Any]:
     return scores.model_dump(mode="json")
 
 
+def _train_state(raw: object) -> TrainState:
+    """``trainer_state.json``'s data as a ``TrainState``; TypeError for another ``format``, ValidationError for a
+    bad field."""
+    if not isinstance(raw, dict) or raw.get("format") != STATE_FORMAT:
+        found = raw.get("format") if isinstance(raw, dict) else type(raw).__name__
+        raise TypeError(f"format {found!r}, expected {STATE_FORMAT!r}")
+    return TrainState.model_validate(raw)
+
+
 def _dump(results: list[Any]) -> list[dict[str, Any]]:
     return [result.model_dump(mode="json") for result in results]
 
@@ -336,7 +345,8 @@ class SkillOptTrainer:
 
     def _check_resumable(self, out: Path, record: dict[str, Any]) -> None:
         """Raise ConfigError when ``out`` holds a run this trainer cannot continue."""
-        stored = read_json(out / "config.json")
+        stored = load_json(out / "config.json", what="the training run's config",
+                           fix="use another out_root (this one holds a run it cannot be checked against)")
         if not isinstance(stored, dict) or stored.get("format") != CONFIG_FORMAT:
             raise ConfigError(f"{out} holds a trainer state but no readable config.json ({CONFIG_FORMAT}); "
                               "use another out_root", key="out_root")
@@ -364,13 +374,11 @@ class SkillOptTrainer:
         write_json_atomic(out / "trainer_state.json", state.model_dump(mode="json"))
 
     def _load_state(self, out: Path) -> TrainState | None:
-        raw = read_json(out / "trainer_state.json")
-        if raw is None:
-            return None
-        if not isinstance(raw, dict) or raw.get("format") != STATE_FORMAT:
-            raise ConfigError(f"{out / 'trainer_state.json'} is not a {STATE_FORMAT} file; use another out_root",
-                              key="out_root")
-        return TrainState.model_validate(raw)
+        """The run's ``trainer_state.json`` (None: a new run). Raises DamagedFileError naming it and what is wrong
+        (not JSON, another ``format``, the first bad field)."""
+        path = out / "trainer_state.json"
+        return load_json(path, what="the training run's state", validate=_train_state,
+                         fix=f"resume from another out_root, or move it aside (mv {path} {path}.bad) to train afresh")
 
     # ------------------------------------------------------------------ one step
     def _write_step(self, out: Path, number: int, step: StepResult, record: dict[str, Any]) -> None:

@@ -22,11 +22,12 @@ def _configured_targets(project: Path, paths, night_id: str | None, config_file:
     """The skill, memory and mirrored memory paths the configuration names for the night's sources."""
     from skillopt_sleep.adopt import default_night_to_adopt
     from skillopt_sleep.documents import mirror_paths, target_paths
-    from skillopt_sleep.fsio import read_json
+    from skillopt_sleep.fsio import load_json
 
     config = resolve_config(config_file)
     night = night_id or default_night_to_adopt(paths)
-    sources = (read_json(paths.nights / night / "diagnostics.json", default=None) or {}).get("sources") or []
+    diagnostics = load_json(paths.nights / night / "diagnostics.json", what=f"night {night}'s diagnostics")
+    sources = (diagnostics if isinstance(diagnostics, dict) else {}).get("sources") or []
     skill, memory = target_paths(project, sources, config.skill_path, config.memory_path, config.targets)
     mirrors = mirror_paths(project, sources, config.memory_path, config.targets)
     return [p for p in (skill, memory, *mirrors.values()) if p is not None]
@@ -70,6 +71,8 @@ def revert(night: NightArg = None, project: ProjectOpt = None,
     stdout.print(f"[green]reverted night {record.night_id}[/green]", highlight=False)
     for document in record.documents:
         action = "restored" if document.existed_before else "removed (it did not exist before)"
+        if document.kept_edit:
+            action += f"; your edited version is kept at {document.kept_edit}"
         stdout.print(f"  {document.target}: {action}", highlight=False, markup=False)
 
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 
 from skillopt_sleep.cli.render import json_text
-from skillopt_sleep.errors import INTERNAL_ERROR_EXIT_CODE, ConfigError, SleepError
+from skillopt_sleep.errors import INTERNAL_ERROR_EXIT_CODE, ConfigError, Interrupted, SleepError
 
 if TYPE_CHECKING:
     from skillopt_sleep.config import SleepConfig
@@ -82,12 +82,16 @@ def emit_json(data: Any) -> None:
 @contextmanager
 def user_errors():
     """Show a SleepError as one red line (its message and fix) and exit with its ``exit_code`` (``errors``: 1, or
-    2 backend, 3 budget, 4 locked); a ValidationError as one line per field and exit 1; anything else (a bug) is
+    2 backend, 3 budget, 4 locked); ``Interrupted`` (a night stopped by a signal) as one line, exit 130 / 143;
+    a ValidationError as one line per field and exit 1; anything else (a bug) is
     re-raised under tests, else shown as one line with exit code 70."""
     try:
         yield
     except SleepError as exc:
         stderr.print(f"[red]error:[/red] {exc}", highlight=False)
+        raise typer.Exit(code=exc.exit_code) from None
+    except Interrupted as exc:  # a night stopped by SIGINT / SIGTERM: recorded, exit 128 + the signal
+        stderr.print(f"[yellow]interrupted:[/yellow] {exc}", highlight=False)
         raise typer.Exit(code=exc.exit_code) from None
     except (typer.Exit, typer.Abort, KeyboardInterrupt):
         raise

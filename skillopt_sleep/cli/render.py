@@ -41,7 +41,8 @@ def status_lines(report: dict[str, Any], style: Style) -> list[str]:
     if report["daemon"]["running"]:
         lines.append(f"daemon: pid {report['daemon']['pid']} {report['daemon']['trigger']}; "
                      f"log {report['daemon']['log_file']}")
-    lines.append(f"last night: {last['id'] or '-'} {last['status'] or ''} {last['finished_at'] or ''}".rstrip())
+    during = f" during {last['stage']}" if last.get("stage") else ""  # a night stopped by a signal
+    lines.append(f"last night: {last['id'] or '-'} {last['status'] or ''}{during} {last['finished_at'] or ''}".rstrip())
     pending = report["pending_proposals"]
     lines.append(f"pending proposals: {len(pending)}" + (f" ({', '.join(pending)})" if pending else ""))
     lines.extend(f"{style('warning:', fg='yellow')} {warning}" for warning in report["warnings"])

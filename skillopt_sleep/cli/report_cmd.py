@@ -23,7 +23,7 @@ def render_view(view: dict[str, Any]) -> None:
     from rich.text import Text
 
     color = {"learned": "green", "staged": "green", "waiting for more evidence": "yellow", "rejected": "yellow",
-             "backend error": "red", "budget exhausted": "red"}.get(view["outcome"], "cyan")
+             "backend error": "red", "budget exhausted": "red", "interrupted": "red"}.get(view["outcome"], "cyan")
     # plain lines, not a panel: the console soft-wraps (a panel would crop a long rule)
     stdout.print(Text(f"night {view['night_id']} ({view['project'] or '-'}): what changed in your files",
                       style="bold underline"))

@@ -231,7 +231,11 @@ def replay_tasks(tasks: list[TaskRecord], *, skill: str, memory: str, meter: Cal
                                      temperature=temperature, seed=seed, max_tokens=max_tokens,
                                      rubric_judge=rubric_judge)
             pending[future] = (index, key)
-        done, not_done = wait(pending, return_when=FIRST_EXCEPTION)
+        try:
+            done, not_done = wait(pending, return_when=FIRST_EXCEPTION)
+        except BaseException:  # a signal (``interrupts.Interrupted``): drop the queued calls, let running ones end
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
         failed = [future for future in done if future.exception() is not None]
         if failed:
             for future in not_done:

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from skillopt_sleep.errors import ScheduleError
-from skillopt_sleep.fsio import read_json
+from skillopt_sleep.errors import DamagedFileError, ScheduleError
+from skillopt_sleep.fsio import load_json
 from skillopt_sleep.paths import ProjectPaths
 from skillopt_sleep.schedule import next_fire_time, parse_at, schedule_key
 from skillopt_sleep.schedule.cron import crontab_binary, find_line, line_time, read_crontab
@@ -30,13 +30,21 @@ class _LastNight:
     last_night_id: str | None = None
     last_status: str | None = None
     last_finished_at: datetime | None = None
+    error: str | None = None
+    """Why ``state.json`` could not be read (it names the file and the fix); None when it could."""
 
 
 def _read_state(paths: ProjectPaths) -> _LastNight:
     """The fields of ``state.json`` that status shows, read as plain JSON: ``state.load_state`` would import every
-    pydantic model of the package, which would double the start-up of ``skillopt-sleep status``."""
-    data = read_json(paths.state_file, default=None)
-    data = data if isinstance(data, dict) else {}
+    pydantic model of the package, which would double the start-up of ``skillopt-sleep status``. A damaged file
+    gives empty fields and ``error``."""
+    try:
+        data = load_json(paths.state_file, what="the project's state", validate=_as_object,
+                         fix=f"move it aside (mv {paths.state_file} {paths.state_file}.bad) to start the project's "
+                             "history afresh; nights refuse to run until then")
+    except DamagedFileError as exc:
+        return _LastNight(error=str(exc))
+    data = data or {}
     finished = data.get("last_finished_at")
     try:  # written by pydantic: ISO 8601, "Z" for UTC (which Python 3.10's fromisoformat does not read)
         finished = datetime.fromisoformat(finished[:-1] + "+00:00" if finished.endswith("Z") else finished)
@@ -45,13 +53,19 @@ def _read_state(paths: ProjectPaths) -> _LastNight:
     return _LastNight(data.get("last_night_id"), data.get("last_status"), finished)
 
 
+def _as_object(data: object) -> dict:
+    if not isinstance(data, dict):
+        raise TypeError(f"expected a JSON object, got {type(data).__name__}")
+    return data
+
+
 def adopted_night_ids(adoptions_file: Path) -> set[str]:
     """Return the night ids recorded as adopted in ``adoptions.json`` (none when the file is missing).
 
     Accepted shapes: a list of records with ``night_id`` (or of night id strings), ``{"adoptions": [...]}``,
-    or an object keyed by night id. Raises ValueError for a file that is not JSON.
+    or an object keyed by night id. Raises ``DamagedFileError`` (naming the file) for a file that is not JSON.
     """
-    data = read_json(adoptions_file, default=None)
+    data = load_json(adoptions_file, what="the adoption records", default=None)
     if data is None:
         return set()
     if isinstance(data, dict) and isinstance(data.get("adoptions"), list):
@@ -73,8 +87,8 @@ def pending_proposals(paths: ProjectPaths) -> tuple[list[str], str | None]:
     error = None
     try:
         adopted = adopted_night_ids(paths.root / ADOPTIONS_FILE)
-    except ValueError as exc:
-        adopted, error = set(), f"{paths.root / ADOPTIONS_FILE} is not valid JSON ({exc}); counted as none adopted"
+    except DamagedFileError as exc:
+        adopted, error = set(), f"{exc} (counted as none adopted)"
     if not paths.nights.is_dir():
         return [], error
     pending = [night.name for night in sorted(paths.nights.iterdir())
@@ -83,16 +97,20 @@ def pending_proposals(paths: ProjectPaths) -> tuple[list[str], str | None]:
 
 
 def _last_change(paths: ProjectPaths, night_id: str | None) -> dict:
-    """``{"headline", "changed"}`` of the night's diagnostics (what changed in the user's files); empty values when
-    the night or its diagnostics are missing or unreadable."""
+    """``{"headline", "changed", "stage"}`` of the night's diagnostics (what changed in the user's files; the stage
+    an interrupted night was stopped in, else None); empty values when the night or its diagnostics are missing
+    or unreadable."""
     try:
-        data = read_json(paths.nights / night_id / "diagnostics.json", default=None) if night_id else None
-    except ValueError:
+        data = load_json(paths.nights / night_id / "diagnostics.json", what="diagnostics") if night_id else None
+    except DamagedFileError:
         data = None
     data = data if isinstance(data, dict) else {}
     changed = [str(c.get("file")) for c in data.get("changes") or []
                if isinstance(c, dict) and c.get("state") in ("written", "staged")]
-    return {"headline": str(data.get("headline") or ""), "changed": changed}
+    failure = data.get("failure") if isinstance(data.get("failure"), dict) else {}
+    stage = failure.get("stage") if data.get("status") == "interrupted" else None
+    return {"headline": str(data.get("headline") or ""), "changed": changed,
+            "stage": str(stage) if stage else None}
 
 
 def _iso(moment: datetime | None) -> str | None:
@@ -141,13 +159,14 @@ def schedule_status(project: Path, *, crontab_bin: str | None = None, systemctl:
          systemd: {installed, service, timer, on_calendar, enabled, active, next_run},
          cron: {installed (None when unreadable), line, next_run, error},
          daemon: {running, pid, pid_file, log_file, trigger, next_run},
-         last_night: {id, status, finished_at, headline, changed: [file]}, pending_proposals: [night id],
+         last_night: {id, status, finished_at, headline, changed: [file], stage}, pending_proposals: [night id],
          warnings: [str]}
 
     ``last_night.changed`` lists the files the last night wrote or staged (``headline`` says how): ``status``
-    leads with it.
+    leads with it. ``last_night.stage``: the stage a night stopped by a signal was in (status ``interrupted``).
 
-    Never raises for an unreadable crontab or adoptions file: those become ``error`` / ``warnings``.
+    Never raises for an unreadable crontab or a damaged ``state.json`` or ``adoptions.json``: those become
+    ``error`` / ``warnings`` (naming the file and the fix).
     """
     paths = ProjectPaths(project)
     state = _read_state(paths)
@@ -169,5 +188,6 @@ def schedule_status(project: Path, *, crontab_bin: str | None = None, systemctl:
         "last_night": {"id": state.last_night_id, "status": state.last_status,
                        "finished_at": _iso(state.last_finished_at), **_last_change(paths, state.last_night_id)},
         "pending_proposals": pending,
-        "warnings": [w for w in (adoptions_error, cron["error"] if cron["installed"] is None else None) if w],
+        "warnings": [w for w in (state.error, adoptions_error, cron["error"] if cron["installed"] is None else None)
+                     if w],
     }

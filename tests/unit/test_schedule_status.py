@@ -49,7 +49,8 @@ def test_nothing_scheduled_reports_nothing_and_no_next_run(project, bins):
     assert report["scheduled_by"] == [] and report["next_run"] is None
     assert report["cron"]["installed"] is False and report["systemd"]["installed"] is False
     assert report["daemon"]["running"] is False
-    assert report["last_night"] == {"id": None, "status": None, "finished_at": None, "headline": "", "changed": []}
+    assert report["last_night"] == {"id": None, "status": None, "finished_at": None, "headline": "", "changed": [],
+                                     "stage": None}
     assert report["pending_proposals"] == []
 
 
@@ -59,7 +60,7 @@ def test_last_night_comes_from_the_project_state(project, bins):
                                                    last_finished_at=finished))
     report = schedule_status(project, **bins)
     assert report["last_night"] == {"id": "2026-05-01T031700Z", "status": "rejected",
-                                    "finished_at": finished.isoformat(), "headline": "", "changed": []}
+                                    "finished_at": finished.isoformat(), "headline": "", "changed": [], "stage": None}
 
 
 def test_status_leads_with_what_the_last_night_changed_in_the_users_files(project, bins, monkeypatch):
