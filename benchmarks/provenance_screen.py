@@ -41,7 +41,7 @@ def user_text(world, night: int, documents: list[str]) -> UserText:
             world.write_night_sessions(claude_home, project, number)
         sessions = harvest(source="claude", claude_home=claude_home, scope="all", lookback_hours=0).sessions
         tasks = mine_tasks(sessions, project=str(project), val_fraction=0.3, test_fraction=0.15).tasks
-    return UserText.of_tasks(tasks, rules=[rule for task in tasks for rule in task.rules], documents=documents)
+    return UserText.of_tasks(tasks, rules=[rule.text for task in tasks for rule in task.rules], documents=documents)
 
 
 def screen_run(world_number: int, path: Path) -> list[dict]:
