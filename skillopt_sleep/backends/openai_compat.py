@@ -8,6 +8,9 @@ every attempt is counted and every failure is classified:
   says it as one sentence (key variable, setting or endpoint), for this and for the transient failures below.
 * transient (retried with exponential backoff and jitter, then ``error_kind="transient"``): 429, 408/409,
   5xx, connection errors, timeouts, malformed or truncated response bodies, empty replies.
+* cut off (not retried here, ``error_kind="transient"`` with ``ChatResult.cut_off`` and ``partial``): a reply
+  with ``finish_reason == "length"`` that holds no complete JSON where JSON was asked for, or no text at all;
+  ``CallMeter`` retries it with more room and repairs it (``skillopt_sleep.backends.structured``).
 
 Structured output (``ChatRequest.json_schema``) is asked for in the first way the server accepts, tried in
 this order and remembered per endpoint (base_url + model), in memory and optionally on disk:
@@ -61,6 +64,14 @@ class _Fatal(_Failed):
     """One attempt failed in a way that retrying cannot fix."""
 
 
+class _CutOff(Exception):
+    """The reply stopped at max_tokens (finish_reason ``length``) before it was complete; ``partial``: its text."""
+
+    def __init__(self, message: str, partial: str):
+        super().__init__(message)
+        self.partial = partial
+
+
 class _FormatRejected(Exception):
     """The server rejected the ``response_format`` parameter (400/422 about it)."""
 
@@ -72,6 +83,7 @@ class _Tally:
     attempts: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    finish_reason: str | None = None
 
 
 def _redactor():
@@ -178,6 +190,9 @@ class OpenAIBackend:
             return self._failure(model, tally, started, str(exc), "fatal", exc.fix)
         except _Transient as exc:
             return self._failure(model, tally, started, str(exc), "transient", exc.fix)
+        except _CutOff as exc:
+            failed = self._failure(model, tally, started, str(exc), "transient", NO_JSON_FIX)
+            return failed.model_copy(update={"cut_off": True, "partial": exc.partial})
         return ChatResult(
             text=text,
             usage=Usage(prompt_tokens=tally.prompt_tokens, completion_tokens=tally.completion_tokens),
@@ -210,6 +225,9 @@ class OpenAIBackend:
                 reasons.append(f"{mode}: {exc}")
                 continue
             parsed = _parse_json_reply(text) if mode != "prompt" else extract_json(text)
+            if parsed is None and tally.finish_reason == "length":
+                raise _CutOff(f"model '{model}' at {self.endpoint}: reply cut off at max_tokens={request.max_tokens} "
+                              f"before its JSON was complete ({_head(text)!r})", text)
             if parsed is None:
                 reasons.append(f"{mode}: reply is not JSON ({_head(text)!r})")
                 continue
@@ -304,8 +322,11 @@ class OpenAIBackend:
             raise self._transient(f"malformed reply from {self.endpoint}: no choices in the response body")
         message = getattr(choices[0], "message", None)
         content = getattr(message, "content", None)
+        reason = getattr(choices[0], "finish_reason", None)
+        tally.finish_reason = reason if isinstance(reason, str) else None
         if not isinstance(content, str) or not content.strip():
-            reason = getattr(choices[0], "finish_reason", None)
+            if reason == "length":  # every token went before any text (a reasoning model's thinking): more room
+                raise _CutOff(f"empty reply from model '{model}' at {self.endpoint}: cut off at max_tokens", "")
             raise self._transient(f"empty reply from model '{model}' at {self.endpoint}"
                                   + (f" (finish_reason={reason})" if reason else ""))
         return content

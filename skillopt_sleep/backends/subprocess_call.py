@@ -35,6 +35,7 @@ from typing import Any
 from skillopt_sleep.backends.base import NO_JSON_FIX, ChatRequest, ChatResult, ErrorKind
 from skillopt_sleep.backends.jsonextract import extract_json
 from skillopt_sleep.backends.retry import retrying
+from skillopt_sleep.backends.structured import ends_mid_structure
 from skillopt_sleep.marker import SESSION_MARKER
 from skillopt_sleep.models import Role, Usage
 
@@ -357,9 +358,10 @@ class AttemptFailed(Exception):
     """One attempt failed; ``kind`` says whether retrying can help ("fatal" or "transient"); ``fix`` is the sentence
     the user can act on (``ChatResult.fix``), None when there is none."""
 
-    def __init__(self, message: str, kind: ErrorKind, fix: str | None = None):
+    def __init__(self, message: str, kind: ErrorKind, fix: str | None = None, *, partial: str | None = None):
         self.kind = kind
         self.fix = fix
+        self.partial = partial  # a structured reply cut off mid-JSON: its text (``structured_text``); else None
         super().__init__(message)
 
 
@@ -431,8 +433,12 @@ class AttemptReply:
 
 
 def structured_text(text: str) -> str:
-    """Return the JSON found in ``text`` as compact JSON text; raise transient ``AttemptFailed`` when none."""
+    """Return the JSON found in ``text`` as compact JSON text; raise transient ``AttemptFailed`` when none, with
+    ``partial`` set to the text when its JSON ends mid-structure (``structured.ends_mid_structure``: cut off)."""
     parsed: Any = extract_json(text)
+    if parsed is None and ends_mid_structure(text):
+        raise AttemptFailed(f"reply cut off before its JSON was complete ({tail(text, 200)!r})", "transient",
+                            fix=NO_JSON_FIX, partial=text)
     if parsed is None:
         raise AttemptFailed(f"invalid JSON reply (no JSON object or array in: {tail(text, 200)!r})", "transient",
                             fix=NO_JSON_FIX)
@@ -444,8 +450,10 @@ def chat_with_retries(attempt: Callable[[], AttemptReply], *, model: str, max_re
     """Run ``attempt`` until it succeeds, fails fatally, or ``max_retries`` retries are spent.
 
     ``attempt`` returns an ``AttemptReply`` or raises ``AttemptFailed``; transient failures are retried with
-    exponential backoff and jitter (tenacity), starting at ``backoff_base_s`` seconds. Never raises for a failed
-    call: returns ``ChatResult(error=..., error_kind=...)`` with the number of attempts made.
+    exponential backoff and jitter (tenacity), starting at ``backoff_base_s`` seconds, except a reply cut off
+    mid-JSON (``AttemptFailed.partial``), returned at once with ``cut_off`` and ``partial`` for ``CallMeter`` to
+    retry and repair. Never raises for a failed call: returns ``ChatResult(error=..., error_kind=...)`` with the
+    number of attempts made.
     """
     started = time.monotonic()
     attempts = 0
@@ -468,6 +476,8 @@ def chat_with_retries(attempt: Callable[[], AttemptReply], *, model: str, max_re
             error_kind=exc.kind,
             fix=exc.fix,
             attempts=max(1, attempts),
+            cut_off=exc.partial is not None,
+            partial=exc.partial or "",
         )
     return ChatResult(text=reply.text, usage=reply.usage, latency_s=time.monotonic() - started, model=model,
                       attempts=max(1, attempts))
@@ -475,4 +485,4 @@ def chat_with_retries(attempt: Callable[[], AttemptReply], *, model: str, max_re
 
 
 def _is_transient(exc: BaseException) -> bool:
-    return isinstance(exc, AttemptFailed) and exc.kind == "transient"
+    return isinstance(exc, AttemptFailed) and exc.kind == "transient" and exc.partial is None

@@ -128,8 +128,7 @@ def merge_patches(patch_lists: list[PatchList], *, skill: str, memory: str, targ
     prompt = render_prompt("merge", max_edits=len(pooled), targets=", ".join(targets),
                            skill=document_view(skill), memory=document_view(memory),
                            patches=quote_data(render_patch_lists(patch_lists)))
-    parsed, raw = request_edits(meter, prompt, edits_schema(len(pooled), targets),
-                                max_tokens=min(3000, 200 + 200 * len(pooled)))
+    parsed, raw = request_edits(meter, prompt, edits_schema(len(pooled), targets), purpose="merge")
     raw_head = raw[:RAW_HEAD_CHARS]
     if parsed is None:
         return MergeOutcome(edits=pooled, raw_head=raw_head,
@@ -190,8 +189,8 @@ def rank_edits(edits: list[EditRecord], *, keep: int, skill: str, memory: str, m
     prompt = render_prompt("rank", keep=keep, count=len(edits), skill=document_view(skill),
                            memory=document_view(memory), edits=quote_data(listing))
     result = meter.chat(ChatRequest(role="optimizer", messages=[ChatMessage(role="user", content=prompt)],
-                                     json_schema=rank_schema(len(edits)), temperature=0.0,
-                                     max_tokens=min(1000, 60 + 8 * len(edits))), fail_on_error=False)
+                                     json_schema=rank_schema(len(edits)), temperature=0.0, purpose="rank"),
+                         fail_on_error=False)
     merged_order = list(range(len(edits)))
     if not result.ok:
         return RankOutcome(order=merged_order, fallback=f"rank call failed ({result.error}); kept the merged order")

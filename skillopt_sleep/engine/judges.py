@@ -163,7 +163,7 @@ def make_rubric_judge(meter, model_hint: str = "") -> RubricJudge:
             messages=[ChatMessage(role="user", content=user)],
             json_schema=RUBRIC_SCHEMA,
             temperature=0.0,
-            max_tokens=300,
+            purpose="judge",
         )
         result = meter.chat(chat, fail_on_error=False)
         if not result.ok:

