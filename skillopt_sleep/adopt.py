@@ -16,10 +16,15 @@ Safety rules:
   at any instant, sees the old file or the new one, never a part.
 - A target must resolve inside the project and be one of the configured targets; a symlink pointing elsewhere,
   a manifest edited to point elsewhere, or a proposed file that does not match its recorded sha256 is refused.
-- The live file must be the one the proposal was computed from (same sha256). When it changed since, the
-  proposal is re-applied only if the live managed block is still byte-identical to the block the proposal was
-  computed from: the user's edits outside the block are kept and the block is replaced by the proposed one.
-  Otherwise adoption is refused, naming the file.
+- When the live file is still the one the proposal was computed from (same sha256), the proposed file is written.
+  When it changed since (the user edited it, or another night was adopted into it), the night's *change* of the
+  managed block is re-applied onto it (``block_merge.merge_block``: three-way, base = the block the night started
+  from, recorded in the manifest): the user's text outside the block is kept byte for byte, a rule line already
+  there is not written twice, and a line the night replaced that someone changed since is a conflict, which refuses
+  the adoption naming the file and the line (the night stays staged). So staged nights add up: ``adopt_all``
+  adopts every staged night oldest first, each on top of the previous, and ``adopt <night>`` leaves the others
+  adoptable. (Manifests staged before the base block was recorded are re-applied only while the live block is
+  byte-identical to theirs.)
 - ``adoptions.json`` records an adoption as ``pending`` before the first document is written and ``adopted`` after
   the last; a ``pending`` record left by a killed process is settled by the next adopt or revert (finished when
   every document was written, rolled back from the backups otherwise).
@@ -27,14 +32,16 @@ Safety rules:
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Iterable, Literal
+from typing import Callable, Iterable, Literal
 
 from filelock import FileLock
 from pydantic import BaseModel, Field, TypeAdapter
 
 from skillopt_sleep.block import ensure_block
+from skillopt_sleep.block_merge import merge_block
 from skillopt_sleep.documents import is_within, managed_block_segments, read_document, sha256_text, via_symlink
 from skillopt_sleep.errors import (
     AdoptError,
@@ -47,6 +54,7 @@ from skillopt_sleep.errors import (
 )
 from skillopt_sleep.fsio import load_json, open_atomic, write_json_atomic, write_text_atomic
 from skillopt_sleep.lock import take_project_lock
+from skillopt_sleep.staged import adoptable_nights, night_sort_key, night_status
 from skillopt_sleep.state import ProjectPaths
 
 #: The ``format`` of ``adoptions.json`` (users have these files: a change of format is a new value).
@@ -164,28 +172,6 @@ def _lock(paths: ProjectPaths) -> FileLock:
     return take_project_lock(paths, "a night (or another adopt/revert) is running for this project")
 
 
-def _night_ids(paths: ProjectPaths) -> list[str]:
-    """Night directory names, oldest first (``<UTC stamp>`` then ``<UTC stamp>-2``, ``-3``, ...)."""
-    if not paths.nights.is_dir():
-        return []
-    return sorted((p.name for p in paths.nights.iterdir() if p.is_dir() and not p.name.startswith(".")),
-                  key=night_sort_key)
-
-
-def night_sort_key(night_id: str) -> tuple[str, int]:
-    """Sort key of a night id: its timestamp, then its numeric same-second counter."""
-    base, _, counter = night_id.partition("Z-")
-    return (base if counter else night_id.rstrip("Z"), int(counter) if counter.isdigit() else 1)
-
-
-def _night_status(paths: ProjectPaths, night_id: str) -> str | None:
-    """The night's status in its diagnostics (None without them). Raises DamagedFileError for damaged ones."""
-    path = paths.nights / night_id / "diagnostics.json"
-    data = load_json(path, what=f"night {night_id}'s diagnostics", default=None,
-                     fix=f"move the night aside (mv {path.parent} {path.parent}.bad) or adopt another night")
-    return data.get("status") if isinstance(data, dict) else None
-
-
 def _read_manifest(night_dir: Path) -> list[dict]:
     manifest = night_dir / "proposed" / "manifest.json"
     try:
@@ -271,7 +257,7 @@ def rebase_proposal(proposed: str, live: str, base_block_sha256: str | None) -> 
 
 def _plan_document(night_dir: Path, entry: dict, real: Path) -> tuple[str, str | None, bool]:
     """Return (text to write, live text or None, rebased) for one manifest entry; raise ProposalTampered,
-    TargetRefused (live file not UTF-8) or LiveFileChanged."""
+    TargetRefused (live file not UTF-8) or LiveFileChanged (deleted since, or a conflict, named)."""
     proposed = _proposed_text(night_dir, entry)
     live = None
     if real.exists():
@@ -287,18 +273,39 @@ def _plan_document(night_dir: Path, entry: dict, real: Path) -> tuple[str, str |
     if live is None:
         raise LiveFileChanged(f"{real} was deleted since night {night_dir.name} staged its proposal; not adopting",
                               fix=f"restore it, or apply the change by hand (see {review})")
-    if entry.get("live_sha256") is None:
-        raise LiveFileChanged(f"{real} was created since night {night_dir.name} staged a new document for it; not "
-                              "adopting",
-                              fix=f"merge by hand from {night_dir / 'proposed' / str(entry.get('file'))}")
-    if "live_block_sha256" in entry:
-        rebased = rebase_proposal(proposed, live, entry["live_block_sha256"])
+    base = _base_block(entry)
+    if base is False:  # a manifest staged before the base block was recorded: the block must be unchanged
+        rebased = rebase_proposal(proposed, live, entry.get("live_block_sha256", "?"))
         if rebased is not None:
             return rebased, live, True
-    raise LiveFileChanged(f"{real} changed since night {night_dir.name} staged its proposal, and its managed block "
-                          "changed too, so the proposal cannot be re-applied safely; not adopting",
-                          fix=f"review {review} and apply it by hand, or wait for the next night (it starts from "
-                              "the new file)")
+        raise LiveFileChanged(f"{real} changed since night {night_dir.name} staged its proposal, and its managed "
+                              "block changed too, so the proposal cannot be re-applied safely; not adopting",
+                              fix=f"review {review} and apply it by hand, or wait for the next night (it starts "
+                                  "from the new file)")
+    try:
+        merged = merge_block(base, proposed, live)
+    except (SleepError, ValueError) as exc:
+        raise LiveFileChanged(f"cannot re-apply night {night_dir.name}'s change onto {real}: {exc}; not adopting",
+                              fix=f"fix the markers, or apply the change by hand (see {review})") from None
+    if merged.text is None:
+        raise LiveFileChanged(f"night {night_dir.name} conflicts with {real} as it is now: "
+                              + "; ".join(merged.conflicts) + "; not adopting",
+                              fix=f"apply the change by hand (see {review}), or leave it: the next night starts from "
+                                  "the file as it is")
+    return merged.text, live, True
+
+
+def _base_block(entry: dict) -> str | None | bool:
+    """The raw managed block the proposal was computed from (None: the file had none or did not exist), or False
+    when the manifest does not say (staged before ``live_block`` was recorded)."""
+    if entry.get("live_sha256") is None:
+        return None
+    if "live_block" not in entry:
+        return False
+    block = entry["live_block"]
+    if block is not None and (not isinstance(block, str) or sha256_text(block) != entry.get("live_block_sha256")):
+        raise ProposalTampered("refusing to adopt: the manifest's base block does not match its recorded sha256")
+    return block
 
 
 # --------------------------------------------------------------------------- pending records
@@ -357,17 +364,19 @@ def _restore(document: AdoptedDocument) -> None:
 # --------------------------------------------------------------------------- adopt / revert
 
 
+def adoptable(paths: ProjectPaths) -> list[str]:
+    """The nights ``adopt`` takes when none is named, oldest first: accepted, staged, never adopted
+    (``staged.adoptable_nights`` on the adoption records; ``status`` counts the same)."""
+    return adoptable_nights(paths, {a.night_id for a in load_adoptions(paths)})
+
+
 def default_night_to_adopt(paths: ProjectPaths) -> str:
-    """The newest accepted night with a staged proposal that was never adopted. Raises NothingToAdopt if none."""
-    adopted = {a.night_id for a in load_adoptions(paths)}
-    for night_id in reversed(_night_ids(paths)):
-        if night_id in adopted:
-            continue
-        if (_night_status(paths, night_id) == "accepted"
-                and (paths.nights / night_id / "proposed" / "manifest.json").exists()):
-            return night_id
-    raise NothingToAdopt("nothing to adopt: no accepted night with a staged proposal that was not adopted yet",
-                         fix="'skillopt-sleep history' lists adopted nights")
+    """The oldest adoptable night (``adoptable``). Raises NothingToAdopt if none."""
+    nights = adoptable(paths)
+    if not nights:
+        raise NothingToAdopt("nothing to adopt: no accepted night with a staged proposal that was not adopted yet",
+                             fix="'skillopt-sleep history' lists adopted nights")
+    return nights[0]
 
 
 def adopt_night(project: Path, *, paths: ProjectPaths, night_id: str | None = None,
@@ -376,7 +385,9 @@ def adopt_night(project: Path, *, paths: ProjectPaths, night_id: str | None = No
 
     project: the project directory (every target must resolve inside it). night_id: default
     ``default_night_to_adopt``. allowed_targets: the configured target paths (None: any path inside the
-    project). take_lock: False when the caller already holds the project's night lock (the night itself).
+    project). take_lock: False when the caller already holds the project's night lock (the night itself, or
+    ``adopt_all``). Another night adopted since this one was staged does not make it "older": its change is
+    re-applied onto the live file as it is now (``_plan_document``).
     Backups go to ``<state dir>/backups/<night id>/<UTC stamp>/<file>``. Returns the adoption record.
     Raises (nothing written) NothingToAdopt for an unknown, unaccepted or already adopted night, TargetRefused for
     a target outside the project or not configured, ProposalTampered for a tampered proposal, LiveFileChanged for
@@ -397,7 +408,7 @@ def adopt_night(project: Path, *, paths: ProjectPaths, night_id: str | None = No
         if active_adoption(adoptions, night_id):
             raise NothingToAdopt(f"night {night_id} is already adopted",
                                  fix=f"'skillopt-sleep revert {night_id}' undoes it")
-        status = _night_status(paths, night_id)
+        status = night_status(paths, night_id)
         if status not in (None, "accepted"):
             raise NothingToAdopt(f"night {night_id} was {status}, not accepted",
                                  fix="only accepted nights can be adopted")
@@ -430,6 +441,42 @@ def adopt_night(project: Path, *, paths: ProjectPaths, night_id: str | None = No
     finally:
         if lock is not None:
             lock.release()
+
+
+@dataclass
+class AdoptedAll:
+    """What ``adopt_all`` did: adopted, the records written, oldest first; refused, night id -> why it was left
+    staged (a conflict with the live file, a file deleted since, a tampered proposal), in night order."""
+
+    adopted: list[Adoption] = field(default_factory=list)
+    refused: dict[str, str] = field(default_factory=dict)
+
+
+def adopt_all(project: Path, *, paths: ProjectPaths,
+              allowed_targets: Callable[[str], Iterable[Path] | None] | None = None) -> AdoptedAll:
+    """Adopt every adoptable night (``adoptable``), oldest first, each onto the live files the previous one left
+    (``adopt_night``: the night's change of the managed block is merged, a line already there is not written
+    twice). A night that cannot be adopted (``AdoptError``) is reported in ``refused`` and stays staged; the others
+    go on. allowed_targets: night id -> its configured target paths (None: any path inside the project). Takes
+    the project lock once. Raises NothingToAdopt when no night is adoptable; LockedError while a night runs."""
+    lock = _lock(paths)
+    try:
+        _settle_pending(paths, load_adoptions(paths))
+        nights = adoptable(paths)
+        if not nights:
+            raise NothingToAdopt("nothing to adopt: no accepted night with a staged proposal that was not adopted "
+                                 "yet", fix="'skillopt-sleep history' lists adopted nights")
+        done = AdoptedAll()
+        for night_id in nights:
+            try:
+                allowed = allowed_targets(night_id) if allowed_targets is not None else None
+                done.adopted.append(adopt_night(project, paths=paths, night_id=night_id, allowed_targets=allowed,
+                                                take_lock=False))
+            except AdoptError as exc:
+                done.refused[night_id] = str(exc)
+        return done
+    finally:
+        lock.release()
 
 
 def revert_adoption(project: Path, *, paths: ProjectPaths, night_id: str | None = None, force: bool = False,
@@ -493,7 +540,8 @@ def is_adopted(paths: ProjectPaths, night_id: str) -> bool:
 
 
 __all__ = [
-    "AdoptedDocument", "Adoption", "active_adoption", "adopt_night", "adoptions_path", "default_night_to_adopt",
+    "AdoptedAll", "AdoptedDocument", "Adoption", "active_adoption", "adopt_all", "adopt_night", "adoptable",
+    "adoptions_path", "default_night_to_adopt",
     "history", "is_adopted", "load_adoptions", "night_sort_key", "protected_nights", "rebase_proposal",
     "revert_adoption",
 ]

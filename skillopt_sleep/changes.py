@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from skillopt_sleep.block import block_rule_lines
 from skillopt_sleep.mine.provenance import is_blocked
 from skillopt_sleep.models import Diagnostics, FileChange
+from skillopt_sleep.staged import STAGED_NOTE
 
 if TYPE_CHECKING:
     from skillopt_sleep.documents import Document
@@ -79,11 +80,32 @@ def describe_change(change: FileChange) -> str:
     if change.removed:
         parts.append(f"dropped {_rules(len(change.removed))} ({_quote(change.removed)})")
     text = f"{change.file}: {', '.join(parts) or 'reworded its rules'}"
-    return text if change.state == "written" else text + " -- staged, not written yet: run 'skillopt-sleep adopt'"
+    return text if change.state == "written" else text + STAGED_NOTE
+
+
+def _failed_optimizer(diagnostics: Diagnostics) -> str | None:
+    """When the optimizer's calls failed and so nothing could be proposed: why, with the fix; else None.
+
+    Replies cut off at their token budget (errors with reason ``reply_cut_off``, after the meter's retry and
+    repair) come first: ``the optimizer's replies were cut off at 512 tokens (2 of 2 calls); fix: ...``. Any other
+    failure counts only when every optimizer call failed."""
+    cost = diagnostics.cost.get("optimizer")
+    failed = [error for error in diagnostics.errors if error.get("role") == "optimizer" and error.get("message")]
+    calls = max(cost.calls if cost else 0, len(failed))
+    cut = [error for error in failed if error.get("reason") == "reply_cut_off"]
+    if cut:
+        budget = max(int(error.get("max_tokens") or 0) for error in cut)
+        return (f"the optimizer's replies were cut off at {budget} tokens ({len(cut)} of {calls} "
+                f"call{'s' if calls != 1 else ''}); fix: raise structured_max_tokens "
+                f"('skillopt-sleep config set structured_max_tokens {2 * budget}') or use a larger model")
+    if failed and len(failed) == calls:
+        return f"the optimizer's {len(failed)} call(s) all failed ({failed[-1]['message'][:QUOTE_CHARS * 2]})"
+    return None
 
 
 def nothing_changed_reason(diagnostics: Diagnostics) -> str:
-    """Why no file changed tonight, in one sentence a developer reads in the morning."""
+    """Why no file changed tonight, in one sentence a developer reads in the morning. When the optimizer's calls
+    failed and nothing was proposed, that comes first (``_failed_optimizer``), not "no rule was proposed"."""
     status = diagnostics.status
     if status == "no_sessions":
         return "no new sessions since the last night"
@@ -98,6 +120,9 @@ def nothing_changed_reason(diagnostics: Diagnostics) -> str:
     if status == "interrupted":
         return f"the night was stopped by {(diagnostics.failure or {}).get('signal', 'a signal')} before a decision"
     proposed = [edit for edit in diagnostics.edits if edit.status == "applied"]
+    failed = None if proposed else _failed_optimizer(diagnostics)
+    if failed:
+        return failed
     if not proposed:
         blocked = sum(1 for edit in diagnostics.edits if is_blocked(edit))
         if blocked:

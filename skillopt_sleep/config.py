@@ -9,6 +9,7 @@ Unknown keys and invalid values raise ``ConfigError`` naming the source (file pa
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 import warnings
 from pathlib import Path
@@ -222,7 +223,13 @@ class SleepConfig(NightStepConfig, EditBudgetConfig):
     optimizer_model: str = Field("gpt-4o-mini", description="Model that mines, reflects and judges (openai backend).")
     judge_model: str | None = Field(None, description="Rubric judge model (default: the optimizer model).")
     model_path: Path | None = Field(None, description=(
-        "GGUF file for ``backend = local`` (default: the bundled SmolLM2-135M-Instruct)."))
+        "Model of ``backend = local``: a .gguf file, a catalog name (``qwen2.5-coder-1.5b``, pulled with "
+        "``models pull``), ``hf.co/<user>/<repo>[:QUANT]`` or ``<user>/<repo>[:QUANT]`` (a Hugging Face GGUF repo "
+        "in the Hugging Face cache), or ``ollama:<name>``: with backend ``local`` or ``auto`` that one means "
+        "backend ``openai`` at ``ollama_base_url`` with ``target_model`` and ``optimizer_model`` ``<name>``. "
+        "Default: the largest pulled model, else the bundled SmolLM2-135M-Instruct."))
+    ollama_base_url: str = Field("http://127.0.0.1:11434/v1", description=(
+        "Ollama's OpenAI-compatible endpoint, used when ``model_path = \"ollama:<name>\"``."))
     claude_bin: str = Field("claude", description=(
         "``claude`` executable: a name looked up on PATH or an absolute path."))
     codex_bin: str = Field("codex", description="``codex`` executable: a name looked up on PATH or an absolute path.")
@@ -259,6 +266,11 @@ class SleepConfig(NightStepConfig, EditBudgetConfig):
         "Seconds before one LLM call times out (then retried as transient)."))
     max_retries: int = Field(3, ge=0, description=(
         "Retries for transient errors (429, 5xx, timeouts, empty replies), exponential backoff with jitter."))
+    structured_max_tokens: int = Field(0, ge=0, description=(
+        "Completion-token budget of every JSON reply (the optimizer's edits, merge and rank, the judge's score, the "
+        "miners'). 0 = sized per reply: reflect and merge 2048, rank 512, miner and rule reader 1024, judge 256. A "
+        "reply cut off at its budget is asked once more with twice as many tokens (the local backend: at most half "
+        "its context), then its JSON is repaired; one that cannot be is a failed call (reason ``reply_cut_off``)."))
 
     # -- the step (the other step and gate keys: StepConfig, NightStepConfig, EditBudgetConfig)
     edit_budget_horizon: int = Field(30, ge=1, description=(
@@ -315,6 +327,24 @@ class SleepConfig(NightStepConfig, EditBudgetConfig):
         if isinstance(value, str) and value:
             return Path(value).expanduser()
         return value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _ollama_model(cls, data: Any) -> Any:
+        """``model_path = "ollama:<name>"`` with backend ``local``/``auto``: the openai backend at Ollama's endpoint
+        (``models_hub.ollama_settings``; an ``api_key`` already set is kept)."""
+        if not isinstance(data, dict):
+            return data
+        ref = str(data.get("model_path") or "")
+        if ref.startswith("ollama:") and ref[len("ollama:"):].strip() and data.get("backend", "auto") in (
+                "auto", "local"):
+            from skillopt_sleep.models_hub import OLLAMA_BASE_URL, ollama_settings
+
+            mapped = ollama_settings(ref[len("ollama:"):].strip(), data.get("ollama_base_url") or OLLAMA_BASE_URL)
+            if data.get("api_key"):
+                mapped.pop("api_key")
+            data = {**data, **mapped}
+        return data
 
     @field_validator(*TARGET_KEYS)
     @classmethod
@@ -428,16 +458,30 @@ def _resolved_target_problem(root: Path, path: Path) -> str | None:
     return None
 
 
-def _errors_to_config_error(exc: ValidationError, source: str) -> ConfigError:
-    first = exc.errors()[0]
-    key = ".".join(str(part) for part in first["loc"]) or "?"
-    if first["type"] == "extra_forbidden":
-        return ConfigError("unknown key (see 'skillopt-sleep config show' for the valid keys)", source=source,
-                           key=key)
-    shown = repr(first.get("input"))
+def did_you_mean(key: str) -> str:
+    """``"; did you mean 'edit_budget'?"`` for a mistyped config key (the closest ``SleepConfig`` key by
+    ``difflib.get_close_matches``, ratio >= 0.6), ``""`` when no key is close."""
+    import difflib
+
+    close = difflib.get_close_matches(key, list(SleepConfig.model_fields), n=1, cutoff=0.6)
+    return f"; did you mean '{close[0]}'?" if close else ""
+
+
+def problem_message(error: Any) -> str:
+    """One pydantic error (an item of ``ValidationError.errors()``) as the text after the key: ``unknown key; did
+    you mean 'edit_budget'?`` or the message and the value given, cut to about 80 characters."""
+    if error["type"] == "extra_forbidden":
+        return "unknown key" + did_you_mean(str(error["loc"][0]) if error["loc"] else "")
+    shown = repr(error.get("input"))
     if len(shown) > 80:
         shown = f"{shown[:60]}... ({len(shown)} characters)"
-    return ConfigError(f"{first['msg']} (got {shown})", source=source, key=key)
+    return f"{error['msg']} (got {shown})"
+
+
+def _errors_to_config_error(exc: ValidationError, source: str, fix: str | None = None) -> ConfigError:
+    first = exc.errors()[0]
+    key = ".".join(str(part) for part in first["loc"]) or "?"
+    return ConfigError(problem_message(first), source=source, key=key, fix=fix)
 
 
 def read_config_file(path: Path) -> dict[str, Any]:
@@ -464,12 +508,13 @@ def env_overrides(environ: dict[str, str] | None = None) -> dict[str, str]:
     return out
 
 
-def _apply_layer(merged: dict[str, Any], layer: dict[str, Any], source: str) -> dict[str, Any]:
+def _apply_layer(merged: dict[str, Any], layer: dict[str, Any], source: str,
+                 fix: str | None = None) -> dict[str, Any]:
     candidate = {**merged, **layer}
     try:
         SleepConfig.model_validate(candidate)
     except ValidationError as exc:
-        raise _errors_to_config_error(exc, source) from None
+        raise _errors_to_config_error(exc, source, fix) from None
     return candidate
 
 
@@ -491,7 +536,9 @@ def load_config(
         raise ConfigError("config file not found", source=str(path))
     merged: dict[str, Any] = {}
     file_layer = read_config_file(path)
-    merged = _apply_layer(merged, file_layer, str(path))
+    merged = _apply_layer(merged, file_layer, str(path),  # every problem of the file, each with its line:
+                          fix=f"run 'skillopt-sleep config validate --config {shlex.quote(str(path))}' to see "
+                              "them all")
     sources = {key: str(path) for key in file_layer}
     for key, value in env_overrides(environ).items():
         sources[key] = f"environment {ENV_PREFIX}{key.upper()}"
@@ -514,7 +561,8 @@ def set_config_value(key: str, value: str, config_path: Path | None = None) -> P
 
     path = Path(config_path) if config_path else paths.config_file()
     if key not in SleepConfig.model_fields:
-        raise ConfigError("unknown key (see 'skillopt-sleep config show')", source=str(path), key=key)
+        raise ConfigError(f"unknown key{did_you_mean(key)}", source=str(path), key=key,
+                          fix="'skillopt-sleep config show' lists the keys")
     existing = read_config_file(path)
     _apply_layer(existing, {key: value}, f"config set {key}")
     parsed = SleepConfig.model_validate({**existing, key: value})

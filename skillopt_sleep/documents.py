@@ -115,6 +115,15 @@ def managed_block_sha256(text: str) -> str | None:
     return sha256_text(segments[1]) if segments else None
 
 
+def _raw_block(text: str) -> str | None:
+    """The raw managed block of ``text`` (markers included), None when it has none or a malformed one."""
+    try:
+        segments = managed_block_segments(text)
+    except SleepError:
+        return None
+    return segments[1] if segments else None
+
+
 def written_agents(sources: list[str], targets: list[str] | None = None) -> list[str]:
     """The agents whose memory files a night writes, in ``MEMORY_FILES`` order: ``targets`` when given, else the
     harvested ``sources`` (``claude`` when there are none)."""
@@ -275,8 +284,9 @@ def stage_proposal(night_dir: Path, documents: dict[str, Document], candidate: d
 
     Each manifest entry: kind, target (absolute path), file (name under proposed/), live_sha256 (of the live
     file the proposal was computed from; None if it did not exist), live_block_sha256 (of that file's raw managed
-    block; None if it had none: lets ``adopt`` re-apply the block onto a live file edited since), proposed_sha256.
-    Returns the entries.
+    block; None if it had none), live_block (that raw block itself, markers included, or None: ``adopt`` re-applies
+    the night's change of the block onto a live file edited or adopted into since, ``block_merge.merge_block``),
+    proposed_sha256. Returns the entries.
     """
     from skillopt_sleep.fsio import write_json_atomic
 
@@ -297,6 +307,7 @@ def stage_proposal(night_dir: Path, documents: dict[str, Document], candidate: d
             "file": name,
             "live_sha256": document.sha256,
             "live_block_sha256": managed_block_sha256(document.text) if document.exists else None,
+            "live_block": _raw_block(document.text) if document.exists else None,
             "proposed_sha256": sha256_text(new_text),
         })
     if entries:

@@ -197,7 +197,9 @@ def run_night(config: SleepConfig, *, project: Path, dry_run: bool = False, appl
               progress: Progress | None = None) -> NightResult:
     """Run one night for ``project`` and write its night directory.
 
-    Returns a NightResult whose ``diagnostics`` is also saved as ``<night dir>/diagnostics.json``.
+    Returns a NightResult whose ``diagnostics`` is also saved as ``<night dir>/diagnostics.json``. ``dry_run``:
+    harvest and mine only, and write nothing (no night directory, state, checkpoint or lock file: the result's
+    ``night_dir`` is where the night would have written).
     Raises LockedError when another night for the same project holds the lock; ConfigError for a bad config, a
     ``skill_path`` / ``memory_path`` that resolves outside the project or is not a file (``check_targets``: before
     anything runs) or no available backend; DamagedFileError for a damaged ``state.json`` or ``adoptions.json``
@@ -210,13 +212,15 @@ def run_night(config: SleepConfig, *, project: Path, dry_run: bool = False, appl
     project = Path(project).expanduser().resolve()
     config.check_targets(project)  # a target outside the project, a directory, ...: refused before anything runs
     paths = ProjectPaths(project if config.scope == "project" else project, state_root)
-    lock = take_project_lock(paths, f"another night is running for {project}")
+    # a dry run only reads: no lock file, no night directory, no state (nothing under the state dir is written)
+    lock = None if dry_run else take_project_lock(paths, f"another night is running for {project}")
     try:
         load_adoptions(paths)  # a damaged adoptions.json (DamagedFileError) refuses the night before it spends
         return _run_locked(config, project=project, paths=paths, dry_run=dry_run, apply=apply, now=now,
                            progress=progress)
     finally:
-        lock.release()
+        if lock is not None:
+            lock.release()
 
 
 def _run_locked(config: SleepConfig, *, project: Path, paths: ProjectPaths, dry_run: bool, apply: bool,
@@ -239,8 +243,7 @@ def _run_stages(night: _Night, dry_run: bool) -> NightResult:
     tasks = night.mine(harvested)
     if not any(task.replayable for task in tasks) and not stated_rules(tasks):
         return night.finish("no_tasks", commit_checkpoints=harvested.checkpoints)
-    if dry_run:
-        night.write_tasks(tasks)
+    if dry_run:  # the tasks are in the result's diagnostics; ``skillopt-sleep harvest --output`` writes them
         return night.finish("dry_run")
     setup = night.open_backend(harvested.sources)
     try:
@@ -328,7 +331,8 @@ class _Night:
                                    val_fraction=self.config.val_fraction, test_fraction=self.config.test_fraction)
         self.diagnostics.tasks = _split_counts(mined.tasks)
         self.diagnostics.mining = {**mining_report(mined), "lineage": lineage.report()}
-        self.night_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if not self.dry_run:
+            self.night_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         return mined.tasks
 
     def write_tasks(self, tasks: list[TaskRecord]) -> None:
@@ -342,7 +346,7 @@ class _Night:
         meter = CallMeter(choice.backend, Budget(
             max_calls=config.max_calls_per_night, max_tokens=config.max_tokens_per_night,
             max_minutes=config.max_minutes_per_night, max_usd=config.max_usd_per_night,
-            usd_per_1k_tokens=config.usd_per_1k_tokens))
+            usd_per_1k_tokens=config.usd_per_1k_tokens), structured_max_tokens=config.structured_max_tokens)
         diagnostics.backend = {
             "name": choice.name,
             "reason": choice.reason,
@@ -526,7 +530,7 @@ class _Night:
     # ---------------------------------------------------------------- finish
     def finish(self, status: str, exit_code: int = 0, commit_checkpoints: dict | None = None) -> NightResult:
         """Close the night: diagnostics (summary, headline) written, the checkpoint committed when given, the state
-        saved and old nights pruned (not on a dry run; a failed night neither counts nor prunes)."""
+        saved and old nights pruned (a dry run writes none of it; a failed night neither counts nor prunes)."""
         self.guard.hold()  # from here to the end of the night a signal waits: no write is cut between two files
         diagnostics, state, dry_run = self.diagnostics, self.state, self.dry_run
         if self.across_nights is not None:
@@ -540,7 +544,8 @@ class _Night:
         diagnostics.summary = _summary(diagnostics)
         if self.config.notify and not dry_run and any(c.state != "unchanged" for c in diagnostics.changes):
             notify(f"skillopt-sleep: {self.project.name}", diagnostics.headline)
-        write_json_atomic(self.night_dir / "diagnostics.json", diagnostics.model_dump(mode="json"), mode=0o600)
+        if not dry_run:  # a dry run writes nothing: its diagnostics are the result's
+            write_json_atomic(self.night_dir / "diagnostics.json", diagnostics.model_dump(mode="json"), mode=0o600)
         if commit_checkpoints is not None and not dry_run:
             save_checkpoints(self.paths.checkpoints, commit_checkpoints)
         if not dry_run and status not in EXIT_CODES:
@@ -577,9 +582,9 @@ class _Night:
                                "fix": "nothing to do: the next night reads the same sessions again"}
         diagnostics.headline = f"interrupted by {exc.signal_name} during {exc.stage}: nothing in your project changed"
         diagnostics.summary = f"{diagnostics.headline}; nothing was staged"
-        self.night_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        write_json_atomic(self.night_dir / "diagnostics.json", diagnostics.model_dump(mode="json"), mode=0o600)
         if not self.dry_run:
+            self.night_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            write_json_atomic(self.night_dir / "diagnostics.json", diagnostics.model_dump(mode="json"), mode=0o600)
             state = load_state(self.paths)
             state.project = str(self.project)
             state.last_night_id, state.last_status = self.night_id, "interrupted"

@@ -25,6 +25,7 @@ from skillopt_sleep.fsio import load_json, read_json, write_text_atomic
 from skillopt_sleep.mine.provenance import blocked_token, is_blocked
 from skillopt_sleep.models import Diagnostics, EditRecord, ReplayResult
 from skillopt_sleep.state import ProjectPaths
+from skillopt_sleep.verdicts import verdict
 
 #: Nights shown in the trend chart.
 TREND_NIGHTS = 30
@@ -117,22 +118,9 @@ EDIT_STATUS_WORDS = {"applied": "in the candidate", "unmatched": "did not apply"
 
 
 def outcome_word(diagnostics: Diagnostics) -> str:
-    """The night in a developer's words: ``learned`` (a file changed tonight), ``staged`` (waits for ``adopt``),
-    ``waiting for more evidence`` (a pending candidate), ``rejected``, ``nothing to learn``, or the failure."""
-    states = {change.state for change in diagnostics.changes}
-    if not diagnostics.changes:  # diagnostics written before ``changes`` existed
-        states = {"written"} if diagnostics.applied else {"staged"} if diagnostics.proposed else set()
-    if "written" in states:
-        return "learned"
-    if "staged" in states:
-        return "staged"
-    if diagnostics.status in ("backend_error", "budget_exhausted", "interrupted"):
-        return diagnostics.status.replace("_", " ")
-    if (diagnostics.pending or {}).get("action") in ("stored", "kept"):
-        return "waiting for more evidence"
-    if diagnostics.status == "rejected" and any(edit.status == "applied" for edit in diagnostics.edits):
-        return "rejected"
-    return "nothing to learn"
+    """The night's verdict, in the one vocabulary of every command (``verdicts.verdict``: learned, waiting,
+    rejected, kept, failed, interrupted)."""
+    return verdict(diagnostics.model_dump(mode="json"))
 
 
 def _promoted_edits(diagnostics: Diagnostics, paths: ProjectPaths | None) -> tuple[str | None, list[EditRecord]]:
@@ -390,8 +378,8 @@ def render_html(view: dict[str, Any], points: list[dict[str, Any]], *, generated
     """
     generated = (generated_at or datetime.now(timezone.utc)).isoformat(timespec="seconds")
     outcome = view["outcome"]
-    css = {"learned": "accepted", "staged": "accepted", "waiting for more evidence": "rejected",
-           "rejected": "rejected", "backend error": "failed", "budget exhausted": "failed"}.get(outcome, "other")
+    css = {"learned": "accepted", "waiting": "rejected", "rejected": "rejected", "failed": "failed",
+           "interrupted": "failed"}.get(outcome, "other")
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',

@@ -20,7 +20,8 @@ nights (shown, never deleted).
 
 ``forget_rule`` removes one rule's line from every managed block that holds it, as a change of its own
 (``<UTC stamp>-forget-<rule id>`` under the nights dir): written atomically with backups through ``adopt``, so it
-is listed by ``history`` and undone by ``revert <change id>``. It records the rule in ``forgotten.json`` (a night
+is listed by ``history`` and undone by ``revert <change id>`` (which restores the line and the rule's status: a
+forget counts only while its change is adopted, ``load_forgotten``). It records the rule in ``forgotten.json`` (a night
 does not propose it again unless the user states it again after the forget: ``drop_forgotten``) and the line in
 the rejected-edit ledger (the optimizer is not re-tested on the same words).
 """
@@ -34,7 +35,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from skillopt_sleep.adopt import adopt_night, night_sort_key
+from skillopt_sleep.adopt import adopt_night, load_adoptions, night_sort_key
 from skillopt_sleep.block import block_rule_lines
 from skillopt_sleep.documents import (
     DEFAULT_SKILL_PATH,
@@ -134,13 +135,17 @@ def _matches(entry: dict[str, Any], line: str) -> bool:
 
 
 def load_forgotten(paths: ProjectPaths) -> dict[str, dict[str, Any]]:
-    """Rule id -> ``{text, keys, at (ISO time), change}`` of every forgotten rule ({} when none). Raises SleepError
-    for a file that is not valid JSON (naming it)."""
+    """Rule id -> ``{text, keys, at (ISO time), change}`` of every forgotten rule ({} when none). A forget whose
+    change was reverted (``revert <change id>``: its latest adoption record says ``reverted``) is not one: the
+    adoption records are the one truth of what is in force, so ``rules``, ``history`` and the nights agree. Raises
+    SleepError for a file that is not valid JSON (naming it), DamagedFileError for damaged adoption records."""
     try:
         data = read_json(paths.root / FORGOTTEN_FILE, default=None) or {}
     except ValueError as exc:
         raise SleepError(f"{paths.root / FORGOTTEN_FILE} is not valid JSON ({exc}); move it aside") from None
-    return {str(rule_id): entry for rule_id, entry in (data.get("rules") or {}).items() if isinstance(entry, dict)}
+    latest = {adoption.night_id: adoption.status for adoption in load_adoptions(paths)}
+    return {str(rule_id): entry for rule_id, entry in (data.get("rules") or {}).items()
+            if isinstance(entry, dict) and latest.get(str(entry.get("change"))) != "reverted"}
 
 
 def drop_forgotten(rules: list[StatedRule], tasks: list[TaskRecord], paths: ProjectPaths) -> list[StatedRule]:

@@ -6,12 +6,12 @@ import sys
 
 
 def main() -> None:
-    """Run ``skillopt-sleep``. ``--version`` alone, and ``status`` and ``config show`` as they are (``cli.fast.FAST``),
-    are answered without importing typer; everything else goes to the typer app."""
-    if sys.argv[1:] == ["--version"]:
-        from skillopt_sleep import __version__
+    """Run ``skillopt-sleep``. ``--version`` / ``-V`` alone, and ``status`` and ``config show`` as they are
+    (``cli.fast.FAST``), are answered without importing typer; everything else goes to the typer app."""
+    if sys.argv[1:] in (["--version"], ["-V"]):
+        from skillopt_sleep.cli.render import version_line
 
-        print(__version__)
+        print(version_line())
         return
     from skillopt_sleep import collector
 

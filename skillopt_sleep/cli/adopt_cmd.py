@@ -7,7 +7,16 @@ from typing import Annotated, Optional
 
 import typer
 
-from skillopt_sleep.cli.common import ConfigOpt, JsonOpt, ProjectOpt, emit_json, resolve_config, stdout, user_errors
+from skillopt_sleep.cli.common import (
+    ConfigOpt,
+    JsonOpt,
+    ProjectOpt,
+    emit_json,
+    print_table,
+    resolve_config,
+    stdout,
+    user_errors,
+)
 
 NightArg = Annotated[Optional[str], typer.Argument(help="Night id (a directory name under the project's nights).")]
 
@@ -18,14 +27,12 @@ def _paths(project: Path):
     return ProjectPaths(project)
 
 
-def _configured_targets(project: Path, paths, night_id: str | None, config_file: Path | None) -> list[Path]:
+def _configured_targets(project: Path, paths, night: str, config_file: Path | None) -> list[Path]:
     """The skill, memory and mirrored memory paths the configuration names for the night's sources."""
-    from skillopt_sleep.adopt import default_night_to_adopt
     from skillopt_sleep.documents import mirror_paths, target_paths
     from skillopt_sleep.fsio import load_json
 
     config = resolve_config(config_file)
-    night = night_id or default_night_to_adopt(paths)
     diagnostics = load_json(paths.nights / night / "diagnostics.json", what=f"night {night}'s diagnostics")
     sources = (diagnostics if isinstance(diagnostics, dict) else {}).get("sources") or []
     skill, memory = target_paths(project, sources, config.skill_path, config.memory_path, config.targets)
@@ -35,24 +42,40 @@ def _configured_targets(project: Path, paths, night_id: str | None, config_file:
 
 def adopt(night: NightArg = None, project: ProjectOpt = None, json_: JsonOpt = False,
           config_file: ConfigOpt = None) -> None:
-    """Write a night's staged proposal into the project (atomic, with a backup). NIGHT: newest not adopted."""
-    from skillopt_sleep.adopt import adopt_night, default_night_to_adopt
+    """Write staged proposals into the project (atomic, with backups). NIGHT: that one night; default: every
+    staged night not adopted yet, oldest first, each on top of the previous."""
+    from skillopt_sleep.adopt import adopt_all, adopt_night
 
     project_dir = (project or Path.cwd()).expanduser().resolve()
     with user_errors():
         paths = _paths(project_dir)
-        night_id = night or default_night_to_adopt(paths)
-        allowed = _configured_targets(project_dir, paths, night_id, config_file)
-        record = adopt_night(project_dir, paths=paths, night_id=night_id, allowed_targets=allowed)
+        if night:
+            records = [adopt_night(project_dir, paths=paths, night_id=night,
+                                   allowed_targets=_configured_targets(project_dir, paths, night, config_file))]
+            refused: dict[str, str] = {}
+        else:
+            done = adopt_all(project_dir, paths=paths,
+                             allowed_targets=lambda night_id: _configured_targets(project_dir, paths, night_id,
+                                                                                  config_file))
+            records, refused = done.adopted, done.refused
     if json_:
-        emit_json(record.model_dump(mode="json"))
+        emit_json({"adopted": [record.model_dump(mode="json") for record in records], "refused": refused}
+                  if not night else records[0].model_dump(mode="json"))
+        if refused and not records:
+            raise typer.Exit(1)
         return
-    stdout.print(f"[green]adopted night {record.night_id}[/green]", highlight=False)
-    for document in record.documents:
-        note = " (re-applied the managed block onto your edited file)" if document.rebased else ""
-        backup = f"; backup {document.backup}" if document.backup else "; new file"
-        stdout.print(f"  {document.target}{note}{backup}", highlight=False, markup=False)
-    stdout.print(f"undo with: skillopt-sleep revert {record.night_id}", highlight=False, markup=False)
+    for record in records:
+        stdout.print(f"[green]adopted night {record.night_id}[/green]", highlight=False)
+        for document in record.documents:
+            note = " (re-applied its change onto the file as it is now)" if document.rebased else ""
+            backup = f"; backup {document.backup}" if document.backup else "; new file"
+            stdout.print(f"  {document.target}{note}{backup}", highlight=False, markup=False)
+        stdout.print(f"undo with: skillopt-sleep revert {record.night_id}", highlight=False, markup=False)
+    for night_id, why in refused.items():
+        stdout.print(f"[yellow]not adopted: night {night_id}[/yellow] (still staged)", highlight=False)
+        stdout.print(f"  {why}", highlight=False, markup=False)
+    if refused and not records:
+        raise typer.Exit(1)
 
 
 def revert(night: NightArg = None, project: ProjectOpt = None,
@@ -89,14 +112,16 @@ def history(project: ProjectOpt = None, json_: JsonOpt = False) -> None:
     if not records:
         stdout.print("no night adopted yet for this project", highlight=False)
         return
-    from rich.table import Table
+    from rich.table import Column, Table
 
-    table = Table("night", "status", "adopted at", "reverted at", "documents")
+    # the night id is what ``revert`` takes: on one line, whole (on a terminal the other columns give way; piped,
+    # nothing is cut: ``print_table``)
+    table = Table(Column("night", no_wrap=True), "status", "adopted at", "reverted at", "documents")
     for record in records:
         table.add_row(record.night_id, record.status, record.adopted_at.isoformat(timespec="seconds"),
                       record.reverted_at.isoformat(timespec="seconds") if record.reverted_at else "",
                       ", ".join(record.targets))
-    stdout.print(table)
+    print_table(table)
 
 
 def register(app: typer.Typer) -> None:

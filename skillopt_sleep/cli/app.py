@@ -8,7 +8,6 @@ from typing import Annotated, Optional
 
 import typer
 
-from skillopt_sleep import __version__
 from skillopt_sleep.cli import adopt_cmd, config_cmd, models_cmd, report_cmd, rules_cmd, schedule_cmd, train_cmd
 from skillopt_sleep.cli.common import (
     ConfigOpt,
@@ -23,12 +22,14 @@ from skillopt_sleep.cli.common import (
     stdout,
     user_errors,
 )
+from skillopt_sleep.cli.render import version_line
 
 app = typer.Typer(
     name="skillopt-sleep",
     help="A nightly sleep cycle for coding agents: learn your house rules from your own sessions.",
     no_args_is_help=True,
-    add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},  # click hands it down to every sub-command
+    add_completion=True,  # --install-completion / --show-completion (bash, zsh, fish, PowerShell)
     pretty_exceptions_enable=False,
     rich_markup_mode=None,  # plain click help: rendering it with rich would double the start-up of --help
 )
@@ -46,13 +47,13 @@ HomeOpt = Annotated[Optional[list[str]], typer.Option(
 
 def _version(value: bool) -> None:
     if value:
-        typer.echo(__version__)
+        typer.echo(version_line())
         raise typer.Exit()
 
 
 @app.callback()
-def _root(version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
-                                                help="Print the version.")] = False,
+def _root(version: Annotated[bool, typer.Option("--version", "-V", callback=_version, is_eager=True,
+                                                help="Print the version and exit.")] = False,
           verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log stages and every LLM call to stderr.")]
           = False) -> None:
     """skillopt-sleep"""
@@ -76,7 +77,8 @@ def run_now(
     codex_home: CodexHomeOpt = None,
     home: HomeOpt = None,
     dry_run: Annotated[bool, typer.Option(
-        "--dry-run", help="Harvest and mine only: no LLM call, nothing saved.")] = False,
+        "--dry-run", help="Harvest and mine only: no LLM call, nothing written (no night directory, the "
+                          "checkpoint stays).")] = False,
     apply: Annotated[bool, typer.Option(
         "--apply", help="Write accepted documents to the project (atomic, with backup).")] = False,
     json_: JsonOpt = False,
@@ -95,7 +97,7 @@ def run_now(
                                progress=progress)
     diagnostics = result.diagnostics
     if json_:
-        emit_json({"night_dir": str(result.night_dir), "exit_code": result.exit_code,
+        emit_json({"night_dir": None if dry_run else str(result.night_dir), "exit_code": result.exit_code,
                    **diagnostics.model_dump(mode="json")})
     else:
         color = {"accepted": "green", "rejected": "yellow", "backend_error": "red",
@@ -112,7 +114,10 @@ def run_now(
             stdout.print("proposed: " + ", ".join(diagnostics.proposed), highlight=False)
         if diagnostics.applied:
             stdout.print("applied: " + ", ".join(diagnostics.applied), highlight=False)
-        stdout.print(f"diagnostics: {result.night_dir / 'diagnostics.json'}", highlight=False)
+        if dry_run:
+            stdout.print("dry run: nothing was written (the tasks: skillopt-sleep harvest)", highlight=False)
+        else:
+            stdout.print(f"diagnostics: {result.night_dir / 'diagnostics.json'}", highlight=False)
     raise typer.Exit(code=result.exit_code)
 
 
@@ -173,4 +178,4 @@ train_cmd.register(app)
 
 
 def main() -> None:
-    app()
+    app(prog_name="skillopt-sleep")  # the same name under ``python -m skillopt_sleep``: help and completion name it

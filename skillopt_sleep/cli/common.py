@@ -43,6 +43,23 @@ stdout: Any = _LazyConsole(soft_wrap=True)
 stderr: Any = _LazyConsole(stderr=True, soft_wrap=True)
 
 
+#: The width a table is laid out in when stdout is not a terminal: wide enough that no cell wraps or is cut.
+UNLIMITED_WIDTH = 1_000_000
+
+
+def print_table(table: Any) -> None:
+    """Print a rich ``Table`` to stdout. On a terminal it fits the terminal (rich wraps long cells); piped or
+    redirected, it is laid out at its natural width (``UNLIMITED_WIDTH``), so no row wraps and no cell is cut: a
+    script or ``grep`` reads each row on one line, whole ids included. (A rich table is as wide as its cells, not
+    as the console, unless ``expand``.)"""
+    if stdout.is_terminal:
+        stdout.print(table)
+        return
+    from rich.console import Console
+
+    Console(file=stdout.file, width=UNLIMITED_WIDTH, soft_wrap=True, color_system=stdout.color_system).print(table)
+
+
 def _validation_error(exc: BaseException) -> bool:
     """Whether ``exc`` is a pydantic ValidationError (one can only exist once pydantic_core has been imported)."""
     pydantic_core = sys.modules.get("pydantic_core")

@@ -14,8 +14,17 @@ from typing import Any
 
 #: ``style(text, bold=..., dim=..., fg=...) -> text`` (the ``typer.style`` / ``click.style`` signature).
 Style = Callable[..., str]
+#: Keys whose value ``SleepConfig.public_dump`` masks as ``***``.
+MASKED_KEYS = ("api_key",)
 #: Where a description's first sentence ends: a full stop and a space, not the one of "e.g." or "i.e.".
 _FIRST_SENTENCE = re.compile(r"(?<!e\.g\.)(?<!i\.e\.)(?<=[.!?])\s+")
+
+
+def version_line() -> str:
+    """What ``-V`` / ``--version`` prints: ``skillopt-sleep <version>``."""
+    from skillopt_sleep import __version__
+
+    return f"skillopt-sleep {__version__}"
 
 
 def json_text(data: Any) -> str:
@@ -42,7 +51,8 @@ def status_lines(report: dict[str, Any], style: Style) -> list[str]:
         lines.append(f"daemon: pid {report['daemon']['pid']} {report['daemon']['trigger']}; "
                      f"log {report['daemon']['log_file']}")
     during = f" during {last['stage']}" if last.get("stage") else ""  # a night stopped by a signal
-    lines.append(f"last night: {last['id'] or '-'} {last['status'] or ''}{during} {last['finished_at'] or ''}".rstrip())
+    word = last.get("verdict") or last["status"] or ""  # the one vocabulary (verdicts.verdict)
+    lines.append(f"last night: {last['id'] or '-'} {word}{during} {last['finished_at'] or ''}".rstrip())
     pending = report["pending_proposals"]
     lines.append(f"pending proposals: {len(pending)}" + (f" ({', '.join(pending)})" if pending else ""))
     lines.extend(f"{style('warning:', fg='yellow')} {warning}" for warning in report["warnings"])
@@ -50,11 +60,21 @@ def status_lines(report: dict[str, Any], style: Style) -> list[str]:
 
 
 def config_lines(fields: dict[str, Any], data: dict[str, Any], style: Style) -> list[str]:
-    """``config show`` as text: each key (``SleepConfig.model_fields``) with its effective value (``data``: the
-    config's ``public_dump``, secrets masked) and the first sentence of its description."""
+    """``config show`` as TOML that reads back into the same effective config: each key (``SleepConfig.model_fields``)
+    after the first sentence of its description (a comment), with its value (``data``: the config's ``public_dump``)
+    written by tomlkit. A key without a value (None: its default applies elsewhere) and a masked secret are
+    comments, so the text parses back to the same settings (the secret aside)."""
+    import tomlkit
+
     lines = []
     for key, field in fields.items():
-        lines.append(f"{style(key, bold=True)} = {data[key]!r}")
         if field.description:
-            lines.append(style(f"    {_FIRST_SENTENCE.split(field.description, maxsplit=1)[0]}", dim=True))
+            lines.append(style(f"# {_FIRST_SENTENCE.split(field.description, maxsplit=1)[0]}", dim=True))
+        value = data[key]
+        if value is None:
+            lines.append(style(f"# {key}: not set", dim=True))
+        elif key in MASKED_KEYS and value == "***":
+            lines.append(style(f"# {key}: set, not printed", dim=True))
+        else:
+            lines.append(f"{style(key, bold=True)} = {tomlkit.item(value).as_string()}")
     return lines

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from skillopt_sleep.cli.common import ProjectOpt, emit_json, stdout, user_errors
+from skillopt_sleep.cli.common import ProjectOpt, emit_json, print_table, stdout, user_errors
 
 
 def _fmt(value: Any) -> str:
@@ -22,8 +22,8 @@ def render_view(view: dict[str, Any]) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    color = {"learned": "green", "staged": "green", "waiting for more evidence": "yellow", "rejected": "yellow",
-             "backend error": "red", "budget exhausted": "red", "interrupted": "red"}.get(view["outcome"], "cyan")
+    color = {"learned": "green", "waiting": "yellow", "rejected": "yellow", "failed": "red",
+             "interrupted": "red"}.get(view["outcome"], "cyan")
     # plain lines, not a panel: the console soft-wraps (a panel would crop a long rule)
     stdout.print(Text(f"night {view['night_id']} ({view['project'] or '-'}): what changed in your files",
                       style="bold underline"))
@@ -53,7 +53,7 @@ def render_view(view: dict[str, Any]) -> None:
         scores.add_row(name, _fmt(s["hard"]), _fmt(s["soft"]), _fmt(s["gate"]), str(s["n"]))
     for name, s in view["scores"]["test"].items():
         scores.add_row(f"{name} (test)", _fmt(s["hard"]), _fmt(s["soft"]), _fmt(s["gate"]), str(s["n"]))
-    stdout.print(scores)
+    print_table(scores)
 
     if view["per_task"]:
         tasks = Table("task", "request", "base hard", "base soft", "cand hard", "cand soft", "outcome",
@@ -62,14 +62,14 @@ def render_view(view: dict[str, Any]) -> None:
             style = {"win": "green", "loss": "red"}.get(t["outcome"], "")
             tasks.add_row(t["task_id"], Text(t["request"]), _fmt(t["baseline_hard"]), _fmt(t["baseline_soft"]),
                           _fmt(t["candidate_hard"]), _fmt(t["candidate_soft"]), Text(t["outcome"], style=style))
-        stdout.print(tasks)
+        print_table(tasks)
 
     if view["blocked"]:
         blocked = Table("document", "token", "edit", title="blocked edits: no user provenance (docs/security.md)",
                         title_style="bold red")
         for b in view["blocked"]:
             blocked.add_row(b["target"], Text(str(b["token"]), style="red"), Text(b["content"]))
-        stdout.print(blocked)
+        print_table(blocked)
 
     for number, edit in enumerate(view["edits"], 1):
         reason = f": {edit['reason']}" if edit["reason"] else ""
@@ -86,7 +86,7 @@ def render_view(view: dict[str, Any]) -> None:
         errors = Table("stage / role", "kind", "message", title="errors")
         for e in view["errors"]:
             errors.add_row(e["stage"], e["kind"], Text(e["message"]))
-        stdout.print(errors)
+        print_table(errors)
 
     if view["cost"]:
         cost = Table("role", "calls", "failed", "cached", "prompt tok", "completion tok", "seconds",
@@ -94,12 +94,12 @@ def render_view(view: dict[str, Any]) -> None:
         for role, c in view["cost"].items():
             cost.add_row(role, str(c["calls"]), str(c["failed_calls"]), str(c["cached_calls"]),
                          str(c["prompt_tokens"]), str(c["completion_tokens"]), _fmt(c["seconds"]))
-        stdout.print(cost)
+        print_table(cost)
     if view["stage_seconds"]:
         stages = Table("stage", "seconds", title="time by stage")
         for stage, seconds in view["stage_seconds"].items():
             stages.add_row(stage, _fmt(float(seconds)))
-        stdout.print(stages)
+        print_table(stages)
 
 
 def report(

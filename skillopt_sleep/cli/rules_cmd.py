@@ -7,7 +7,16 @@ from typing import Annotated
 
 import typer
 
-from skillopt_sleep.cli.common import ConfigOpt, JsonOpt, ProjectOpt, emit_json, resolve_config, stdout, user_errors
+from skillopt_sleep.cli.common import (
+    ConfigOpt,
+    JsonOpt,
+    ProjectOpt,
+    emit_json,
+    print_table,
+    resolve_config,
+    stdout,
+    user_errors,
+)
 
 
 def rules(project: ProjectOpt = None, json_: JsonOpt = False, config_file: ConfigOpt = None) -> None:
@@ -47,7 +56,7 @@ def rules(project: ProjectOpt = None, json_: JsonOpt = False, config_file: Confi
             tested += f" ({entry.nights_unexercised} nights ago)"
         table.add_row(entry.id, Text(entry.text), status, where, taught, f"{entry.wins} won / {entry.losses} lost",
                       tested)
-    stdout.print(table)
+    print_table(table)
 
 
 def forget(rule_id: Annotated[str, typer.Argument(help="Rule id, as 'skillopt-sleep rules' lists it.")],

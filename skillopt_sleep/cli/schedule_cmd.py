@@ -10,13 +10,15 @@ from typing import Annotated, Optional
 
 import typer
 
-from skillopt_sleep.cli.common import JsonOpt, ProjectOpt, emit_json, stdout, user_errors
+from skillopt_sleep.cli.common import JsonOpt, ProjectOpt, emit_json, stderr, stdout, user_errors
 from skillopt_sleep.cli.render import status_lines
 from skillopt_sleep.schedule import DEFAULT_AT, ScheduleError, resolve_project
 
 AtOpt = Annotated[str, typer.Option("--at", help="Nightly time, HH:MM local time (24 h).")]
 SystemdOpt = Annotated[bool, typer.Option("--systemd", help="systemd user timer (Linux).")]
 CronOpt = Annotated[bool, typer.Option("--cron", help="A line in your crontab.")]
+ForceOpt = Annotated[bool, typer.Option(
+    "--force", help="Schedule even though another scheduler already runs the night for this project.")]
 CrontabOpt = Annotated[Optional[str], typer.Option("--crontab-bin", envvar="SKILLOPT_SLEEP_CRONTAB",
                                                    help="crontab executable (default: crontab on PATH).")]
 
@@ -26,6 +28,19 @@ def _which(systemd: bool, cron: bool) -> str:
         raise ScheduleError("choose exactly one of --systemd (systemd user timer) or --cron (crontab line); "
                             "without either, run 'skillopt-sleep daemon'")
     return "systemd" if systemd else "cron"
+
+
+def _refuse_a_second_scheduler(project, kind: str, *, force: bool, crontab_bin: str | None) -> None:
+    """Raise ScheduleError when another kind already runs the night for ``project`` (two nights a day); with
+    ``force``, say so on stderr and go on."""
+    from skillopt_sleep.schedule.conflicts import conflict_message, other_schedulers
+
+    others = other_schedulers(project, kind, crontab_bin=crontab_bin)
+    if others and not force:
+        raise ScheduleError(conflict_message(project, kind, others))
+    if others:
+        stderr.print(f"[yellow]warning:[/yellow] {project} is also scheduled by {' and '.join(others)}: "
+                     "the night will run more than once a day (--force)", highlight=False)
 
 
 def _print_systemd(result, verb: str) -> None:
@@ -46,15 +61,18 @@ def install(
     at: AtOpt = DEFAULT_AT,
     project: ProjectOpt = None,
     crontab_bin: CrontabOpt = None,
+    force: ForceOpt = False,
     json_: JsonOpt = False,
 ) -> None:
-    """Schedule the night for a project: --systemd (user timer) or --cron (crontab line)."""
+    """Schedule the night for a project: --systemd (user timer) or --cron (crontab line). Refused when another
+    scheduler already runs the night for the project (two nights a day), unless --force."""
     from skillopt_sleep.schedule.cron import install_cron
     from skillopt_sleep.schedule.systemd import install_systemd
 
     with user_errors():
         how = _which(systemd, cron)
         target = resolve_project(project)
+        _refuse_a_second_scheduler(target, how, force=force, crontab_bin=crontab_bin)
         result = install_systemd(target, at) if how == "systemd" else install_cron(target, at,
                                                                                    crontab_bin=crontab_bin)
     if json_:
@@ -99,15 +117,20 @@ def daemon(
     project: ProjectOpt = None,
     every_seconds: Annotated[Optional[float], typer.Option("--every-seconds", hidden=True, min=0.1,
                                                            help="Run every N seconds (tests).")] = None,
+    crontab_bin: CrontabOpt = None,
+    force: ForceOpt = False,
 ) -> None:
     """Run in the foreground and start the night every day at --at (for machines without cron or systemd).
+    Refused when systemd or cron already runs the night for the project, unless --force.
 
     Stops cleanly on SIGTERM / Ctrl-C. Logs one line per night to stderr and to the state dir.
     """
     from skillopt_sleep.schedule.daemon import run_daemon
 
     with user_errors():
-        code = run_daemon(resolve_project(project), at=at, every_seconds=every_seconds)
+        target = resolve_project(project)
+        _refuse_a_second_scheduler(target, "daemon", force=force, crontab_bin=crontab_bin)
+        code = run_daemon(target, at=at, every_seconds=every_seconds)
     raise typer.Exit(code=code)
 
 

@@ -11,7 +11,16 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from skillopt_sleep.cli.common import QuietOpt, emit_json, make_progress, resolve_config, stderr, stdout, user_errors
+from skillopt_sleep.cli.common import (
+    QuietOpt,
+    emit_json,
+    make_progress,
+    print_table,
+    resolve_config,
+    stderr,
+    stdout,
+    user_errors,
+)
 
 
 class StageProgress:
@@ -66,7 +75,7 @@ def render_summary(summary: dict[str, Any], out_root: Path, resumed: bool) -> No
         test = summary["test"]
         table.add_row(f"test ({test['split']}) hard", _fmt(test["baseline"]["hard"]), _fmt(test["best"]["hard"]))
         table.add_row(f"test ({test['split']}) soft", _fmt(test["baseline"]["soft"]), _fmt(test["best"]["soft"]))
-    stdout.print(table)
+    print_table(table)
     stdout.print(f"steps {summary['steps_completed']}/{summary['steps_total']}"
                  f"{' (resumed)' if resumed else ''}, accepted {summary['accepted_steps']}, "
                  f"best step {summary['best_step']}", highlight=False)

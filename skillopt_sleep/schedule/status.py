@@ -18,9 +18,12 @@ from skillopt_sleep.errors import DamagedFileError, ScheduleError
 from skillopt_sleep.fsio import load_json
 from skillopt_sleep.paths import ProjectPaths
 from skillopt_sleep.schedule import next_fire_time, parse_at, schedule_key
+from skillopt_sleep.schedule.conflicts import two_schedulers_warning
 from skillopt_sleep.schedule.cron import crontab_binary, find_line, line_time, read_crontab
 from skillopt_sleep.schedule.daemon import daemon_files, running_daemon
 from skillopt_sleep.schedule.systemd import parse_on_calendar, unit_state
+from skillopt_sleep.staged import adoptable_nights, headline_now
+from skillopt_sleep.verdicts import verdict
 
 ADOPTIONS_FILE = "adoptions.json"
 
@@ -60,46 +63,56 @@ def _as_object(data: object) -> dict:
 
 
 def adopted_night_ids(adoptions_file: Path) -> set[str]:
-    """Return the night ids recorded as adopted in ``adoptions.json`` (none when the file is missing).
+    """Return the night ids recorded in ``adoptions.json`` (none when the file is missing): ``recorded_adoptions``'s
+    keys. Raises ``DamagedFileError`` (naming the file) for a file that is not JSON."""
+    return set(recorded_adoptions(adoptions_file))
+
+
+def recorded_adoptions(adoptions_file: Path) -> dict[str, str | None]:
+    """Night id -> the status of its latest record (``adopted``, ``reverted``, ``pending``; None when the record
+    has none) in ``adoptions.json`` ({} when the file is missing).
 
     Accepted shapes: a list of records with ``night_id`` (or of night id strings), ``{"adoptions": [...]}``,
     or an object keyed by night id. Raises ``DamagedFileError`` (naming the file) for a file that is not JSON.
     """
     data = load_json(adoptions_file, what="the adoption records", default=None)
     if data is None:
-        return set()
+        return {}
     if isinstance(data, dict) and isinstance(data.get("adoptions"), list):
         data = data["adoptions"]
     if isinstance(data, dict):
-        return {str(key) for key in data}
-    ids = set()
+        return {str(key): None for key in data}
+    out: dict[str, str | None] = {}
     for entry in data if isinstance(data, list) else []:
         if isinstance(entry, str):
-            ids.add(entry)
+            out[entry] = None
         elif isinstance(entry, dict) and entry.get("night_id"):
-            ids.add(str(entry["night_id"]))
-    return ids
+            out[str(entry["night_id"])] = str(entry["status"]) if entry.get("status") else None
+    return out
 
 
 def pending_proposals(paths: ProjectPaths) -> tuple[list[str], str | None]:
-    """Return (night ids with ``proposed/manifest.json`` not yet adopted, oldest first; an error reading
-    ``adoptions.json`` or None)."""
-    error = None
-    try:
-        adopted = adopted_night_ids(paths.root / ADOPTIONS_FILE)
-    except DamagedFileError as exc:
-        adopted, error = set(), f"{exc} (counted as none adopted)"
-    if not paths.nights.is_dir():
-        return [], error
-    pending = [night.name for night in sorted(paths.nights.iterdir())
-               if (night / "proposed" / "manifest.json").is_file() and night.name not in adopted]
+    """Return (the nights ``skillopt-sleep adopt`` would adopt, oldest first: ``staged.adoptable_nights``, the one
+    answer adopt uses too; an error reading ``adoptions.json`` or None)."""
+    pending, _, error = _pending(paths)
     return pending, error
 
 
-def _last_change(paths: ProjectPaths, night_id: str | None) -> dict:
+def _pending(paths: ProjectPaths) -> tuple[list[str], dict[str, str | None], str | None]:
+    """(adoptable nights, the adoption records' night id -> status, an error reading ``adoptions.json`` or None)."""
+    error = None
+    try:
+        recorded = recorded_adoptions(paths.root / ADOPTIONS_FILE)
+    except DamagedFileError as exc:
+        recorded, error = {}, f"{exc} (counted as none adopted)"
+    return adoptable_nights(paths, set(recorded)), recorded, error
+
+
+def _last_change(paths: ProjectPaths, night_id: str | None, pending: list[str],
+                 recorded: dict[str, str | None]) -> dict:
     """``{"headline", "changed", "stage"}`` of the night's diagnostics (what changed in the user's files; the stage
     an interrupted night was stopped in, else None); empty values when the night or its diagnostics are missing
-    or unreadable."""
+    or unreadable. A staged change no longer adoptable reads as what became of it (``staged.headline_now``)."""
     try:
         data = load_json(paths.nights / night_id / "diagnostics.json", what="diagnostics") if night_id else None
     except DamagedFileError:
@@ -109,7 +122,8 @@ def _last_change(paths: ProjectPaths, night_id: str | None) -> dict:
                if isinstance(c, dict) and c.get("state") in ("written", "staged")]
     failure = data.get("failure") if isinstance(data.get("failure"), dict) else {}
     stage = failure.get("stage") if data.get("status") == "interrupted" else None
-    return {"headline": str(data.get("headline") or ""), "changed": changed,
+    headline = headline_now(str(data.get("headline") or ""), night_id in pending, recorded.get(night_id or ""))
+    return {"headline": headline, "changed": changed, "verdict": verdict(data) if data else None,
             "stage": str(stage) if stage else None}
 
 
@@ -159,11 +173,13 @@ def schedule_status(project: Path, *, crontab_bin: str | None = None, systemctl:
          systemd: {installed, service, timer, on_calendar, enabled, active, next_run},
          cron: {installed (None when unreadable), line, next_run, error},
          daemon: {running, pid, pid_file, log_file, trigger, next_run},
-         last_night: {id, status, finished_at, headline, changed: [file], stage}, pending_proposals: [night id],
+         last_night: {id, status, finished_at, headline, changed: [file], verdict, stage},
+         pending_proposals: [night id],
          warnings: [str]}
 
     ``last_night.changed`` lists the files the last night wrote or staged (``headline`` says how): ``status``
-    leads with it. ``last_night.stage``: the stage a night stopped by a signal was in (status ``interrupted``).
+    leads with it. ``last_night.verdict``: the night in the one vocabulary (``verdicts.verdict``; None without
+    diagnostics). ``last_night.stage``: the stage a night stopped by a signal was in (status ``interrupted``).
 
     Never raises for an unreadable crontab or a damaged ``state.json`` or ``adoptions.json``: those become
     ``error`` / ``warnings`` (naming the file and the fix).
@@ -173,7 +189,7 @@ def schedule_status(project: Path, *, crontab_bin: str | None = None, systemctl:
     systemd = _systemd_section(project, systemctl, now)
     cron = _cron_section(project, crontab_bin, now)
     daemon = _daemon_section(project, now)
-    pending, adoptions_error = pending_proposals(paths)
+    pending, recorded, adoptions_error = _pending(paths)
     scheduled_by = [name for name, on in (("systemd", systemd["installed"]), ("cron", cron["installed"]),
                                           ("daemon", daemon["running"])) if on]
     next_runs = [s["next_run"] for s in (systemd, cron, daemon) if s["next_run"]]
@@ -186,8 +202,9 @@ def schedule_status(project: Path, *, crontab_bin: str | None = None, systemctl:
         "cron": cron,
         "daemon": daemon,
         "last_night": {"id": state.last_night_id, "status": state.last_status,
-                       "finished_at": _iso(state.last_finished_at), **_last_change(paths, state.last_night_id)},
+                       "finished_at": _iso(state.last_finished_at),
+                       **_last_change(paths, state.last_night_id, pending, recorded)},
         "pending_proposals": pending,
-        "warnings": [w for w in (state.error, adoptions_error, cron["error"] if cron["installed"] is None else None)
-                     if w],
+        "warnings": [w for w in (state.error, adoptions_error, cron["error"] if cron["installed"] is None else None,
+                                 two_schedulers_warning(scheduled_by)) if w],
     }

@@ -173,4 +173,4 @@ def test_the_console_script_is_installed_and_prints_its_version(cli_env, tmp_pat
     assert done.returncode == 0
     from skillopt_sleep import __version__
 
-    assert done.stdout.strip() == __version__
+    assert done.stdout.strip() == f"skillopt-sleep {__version__}"

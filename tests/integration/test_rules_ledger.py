@@ -16,7 +16,7 @@ from skillopt_sleep.block import BLOCK_END
 from skillopt_sleep.cli.app import app
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.night import run_night
-from skillopt_sleep.rule_ledger import list_rules
+from skillopt_sleep.rule_ledger import list_rules, load_forgotten
 from skillopt_sleep.state import ProjectPaths
 
 RULE = "we use pnpm in this repo, never npm"
@@ -93,6 +93,14 @@ def test_forget_removes_one_rule_atomically_and_revert_brings_it_back(world, tmp
 
     cli(project, state, monkeypatch, "revert", change_id)
     assert (project / "CLAUDE.md").read_text(encoding="utf-8") == before
+    # the revert restores the rule's record too: no longer forgotten anywhere (rules, the nights' filter)
+    paths = ProjectPaths(project, state_root=state)
+    assert load_forgotten(paths) == {}
+    listed = {r["id"]: r for r in json.loads(cli(project, state, monkeypatch, "rules", "--json"))["rules"]}
+    assert listed[rule_id]["status"] == "adopted" and listed[rule_id]["forgotten_at"] is None
+    # status and adopt agree: nothing waits for adopt (the forget change is reverted, not staged)
+    status = json.loads(cli(project, state, monkeypatch, "status", "--json"))
+    assert status["pending_proposals"] == [] and "run 'skillopt-sleep adopt'" not in status["last_night"]["headline"]
 
 
 def test_a_forgotten_rule_is_proposed_again_only_once_the_user_states_it_again(world, tmp_path, monkeypatch):

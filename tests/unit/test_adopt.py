@@ -13,7 +13,15 @@ from filelock import FileLock
 from typer.testing import CliRunner
 
 import skillopt_sleep.adopt as adopt_module
-from skillopt_sleep.adopt import adopt_night, default_night_to_adopt, load_adoptions, rebase_proposal, revert_adoption
+from skillopt_sleep.adopt import (
+    adopt_all,
+    adopt_night,
+    adoptable,
+    default_night_to_adopt,
+    load_adoptions,
+    rebase_proposal,
+    revert_adoption,
+)
 from skillopt_sleep.block import BLOCK_BEGIN, BLOCK_END, BLOCK_HEADING
 from skillopt_sleep.cli.adopt_cmd import register
 from skillopt_sleep.cli.app import app
@@ -92,17 +100,47 @@ def test_adopt_writes_the_proposal_keeps_a_backup_and_records_both_hashes(projec
     assert ledger["adoptions"][0]["documents"][0]["target"] == str(project / "CLAUDE.md")
 
 
-def test_default_night_is_the_newest_accepted_one_not_yet_adopted(project, paths):
+def test_staged_nights_add_up_adopt_takes_them_all_oldest_first(project, paths):
     before = live(project)
     stage_night(paths, project, "2025-01-01T000000Z", memory=edited(before, "Rule from night one."))
     stage_night(paths, project, "2025-01-02T000000Z", memory=edited(before, "Rule from night two."))
     stage_night(paths, project, "2025-01-03T000000Z", memory=edited(before, "Rule from night three."),
                 status="rejected")
-    assert default_night_to_adopt(paths) == "2025-01-02T000000Z"
+    assert adoptable(paths) == ["2025-01-01T000000Z", "2025-01-02T000000Z"]
 
-    adopt_night(project, paths=paths)
-    assert "Rule from night two." in live(project)
-    assert default_night_to_adopt(paths) == "2025-01-01T000000Z"
+    done = adopt_all(project, paths=paths)
+
+    assert [record.night_id for record in done.adopted] == ["2025-01-01T000000Z", "2025-01-02T000000Z"]
+    assert done.refused == {}
+    result = live(project)
+    assert "Rule from night one." in result and "Rule from night two." in result
+    assert "Rule from night three." not in result
+    assert result.index("Rule from night one.") < result.index("Rule from night two.")
+    assert result.startswith(USER_TEXT) and result.count("- Keep commits small.") == 1
+    assert adoptable(paths) == []
+    with pytest.raises(SleepError, match="nothing to adopt"):
+        adopt_all(project, paths=paths)
+
+
+def test_adopting_the_newer_night_leaves_the_older_one_adoptable_on_top(project, paths):
+    before = live(project)
+    stage_night(paths, project, "n1", memory=edited(before, "Rule from night one."))
+    stage_night(paths, project, "n2", memory=edited(before, "Rule from night two."))
+    adopt_night(project, paths=paths, night_id="n2")
+    assert adoptable(paths) == ["n1"] and default_night_to_adopt(paths) == "n1"
+
+    record = adopt_night(project, paths=paths, night_id="n1")
+
+    assert record.documents[0].rebased is True
+    assert "Rule from night one." in live(project) and "Rule from night two." in live(project)
+
+
+def test_a_line_two_nights_both_staged_is_written_once(project, paths):
+    before = live(project)
+    stage_night(paths, project, "n1", memory=edited(before, RULE))
+    stage_night(paths, project, "n2", memory=edited(edited(before, RULE), "Another rule."))
+    adopt_all(project, paths=paths)
+    assert live(project).count(RULE) == 1 and "Another rule." in live(project)
 
 
 def test_adopting_a_rejected_night_is_refused(project, paths):
@@ -135,17 +173,43 @@ def test_user_edits_outside_the_block_are_kept_when_the_proposal_is_reapplied(pr
     assert Path(record.documents[0].backup).read_text("utf-8") == user_version + "\nA line the user appended.\n"
 
 
-def test_a_block_changed_since_staging_is_refused_and_nothing_is_written(project, paths):
+def test_a_rule_added_onto_a_block_the_user_edited_is_merged(project, paths):
     stage_night(paths, project, "n1", memory=edited(live(project), RULE))
+    changed = live(project).replace("- Keep commits small.", "- Keep commits tiny.")
+    (project / "CLAUDE.md").write_text(changed, encoding="utf-8")
+
+    adopt_night(project, paths=paths, night_id="n1")
+
+    assert live(project) == changed.replace("- Keep commits tiny.\n", f"- Keep commits tiny.\n{RULE}\n")
+
+
+def test_a_line_the_night_replaced_and_the_user_changed_is_a_conflict_nothing_written(project, paths):
+    proposal = live(project).replace("- Keep commits small.", "- Keep commits atomic.")
+    stage_night(paths, project, "n1", memory=proposal)
     changed = live(project).replace("- Keep commits small.", "- Keep commits tiny.")
     (project / "CLAUDE.md").write_text(changed, encoding="utf-8")
 
     with pytest.raises(SleepError) as info:
         adopt_night(project, paths=paths, night_id="n1")
+    assert str(project / "CLAUDE.md") in str(info.value) and "Keep commits small" in str(info.value)
+    assert "by hand" in info.value.fix
+    assert live(project) == changed and load_adoptions(paths) == []
+    done = adopt_all(project, paths=paths)  # reported, not dropped: the night stays staged
+    assert done.adopted == [] and "conflicts" in done.refused["n1"] and adoptable(paths) == ["n1"]
 
-    assert str(project / "CLAUDE.md") in str(info.value) and "by hand" in str(info.value)
+
+def test_a_manifest_without_its_base_block_still_needs_the_block_unchanged(project, paths):
+    entries = stage_night(paths, project, "n1", memory=edited(live(project), RULE))
+    manifest = paths.nights / "n1" / "proposed" / "manifest.json"
+    data = json.loads(manifest.read_text())
+    del data["documents"][0]["live_block"]  # staged by an older version
+    manifest.write_text(json.dumps(data))
+    assert entries[0]["live_block"] is not None
+    changed = live(project).replace("- Keep commits small.", "- Keep commits tiny.")
+    (project / "CLAUDE.md").write_text(changed, encoding="utf-8")
+    with pytest.raises(SleepError, match="by hand"):
+        adopt_night(project, paths=paths, night_id="n1")
     assert live(project) == changed
-    assert load_adoptions(paths) == []
 
 
 def test_rebase_keeps_crlf_line_endings_outside_the_block():

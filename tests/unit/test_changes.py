@@ -11,6 +11,7 @@ from skillopt_sleep.changes import changes_sentence, file_changes, nothing_chang
 from skillopt_sleep.documents import Document
 from skillopt_sleep.models import Diagnostics, EditRecord, FileChange, GateDecision
 from skillopt_sleep.report import night_label, outcome_word
+from skillopt_sleep.verdicts import VERDICTS, verdict
 
 
 def block(*lines: str, before: str = "# Notes\n\nKeep commits small.\n\n") -> str:
@@ -87,14 +88,19 @@ def test_nothing_changed_says_why_in_a_developers_words():
 def test_the_outcome_word_follows_the_users_files_not_the_gate_verdict():
     written = [FileChange(file="CLAUDE.md", kind="memory", state="written", added=["- x"])]
     assert outcome_word(night("accepted", changes=written)) == "learned"
-    assert outcome_word(night("accepted", changes=[written[0].model_copy(update={"state": "staged"})])) == "staged"
-    assert outcome_word(night("rejected", pending={"action": "stored"})) == "waiting for more evidence"
+    assert outcome_word(night("accepted", changes=[written[0].model_copy(update={"state": "staged"})])) == "learned"
+    assert outcome_word(night("rejected", pending={"action": "stored"})) == "waiting"
     edit = EditRecord(target="memory", op="append", content="- x", status="applied")
     assert outcome_word(night("rejected", edits=[edit])) == "rejected"
-    assert outcome_word(night("rejected")) == "nothing to learn"
-    assert outcome_word(night("backend_error")) == "backend error"
+    assert outcome_word(night("rejected")) == "kept"
+    assert outcome_word(night("backend_error")) == "failed"
+    assert outcome_word(night("budget_exhausted")) == "failed"
+    assert outcome_word(night("interrupted")) == "interrupted"
     # diagnostics written before ``changes`` existed
     assert outcome_word(night("accepted", applied=["/p/CLAUDE.md"])) == "learned"
+    # one vocabulary: the status command reads the same word from the raw diagnostics.json
+    assert verdict(night("rejected", edits=[edit]).model_dump(mode="json")) == "rejected"
+    assert set(VERDICTS) == {"learned", "waiting", "rejected", "kept", "failed", "interrupted"}
 
 
 def test_chart_labels_tell_apart_nights_of_one_day():

@@ -199,7 +199,7 @@ def test_cli_report_terminal_view_shows_verdict_tasks_edits_errors_and_cost(proj
     out = cli.invoke(app, ["report", "2025-01-01T000000Z", "--project", str(project)], terminal_width=200)
     assert out.exit_code == 0, out.output
     # what changed in the user's files leads, in a developer's words; "applied" only ever means "in the candidate"
-    for expected in ("STAGED", 'CLAUDE.md: learned 1 rule ("Use pnpm, never npm.")', "staged, not written yet",
+    for expected in ("LEARNED", 'CLAUDE.md: learned 1 rule ("Use pnpm, never npm.")', "staged, not written yet",
                      "in the candidate", "candidate 0.8 > baseline 0.4", "t-aaa", "win", "Use pnpm, never npm.",
                      "anchor not found", "call timed out", "optimizer", "replay_baseline", HOSTILE[:20]):
         flat = " ".join(re.sub(r"[│╭╮╰╯─]", " ", out.output).split())  # the panel wraps long lines

@@ -38,7 +38,7 @@ def bins(tmp_path):
 def make_night(paths: ProjectPaths, night_id: str, *, proposed: bool) -> None:
     night = paths.nights / night_id
     night.mkdir(parents=True)
-    (night / "diagnostics.json").write_text("{}")
+    (night / "diagnostics.json").write_text('{"status": "accepted"}')
     if proposed:
         (night / "proposed").mkdir()
         (night / "proposed" / "manifest.json").write_text('{"entries": []}')
@@ -50,7 +50,7 @@ def test_nothing_scheduled_reports_nothing_and_no_next_run(project, bins):
     assert report["cron"]["installed"] is False and report["systemd"]["installed"] is False
     assert report["daemon"]["running"] is False
     assert report["last_night"] == {"id": None, "status": None, "finished_at": None, "headline": "", "changed": [],
-                                     "stage": None}
+                                     "verdict": None, "stage": None}
     assert report["pending_proposals"] == []
 
 
@@ -60,7 +60,8 @@ def test_last_night_comes_from_the_project_state(project, bins):
                                                    last_finished_at=finished))
     report = schedule_status(project, **bins)
     assert report["last_night"] == {"id": "2026-05-01T031700Z", "status": "rejected",
-                                    "finished_at": finished.isoformat(), "headline": "", "changed": [], "stage": None}
+                                    "finished_at": finished.isoformat(), "headline": "", "changed": [], "verdict": None,
+                                    "stage": None}
 
 
 def test_status_leads_with_what_the_last_night_changed_in_the_users_files(project, bins, monkeypatch):
@@ -154,3 +155,24 @@ def test_a_live_daemon_pid_file_is_reported_and_a_stale_one_is_not(project, bins
     assert report["next_run"].startswith("2026-05-01T02:30:00")
     files.pid.write_text("999999999\n")
     assert schedule_status(project, **bins)["daemon"]["running"] is False
+
+
+def test_a_staged_headline_reads_as_what_became_of_it_so_status_and_adopt_agree(project, bins):
+    from skillopt_sleep.adopt import adoptable
+    from skillopt_sleep.staged import STAGED_NOTE
+
+    paths = ProjectPaths(project)
+    night_id = "2026-05-01T031700Z"
+    make_night(paths, night_id, proposed=True)
+    headline = f'CLAUDE.md: learned 1 rule ("x"){STAGED_NOTE}'
+    (paths.nights / night_id / "diagnostics.json").write_text(json.dumps({
+        "status": "accepted", "headline": headline, "changes": [{"file": "CLAUDE.md", "state": "staged"}]}))
+    save_state(paths, ProjectState(last_night_id=night_id, last_status="accepted"))
+    report = schedule_status(project, **bins)
+    assert report["pending_proposals"] == adoptable(paths) == [night_id]
+    assert report["last_night"]["headline"] == headline and report["last_night"]["verdict"] == "learned"
+    (paths.root / "adoptions.json").write_text(json.dumps({"adoptions": [
+        {"night_id": night_id, "status": "reverted", "adopted_at": "2026-05-01T05:00:00Z", "documents": []}]}))
+    report = schedule_status(project, **bins)
+    assert report["pending_proposals"] == adoptable(paths) == []
+    assert report["last_night"]["headline"] == 'CLAUDE.md: learned 1 rule ("x") -- reverted'
