@@ -92,12 +92,12 @@ def test_status_reads_state_without_the_models(tmp_path):
 def test_config_show_loads_the_config_only(tmp_path):
     modules = loaded_modules(["config", "show"], tmp_path)
     assert "skillopt_sleep.config" in modules
-    assert heavy_in(modules, ("rich", "skillopt_sleep.models")) == []  # tomlkit writes its TOML
+    assert heavy_in(modules, ("rich", "tomlkit", "skillopt_sleep.models")) == []  # tomli_w writes its TOML
 
 
 def test_config_show_json_needs_no_toml_writer(tmp_path):
     modules = loaded_modules(["config", "show", "--json"], tmp_path)
-    assert heavy_in(modules, ("rich", "tomlkit", "skillopt_sleep.models")) == []
+    assert heavy_in(modules, ("rich", "tomlkit", "tomli_w", "skillopt_sleep.models")) == []
 
 
 @pytest.mark.parametrize("args", [["status"], ["status", "--json"], ["config", "show"], ["config", "show", "--json"]])
