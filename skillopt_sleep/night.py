@@ -56,6 +56,7 @@ from skillopt_sleep.rule_ledger import drop_forgotten
 from skillopt_sleep.rulebook import stated_rules
 from skillopt_sleep.stage_clock import StageClock
 from skillopt_sleep.state import ProjectPaths, load_state, save_state
+from skillopt_sleep.verdicts import verdict
 
 #: Exit code of ``run-now`` by the status of a night that failed: the error class's ``exit_code`` (the table is in
 #: ``errors``). A completed night (accepted, rejected, nothing to do) exits 0; a locked project raises LockedError.
@@ -148,28 +149,29 @@ def _status_line(diagnostics: Diagnostics) -> str:
     status = diagnostics.status
     tasks = diagnostics.tasks
     if status == "no_sessions":
-        return (f"no new sessions for this project ({', '.join(diagnostics.sources) or 'no source found'}); "
+        return (f"KEPT: no new sessions for this project ({', '.join(diagnostics.sources) or 'no source found'}); "
                 "nothing to learn tonight")
     if status == "no_tasks":
         reasons = diagnostics.mining.get("not_replayable") or {}
         why = f" ({', '.join(f'{count} {reason}' for reason, count in reasons.items())})" if reasons else ""
-        return (f"{diagnostics.harvest.sessions_harvested} sessions but no replayable user request{why} and no rule "
-                "stated; nothing to learn tonight")
+        return (f"KEPT: {diagnostics.harvest.sessions_harvested} sessions but no replayable user request{why} "
+                "and no rule stated; nothing to learn tonight")
     if status == "dry_run":
-        return (f"dry run: {diagnostics.harvest.sessions_harvested} sessions, {tasks.get('total', 0)} tasks "
+        return (f"KEPT: dry run: {diagnostics.harvest.sessions_harvested} sessions, {tasks.get('total', 0)} tasks "
                 f"(train {tasks.get('train', 0)}, val {tasks.get('val', 0)}, test {tasks.get('test', 0)}); "
                 "no LLM calls")
     if status == "backend_error":
         failure = diagnostics.failure or {}
-        return (f"BACKEND ERROR ({failure.get('role', '?')} via "
+        return (f"FAILED: backend error ({failure.get('role', '?')} via "
                 f"{failure.get('backend', '?')}/{failure.get('model', '?')}): "
                 f"{failure.get('reason', '')} -- fix: {failure.get('fix', '')}")
     if status == "budget_exhausted":
         failure = diagnostics.failure or {}
-        return f"BUDGET EXHAUSTED: {failure.get('reason', '')}; nothing was staged ({failure.get('fix', '')})"
+        return f"FAILED: budget exhausted: {failure.get('reason', '')}; nothing was staged ({failure.get('fix', '')})"
     gate = diagnostics.gate
     applied = sum(1 for e in diagnostics.edits if e.status == "applied")
-    head = (f"{status.upper()}: {applied} edit(s) in the candidate of {len(diagnostics.edits)} proposed; "
+    word = verdict(diagnostics.model_dump(mode="json")).upper()  # the one vocabulary (verdicts.verdict)
+    head = (f"{word}: {applied} edit(s) in the candidate of {len(diagnostics.edits)} proposed; "
             f"tasks train {tasks.get('train', 0)} / val {tasks.get('val', 0)} / test {tasks.get('test', 0)}")
     if tasks.get("not_replayable"):
         reasons = diagnostics.mining.get("not_replayable") or {}

@@ -10,16 +10,21 @@ a terminal, without ``--json`` or ``-q``); this module imports rich only when on
 ``ProgressState`` holds the counts and makes the estimate of the time left; it takes a clock, for tests. The
 estimate is rough: the rate since the first planned unit (byte, step or LLM call) times what is left, and the
 planned LLM calls of a night are themselves an estimate (cache hits, rubric judging and gate resamples move it).
+Both stay monotone: the calls shown never exceed the plan (``12/~40``, never ``20/~9``: past it the job is
+re-planned), and the time left never rises without a re-plan and is never negative.
 """
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 Clock = Callable[[], float]
+#: Past its planned LLM calls, a job is re-planned to this share of the calls done still to come (at least one).
+REPLAN_SHARE = 0.1
 
 
 @runtime_checkable
@@ -131,6 +136,7 @@ class ProgressState:
         self.bytes_done = 0
         self.bytes_total: int | None = None
         self._origin: dict[str, tuple[float, int]] = {}  # measure -> (time, done) when its total became known
+        self._lowest: tuple[tuple[str, int], float] | None = None  # ((measure, total), lowest estimate of that plan)
 
     # -- updates
     def begin_stage(self, name: str) -> tuple[str, float, int] | None:
@@ -146,13 +152,27 @@ class ProgressState:
         """End the current stage (at the end of the job); return it as ``begin_stage`` does."""
         ended = self.begin_stage("")
         self.stage, self.ended = "", True
+        self._replan_calls()
         return ended
 
     def set_calls(self, done: int, planned: int | None = None) -> None:
-        self.calls_done = max(self.calls_done, done)  # calls from worker threads may report out of order
+        """Calls done so far (never goes back: worker threads may report out of order) and, when given, a new plan.
+        The plan never reads below what is done: at or past it, it is re-planned (``_replan_calls``)."""
+        self.calls_done = max(self.calls_done, done)
         if planned is not None:
             self.calls_planned = planned
             self._origin.setdefault("calls", (self.clock(), self.calls_done))
+        self._replan_calls()
+
+    def _replan_calls(self) -> None:
+        """Past the planned calls the plan was low: planned = done + an estimate of what is left (``REPLAN_SHARE``
+        of the calls done, at least 1) while the job runs; done itself once it has ended."""
+        if self.calls_planned is None:
+            return
+        if self.ended:
+            self.calls_planned = self.calls_done
+        elif self.calls_done >= self.calls_planned:
+            self.calls_planned = self.calls_done + max(1, math.ceil(self.calls_done * REPLAN_SHARE))
 
     def set_steps(self, done: int, total: int) -> None:
         self.steps_done, self.steps_total = done, total
@@ -174,17 +194,26 @@ class ProgressState:
         return "calls", self.calls_done, self.calls_planned
 
     def remaining(self) -> float | None:
-        """Seconds left (a rough estimate), 0 when done, None when there is nothing to go on yet or the job went past
-        its plan."""
+        """Seconds left (a rough estimate, never negative), 0 when done, None when there is nothing to go on yet.
+
+        The estimate never rises while the plan stays the same (a slow call does not push it back up): it is the
+        lowest one since the measure's total last changed; a new total (a re-plan) starts afresh. Reading it
+        records that lowest estimate.
+        """
         measure, done, total = self._measure()
         if measure not in self._origin or total is None:
             return None
         if done >= total:
-            return 0.0 if measure != "calls" else None  # past the planned calls: the plan was low, not done
+            return 0.0
         since, done_then = self._origin[measure]
         if done <= done_then:
             return None
-        return (self.clock() - since) / (done - done_then) * (total - done)
+        estimate = max(0.0, (self.clock() - since) / (done - done_then) * (total - done))
+        plan = (measure, total)
+        if self._lowest is not None and self._lowest[0] == plan:
+            estimate = min(estimate, self._lowest[1])
+        self._lowest = (plan, estimate)
+        return estimate
 
     def speed(self) -> float | None:
         """Bytes per second since the download began (None before any)."""

@@ -2,8 +2,10 @@
 
 ``load_night`` reads ``<night dir>/diagnostics.json``; ``night_view`` turns it into plain dicts (verdict and why,
 scores, per-task table, edits with rationale and diff, errors, cost by role, time by stage); ``trend_points``
-summarises the last nights (held-out score, accepted edits, cost) and ``trend_chart_png`` draws them with
-matplotlib (Agg backend, no display). ``render_html`` builds one page with everything inline (CSS, the chart as
+summarises the last nights (verdict, baseline and candidate pass rates on the night's own val tasks, accepted
+edits, cost), ``score_chart_data`` lays them out (one baseline -> candidate segment per night, never a line across
+nights: each night holds out other tasks) and ``trend_chart_png`` draws them with matplotlib (Agg backend, no
+display). ``render_html`` builds one page with everything inline (CSS, the chart as
 a base64 PNG); every text that may come from a transcript or a model is escaped with ``html.escape``.
 """
 
@@ -12,6 +14,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+from collections.abc import Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -232,13 +235,43 @@ def night_view(diagnostics: Diagnostics, night_dir: Path | None = None,
 # --------------------------------------------------------------------------- trend over nights
 
 
+def paired_pass_rates(data: Mapping[str, Any]) -> tuple[float | None, float | None, int]:
+    """(baseline, candidate, n): the held-out pass rates in [0, 1] of a night's baseline and candidate on *the same*
+    val tasks, from its ``diagnostics.json`` (plain JSON) ``gate.per_task`` rows.
+
+    A task counts only when both sides have a scored sample (one without ``error``); its pass rate is the mean
+    ``hard`` of its scored samples, and a side's rate is the mean over those tasks (each task weighs the same).
+    n is the number of such tasks; (None, None, 0) when there is none (no gate, a failed night, no val task).
+    """
+    gate = data.get("gate") if isinstance(data.get("gate"), Mapping) else {}
+    base_rates, cand_rates = [], []
+    for row in gate.get("per_task") or []:
+        if not isinstance(row, Mapping):
+            continue
+        base, cand = _pass_rate(row.get("baseline")), _pass_rate(row.get("candidate"))
+        if base is not None and cand is not None:
+            base_rates.append(base)
+            cand_rates.append(cand)
+    if not base_rates:
+        return None, None, 0
+    n = len(base_rates)
+    return round(sum(base_rates) / n, 4), round(sum(cand_rates) / n, 4), n
+
+
+def _pass_rate(samples: Any) -> float | None:
+    scored = [s for s in samples or [] if isinstance(s, Mapping) and s.get("error") is None]
+    return sum(1 for s in scored if s.get("hard")) / len(scored) if scored else None
+
+
 def trend_points(paths: ProjectPaths, limit: int = TREND_NIGHTS) -> list[dict[str, Any]]:
     """One point per night (the last ``limit`` with diagnostics, oldest first).
 
-    Each: night_id, status, held_out (gate score in [0, 1] of the documents in force after the night: the
-    candidate's when accepted, else the baseline's; None when nothing was scored), baseline, candidate,
-    accepted_edits (rule lines an accepted night changed: ``_accepted_edits``), tokens, calls.
-    Unreadable diagnostics are skipped.
+    Each: night_id, status, verdict (``verdicts.verdict``), baseline and candidate (``paired_pass_rates``: held-out
+    pass rates in [0, 1] on that night's own val tasks, None when nothing was compared), val_tasks (their number),
+    accepted_edits (rule lines a learned night changed: ``_accepted_edits``), tokens, calls. Two nights' rates
+    are not comparable (each night holds out different tasks): only a night's baseline and candidate are.
+    Unreadable diagnostics are skipped; a night directory without diagnostics (still running, or killed) is not
+    a point.
     """
     points = []
     for night_id in night_ids(paths)[-limit:]:
@@ -246,24 +279,53 @@ def trend_points(paths: ProjectPaths, limit: int = TREND_NIGHTS) -> list[dict[st
             data = read_json(paths.nights / night_id / "diagnostics.json") or {}
         except ValueError:
             continue
-        status = data.get("status")
-        baseline = (data.get("baseline") or {})
-        candidate = (data.get("candidate") or {})
-        accepted = status == "accepted"
-        base_score = baseline.get("gate") if baseline.get("n") else None
-        cand_score = candidate.get("gate") if candidate.get("n") else None
+        word = verdict(data)
+        baseline, candidate, n = paired_pass_rates(data)
         cost = data.get("cost") or {}
         points.append({
             "night_id": night_id,
-            "status": status,
-            "baseline": base_score,
-            "candidate": cand_score,
-            "held_out": cand_score if accepted and cand_score is not None else base_score,
-            "accepted_edits": _accepted_edits(data) if accepted else 0,
+            "status": data.get("status"),
+            "verdict": word,
+            "baseline": baseline,
+            "candidate": candidate,
+            "val_tasks": n,
+            "accepted_edits": _accepted_edits(data) if word == "learned" else 0,
             "tokens": sum(int(c.get("prompt_tokens", 0)) + int(c.get("completion_tokens", 0)) for c in cost.values()),
             "calls": sum(int(c.get("calls", 0)) for c in cost.values()),
         })
     return points
+
+
+#: Half the width of a night's baseline -> candidate segment on the chart (nights are 1 apart).
+SEGMENT_HALF_WIDTH = 0.25
+
+
+def score_chart_data(points: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """What the score panel draws, as data (``trend_points`` in, one entry per night out, at x = its index).
+
+    ``segments``: a night that compared its baseline and candidate on the same val tasks: x, x0 / y0 (baseline) to
+    x1 / y1 (candidate), x0 = x - ``SEGMENT_HALF_WIDTH``, x1 = x + ``SEGMENT_HALF_WIDTH``, verdict, val_tasks.
+    A segment never leaves its night: nights hold out different tasks, so no line joins two nights.
+    ``learned``: x, y of each night whose verdict is learned: its segment's candidate end (x1, y1), or (x, 1.0)
+    with no comparison.
+    ``marks``: x, word (the verdict word, or ``no val task``) of each night without a comparison (failed,
+    interrupted, no task): drawn as an ``x`` with the word, never left as a gap.
+    """
+    data: dict[str, list[dict[str, Any]]] = {"segments": [], "learned": [], "marks": []}
+    for x, point in enumerate(points):
+        compared = point["baseline"] is not None and point["candidate"] is not None
+        if compared:
+            data["segments"].append({"x": x, "x0": x - SEGMENT_HALF_WIDTH, "y0": point["baseline"],
+                                     "x1": x + SEGMENT_HALF_WIDTH, "y1": point["candidate"],
+                                     "verdict": point["verdict"], "val_tasks": point["val_tasks"]})
+        else:
+            word = point["verdict"] if point["verdict"] in ("failed", "interrupted") else \
+                f"{point['verdict']}: no val task"
+            data["marks"].append({"x": x, "word": word})
+        if point["verdict"] == "learned":
+            data["learned"].append({"x": x + SEGMENT_HALF_WIDTH, "y": point["candidate"]} if compared else
+                                   {"x": x, "y": 1.0})
+    return data
 
 
 def _accepted_edits(data: dict[str, Any]) -> int:
@@ -284,8 +346,30 @@ def night_label(night_id: str, number: int) -> str:
     return f"#{number} {night_id}"
 
 
+def _draw_scores(axis: Any, data: dict[str, list[dict[str, Any]]]) -> None:
+    """Draw ``score_chart_data`` on a matplotlib axis: one baseline -> candidate segment per night (grey dot, blue
+    dot), a green star on learned nights, a red ``x`` and its word on nights without a comparison."""
+    for number, segment in enumerate(data["segments"]):
+        axis.plot([segment["x0"], segment["x1"]], [segment["y0"], segment["y1"]], color="#1f6feb", linewidth=2,
+                  label="baseline -> candidate (same tasks)" if number == 0 else None)
+        axis.plot([segment["x0"]], [segment["y0"]], marker="o", color="#8c959f", linestyle="none",
+                  label="baseline" if number == 0 else None)
+        axis.plot([segment["x1"]], [segment["y1"]], marker="o", color="#1f6feb", linestyle="none",
+                  label="candidate" if number == 0 else None)
+    if data["learned"]:
+        axis.plot([m["x"] for m in data["learned"]], [m["y"] for m in data["learned"]], marker="*", markersize=14,
+                  color="#2da44e", linestyle="none", label="learned")
+    for mark in data["marks"]:
+        axis.plot([mark["x"]], [0.5], marker="x", markersize=10, color="#cf222e", linestyle="none")
+        axis.annotate(mark["word"], (mark["x"], 0.5), textcoords="offset points", xytext=(0, 8), ha="center",
+                      fontsize=7, color="#cf222e")
+    if data["segments"] or data["learned"]:
+        axis.legend(loc="best", fontsize=7)
+
+
 def trend_chart_png(points: list[dict[str, Any]], *, dpi: int = 100) -> bytes:
-    """A PNG (bytes) with three panels over the nights: held-out score, accepted edits, cost in tokens.
+    """A PNG (bytes) with three panels over the nights: held-out pass rate of baseline and candidate on each night's
+    own val tasks (``score_chart_data``), accepted edits, cost in tokens.
 
     Uses matplotlib's Agg canvas directly (no pyplot, no display, no global state).
     """
@@ -298,16 +382,11 @@ def trend_chart_png(points: list[dict[str, Any]], *, dpi: int = 100) -> bytes:
     x = list(range(len(points)))
     labels = [night_label(p["night_id"], number) for number, p in enumerate(points, 1)]
 
-    def series(key: str) -> list[float]:
-        return [p[key] if p[key] is not None else float("nan") for p in points]
-
     score_axis, edits_axis, cost_axis = axes
-    score_axis.plot(x, series("held_out"), marker="o", color="#1f6feb", label="held-out (in force)")
-    score_axis.plot(x, series("candidate"), marker="x", linestyle="none", color="#d29922", label="candidate")
+    _draw_scores(score_axis, score_chart_data(points))
     score_axis.set_ylim(-0.05, 1.05)
-    score_axis.set_ylabel("gate score")
-    score_axis.legend(loc="lower right", fontsize=8)
-    score_axis.set_title("last nights: held-out score, accepted edits, cost")
+    score_axis.set_ylabel("held-out pass rate")
+    score_axis.set_title("last nights: baseline -> candidate on each night's own held-out tasks, accepted edits, cost")
     edits_axis.bar(x, [p["accepted_edits"] for p in points], color="#2da44e")
     edits_axis.set_ylabel("accepted edits")
     cost_axis.bar(x, [p["tokens"] for p in points], color="#8250df")
@@ -415,8 +494,9 @@ def render_html(view: dict[str, Any], points: list[dict[str, Any]], *, generated
     parts.append("<h2>Trend over the last nights</h2>")
     if points:
         chart = base64.b64encode(trend_chart_png(points)).decode("ascii")
-        parts.append(f'<img id="trend-chart" class="chart" alt="held-out score, accepted edits and cost over the '
-                     f'last {len(points)} nights" src="data:image/png;base64,{chart}">')
+        parts.append(f'<img id="trend-chart" class="chart" alt="held-out pass rate of baseline and candidate '
+                     f'per night, accepted edits and cost over the last {len(points)} nights" '
+                     f'src="data:image/png;base64,{chart}">')
     else:
         parts.append('<p class="muted">no night with diagnostics yet</p>')
 

@@ -99,15 +99,30 @@ def revert(night: NightArg = None, project: ProjectOpt = None,
         stdout.print(f"  {document.target}: {action}", highlight=False, markup=False)
 
 
+def _night_verdict(paths, night_id: str) -> str:
+    """The night's verdict word (``verdicts.verdict``), or ``-`` when its diagnostics are gone or unreadable."""
+    from skillopt_sleep.fsio import read_json
+    from skillopt_sleep.verdicts import verdict
+
+    try:
+        data = read_json(paths.nights / night_id / "diagnostics.json", default=None)
+    except (ValueError, OSError):
+        return "-"
+    return verdict(data) if isinstance(data, dict) else "-"
+
+
 def history(project: ProjectOpt = None, json_: JsonOpt = False) -> None:
-    """List the adopted and reverted nights of a project."""
+    """List the adopted and reverted nights of a project, with each night's verdict."""
     from skillopt_sleep.adopt import history as adoption_history
 
     project_dir = (project or Path.cwd()).expanduser().resolve()
     with user_errors():
-        records = adoption_history(_paths(project_dir))
+        paths = _paths(project_dir)
+        records = adoption_history(paths)
+    verdicts = [_night_verdict(paths, record.night_id) for record in records]
     if json_:
-        emit_json({"project": str(project_dir), "adoptions": [r.model_dump(mode="json") for r in records]})
+        emit_json({"project": str(project_dir),
+                   "adoptions": [{**r.model_dump(mode="json"), "verdict": word} for r, word in zip(records, verdicts)]})
         return
     if not records:
         stdout.print("no night adopted yet for this project", highlight=False)
@@ -115,10 +130,10 @@ def history(project: ProjectOpt = None, json_: JsonOpt = False) -> None:
     from rich.table import Column, Table
 
     # the night id is what ``revert`` takes: on one line, whole (on a terminal the other columns give way; piped,
-    # nothing is cut: ``print_table``)
-    table = Table(Column("night", no_wrap=True), "status", "adopted at", "reverted at", "documents")
-    for record in records:
-        table.add_row(record.night_id, record.status, record.adopted_at.isoformat(timespec="seconds"),
+    # nothing is cut: ``print_table``); "night" is the night's verdict, "adoption" what became of its proposal
+    table = Table(Column("night id", no_wrap=True), "night", "adoption", "adopted at", "reverted at", "documents")
+    for record, word in zip(records, verdicts):
+        table.add_row(record.night_id, word, record.status, record.adopted_at.isoformat(timespec="seconds"),
                       record.reverted_at.isoformat(timespec="seconds") if record.reverted_at else "",
                       ", ".join(record.targets))
     print_table(table)

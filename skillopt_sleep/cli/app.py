@@ -100,9 +100,13 @@ def run_now(
         emit_json({"night_dir": None if dry_run else str(result.night_dir), "exit_code": result.exit_code,
                    **diagnostics.model_dump(mode="json")})
     else:
-        color = {"accepted": "green", "rejected": "yellow", "backend_error": "red",
-                 "budget_exhausted": "red"}.get(diagnostics.status, "cyan")
-        stdout.print(f"[{color}]{diagnostics.summary}[/{color}]", highlight=False)
+        from rich.text import Text
+
+        from skillopt_sleep.verdicts import verdict
+
+        color = {"learned": "green", "waiting": "yellow", "rejected": "yellow", "failed": "red",
+                 "interrupted": "red"}.get(verdict(diagnostics.model_dump(mode="json")), "cyan")
+        stdout.print(Text(diagnostics.summary, style=color))  # plain text: a rule may hold "[...]"
         backend = diagnostics.backend
         if backend:
             stdout.print(f"backend: {backend.get('name')} ({backend.get('reason')}); models: "

@@ -94,7 +94,7 @@ def test_run_now_on_the_bundled_transcripts_writes_diagnostics_that_match_them(t
     assert diagnostics["status"] == "rejected"
     # the morning line leads with the user's files: nothing changed, and why; then the status and its numbers
     assert diagnostics["summary"].startswith("nothing changed: no rule was proposed: the 1 replayed request gave "
-                                             "nothing to learn (5 more kept as evidence only). REJECTED")
+                                             "nothing to learn (5 more kept as evidence only). KEPT")
     # every managed file of both agents read tonight, each unchanged
     assert [(c["file"], c["kind"], c["state"], c["added"]) for c in diagnostics["changes"]] == [
         (".claude/skills/skillopt-sleep/SKILL.md", "skill", "unchanged", []),

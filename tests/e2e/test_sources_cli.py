@@ -90,7 +90,7 @@ def test_run_now_learns_the_rule_from_the_agents_sessions_and_writes_its_memory_
     assert diagnostics["status"] == "accepted", diagnostics["summary"]
     # the morning line leads with what changed in the agent's file, in the user's words
     assert diagnostics["summary"].startswith(f'{MEMORY_FILES[source]}: learned 1 rule ("{RULE}.")')
-    assert "ACCEPTED" in diagnostics["summary"]
+    assert "LEARNED" in diagnostics["summary"]
     assert [(c["file"], c["state"]) for c in diagnostics["changes"]] == [(MEMORY_FILES[source], "written")]
     applied = [edit for edit in diagnostics["edits"] if edit["status"] == "applied"]
     assert applied and any("pnpm" in edit["content"] for edit in applied)

@@ -99,7 +99,7 @@ def assert_stopped_cleanly(setup: Setup, result, limit: str) -> None:
     assert diagnostics.status == "budget_exhausted"
     assert result.exit_code == EXIT_CODES["budget_exhausted"] == 3
     assert diagnostics.failure["limit"] == limit
-    assert limit in diagnostics.summary and "BUDGET EXHAUSTED" in diagnostics.summary
+    assert limit in diagnostics.summary and "FAILED: budget exhausted" in diagnostics.summary
     assert limit in diagnostics.failure["fix"]
     # nothing half-applied: no proposal, the project untouched although apply=True, no document state moved
     assert not (result.night_dir / "proposed").exists()

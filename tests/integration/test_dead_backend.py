@@ -70,7 +70,7 @@ def check_failed_loudly(project: Path, completed, *, reason_has: str, fix_has: s
     assert failure["role"] in ("miner", "target", "judge", "optimizer")
     assert reason_has in failure["reason"]
     assert fix_has in failure["fix"]
-    assert (diagnostics["summary"].startswith("nothing changed: BACKEND ERROR")
+    assert (diagnostics["summary"].startswith("nothing changed: FAILED: backend error")
             and failure["fix"] in diagnostics["summary"])
     # never a rejection in disguise
     assert diagnostics["gate"] is None
@@ -83,10 +83,10 @@ def check_failed_loudly(project: Path, completed, *, reason_has: str, fix_has: s
 
 
 def check_the_next_run_harvests_the_same_sessions(project: Path, first: dict, *args: str, env: dict[str, str]) -> None:
-    """Run again (same arguments) in the terminal format: it says BACKEND ERROR and reads the same sessions."""
+    """Run again (same arguments) in the terminal format: it says FAILED and reads the same sessions."""
     again = run_now(project, *args, env=env, json_output=False)
     assert again.returncode == 2
-    assert "BACKEND ERROR" in again.stdout and "fix:" in again.stdout
+    assert "FAILED: backend error" in again.stdout and "fix:" in again.stdout
     path = next(line.split("diagnostics: ", 1)[1] for line in again.stdout.splitlines()
                 if line.startswith("diagnostics: "))
     second = json.loads(Path(path.strip()).read_text(encoding="utf-8"))

@@ -171,7 +171,7 @@ def setup(tmp_path) -> Setup:
 def test_an_uninterrupted_night_adopts_the_rule_and_records_it(setup):
     completed = setup.run()
     assert completed.returncode == 0, completed.stdout + completed.stderr
-    assert "ACCEPTED" in completed.stdout
+    assert "LEARNED" in completed.stdout
     text = setup.claude_md().decode()
     assert text.startswith(ORIGINAL) and "never npm" in text
     [adoption] = load_adoptions(setup.paths)

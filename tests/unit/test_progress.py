@@ -91,8 +91,8 @@ def test_the_estimate_follows_the_calls_from_the_moment_they_are_planned():
     assert state.parts() == ["harvest", "LLM calls 5/~20", "1:10 elapsed", "~0:30 left"]
     state.set_calls(4)  # a late report from a worker thread never goes backwards
     assert state.calls_done == 5
-    state.set_calls(25)  # past the plan: the plan was low, there is no honest estimate
-    assert state.remaining() is None
+    state.set_calls(25)  # past the plan: the plan was low, the job is re-planned (25 + 10 %), never "25/~20"
+    assert state.calls_planned == 28 and "LLM calls 25/~28" in state.parts()
 
 
 def test_tokens_and_a_new_plan_keep_the_pace_origin():
@@ -104,6 +104,47 @@ def test_tokens_and_a_new_plan_keep_the_pace_origin():
     state.tokens_used = 3400
     assert state.remaining() == 12.0
     assert "3.4k tokens" in state.parts()
+
+
+def test_calls_past_the_plan_re_plan_and_never_read_above_it():
+    clock = FakeClock()
+    state = ProgressState(clock)
+    state.begin_stage("rollout")
+    state.set_calls(0, planned=9)
+    for done in range(1, 21):  # the live line once read "20/~9"
+        clock.now += 1.0
+        state.set_calls(done)
+        assert state.calls_done < state.calls_planned, state.parts()
+    assert state.calls_planned == 21  # last re-planned at 19 done: 19 + 10 % (rounded up) still to come
+    state.set_calls(20, planned=5)  # a late plan below what is done is re-planned the same way: 20 + 2
+    assert state.calls_planned == 22
+    assert state.remaining() == 2.0  # 1 s a call, 2 to go
+    state.end_stage()  # the job ended: what was done is the plan
+    assert state.calls_planned == 20 and state.remaining() == 0.0
+
+
+def test_the_time_left_never_rises_without_a_re_plan_and_is_never_negative():
+    clock = FakeClock()
+    state = ProgressState(clock)
+    state.set_calls(0, planned=100)
+    clock.now += 10.0
+    state.set_calls(10)
+    assert state.remaining() == 90.0  # 1 s a call, 90 to go
+    clock.now += 40.0  # a slow stretch: 11 calls in 50 s would read 4.5 s a call, 89 to go = 400 s
+    state.set_calls(11)
+    assert state.remaining() == 90.0  # held at the lowest estimate of this plan, not pushed back up
+    clock.now += 1.0
+    state.set_calls(60)  # fast again: 51 s for 60 calls, 40 to go = 34 s
+    assert state.remaining() == 34.0
+    state.set_calls(60, planned=200)  # a re-plan may raise it: 140 to go
+    assert state.remaining() == 119.0
+    seen = []
+    for done in range(61, 200):
+        clock.now += 0.5
+        state.set_calls(done)
+        seen.append(state.remaining())
+    assert all(later <= earlier for earlier, later in zip(seen, seen[1:]))
+    assert all(left is not None and left >= 0.0 for left in seen)
 
 
 def test_steps_measure_the_time_left_of_a_resumed_training_run():

@@ -27,10 +27,13 @@ from skillopt_sleep.models import (
     TaskComparison,
 )
 from skillopt_sleep.report import (
+    SEGMENT_HALF_WIDTH,
     edit_diff,
     load_night,
     night_view,
     render_html,
+    score_chart_data,
+    trend_chart_png,
     trend_points,
     write_html_report,
 )
@@ -111,17 +114,68 @@ def test_edit_diffs_mark_removed_anchor_lines_and_added_content():
     assert edit_diff(EditRecord(target="memory", op="delete", anchor="gone")) == "-gone"
 
 
-def test_trend_uses_the_candidate_score_only_for_accepted_nights(paths):
+def test_trend_points_pair_baseline_and_candidate_on_the_nights_own_val_tasks(paths):
     save(paths, diagnostics("2025-01-01T000000Z", status="accepted", baseline=0.4, candidate=0.8))
     save(paths, diagnostics("2025-01-02T000000Z", status="rejected", baseline=0.8, candidate=0.6))
-    (paths.nights / "2025-01-03T000000Z").mkdir()  # a night killed before its diagnostics: not a point
+    (paths.nights / "2025-01-03T000000Z").mkdir()  # a night still running (or killed) before its diagnostics
 
     points = trend_points(paths)
 
     assert [p["night_id"] for p in points] == ["2025-01-01T000000Z", "2025-01-02T000000Z"]
-    assert [p["held_out"] for p in points] == [0.8, 0.8]
+    assert [p["verdict"] for p in points] == ["learned", "rejected"]
+    # per-task pass rates, the errored sample aside: t-aaa 0 -> 1, t-bbb 1 -> 1
+    assert [(p["baseline"], p["candidate"], p["val_tasks"]) for p in points] == [(0.5, 1.0, 2), (0.5, 1.0, 2)]
     assert [p["accepted_edits"] for p in points] == [1, 0]
     assert points[0]["tokens"] == 1800 and points[0]["calls"] == 11
+
+
+def paired_night(night_id: str, *, status: str, tasks: dict[str, tuple[int, int]] | None,
+                 changed: bool = False) -> Diagnostics:
+    """A night whose gate compared ``tasks`` (task id -> (baseline hard, candidate hard)); None: no gate."""
+    diag = diagnostics(night_id, status=status)
+    diag.edits = []
+    diag.changes = [FileChange(file="CLAUDE.md", kind="memory", state="staged" if changed else "unchanged",
+                               added=["- a rule"] if changed else [])]
+    if tasks is None:
+        diag.gate = None
+    else:
+        assert diag.gate is not None
+        diag.gate.per_task = [TaskComparison(task_id=task, baseline=[result(task, base, base)],
+                                             candidate=[result(task, cand, cand)])
+                              for task, (base, cand) in tasks.items()]
+    return diag
+
+
+def test_the_score_chart_never_joins_nights_that_held_out_different_tasks(paths):
+    # three nights, each on its own val tasks, nothing adopted, baseline == candidate every night: the old chart's
+    # single "held-out" line fell 1.00 -> 0.50 -> 0.00 across them; the truth is that no night changed anything
+    save(paths, paired_night("2025-01-01T000000Z", status="rejected", tasks={"a1": (1, 1), "a2": (1, 1)}))
+    save(paths, paired_night("2025-01-02T000000Z", status="rejected", tasks={"b1": (1, 1), "b2": (0, 0)}))
+    save(paths, paired_night("2025-01-03T000000Z", status="rejected", tasks={"c1": (0, 0)}))
+
+    data = score_chart_data(trend_points(paths))
+
+    assert [(s["y0"], s["y1"]) for s in data["segments"]] == [(1.0, 1.0), (0.5, 0.5), (0.0, 0.0)]
+    assert all(s["y1"] >= s["y0"] for s in data["segments"])  # no night fell
+    for segment in data["segments"]:  # each segment stays inside its own night's column
+        assert segment["x"] - 0.5 < segment["x0"] < segment["x1"] < segment["x"] + 0.5
+    assert data["learned"] == [] and data["marks"] == []
+
+
+def test_failed_and_interrupted_nights_are_marked_points_and_learned_nights_are_marked(paths):
+    save(paths, paired_night("2025-01-01T000000Z", status="accepted", tasks={"a1": (0, 1)}, changed=True))
+    save(paths, paired_night("2025-01-02T000000Z", status="backend_error", tasks=None))
+    save(paths, paired_night("2025-01-03T000000Z", status="interrupted", tasks=None))
+    save(paths, paired_night("2025-01-04T000000Z", status="no_tasks", tasks=None))
+
+    data = score_chart_data(trend_points(paths))
+
+    assert data["segments"] == [{"x": 0, "x0": 0 - SEGMENT_HALF_WIDTH, "y0": 0.0, "x1": SEGMENT_HALF_WIDTH,
+                                 "y1": 1.0, "verdict": "learned", "val_tasks": 1}]
+    assert data["learned"] == [{"x": SEGMENT_HALF_WIDTH, "y": 1.0}]  # on the candidate's end
+    assert data["marks"] == [{"x": 1, "word": "failed"}, {"x": 2, "word": "interrupted"},
+                             {"x": 3, "word": "kept: no val task"}]
+    assert trend_chart_png(trend_points(paths)).startswith(b"\x89PNG")  # and it draws
 
 
 def test_html_escapes_transcript_text_and_embeds_a_png_chart(paths):
