@@ -367,6 +367,30 @@ def _draw_scores(axis: Any, data: dict[str, list[dict[str, Any]]]) -> None:
         axis.legend(loc="best", fontsize=7)
 
 
+def chart_available() -> bool:
+    """True when matplotlib is installed (the ``chart`` extra: ``pip install 'skillopt-sleep[chart]'``). It is
+    optional because it and what it pulls in are about 170 MB, two thirds of the base install; without it the HTML
+    report shows the same points as a table."""
+    import importlib.util
+
+    return importlib.util.find_spec("matplotlib") is not None
+
+
+def _trend_table_html(points: list[dict[str, Any]]) -> str:
+    """The trend points as an HTML table (``trend_points``' fields), with how to get the chart."""
+    def rate(value: Any) -> str:
+        return "-" if value is None else f"{value:.2f}"
+
+    rows = "".join(
+        f"<tr><td>{_e(point['night_id'])}</td><td>{_e(point['verdict'])}</td><td>{rate(point['baseline'])}</td>"
+        f"<td>{rate(point['candidate'])}</td><td>{point['val_tasks']}</td><td>{point['accepted_edits']}</td>"
+        f"<td>{point['calls']}</td></tr>" for point in points)
+    return ('<table id="trend-table"><tr><th>night</th><th>verdict</th><th>baseline</th><th>candidate</th>'
+            "<th>val tasks</th><th>rules learned</th><th>LLM calls</th></tr>" + rows + "</table>"
+            "<p class=\"muted\">baseline and candidate: held-out pass rates on the night's own val tasks. "
+            "<code>pip install 'skillopt-sleep[chart]'</code> draws them as a chart.</p>")
+
+
 def trend_chart_png(points: list[dict[str, Any]], *, dpi: int = 100) -> bytes:
     """A PNG (bytes) with three panels over the nights: held-out pass rate of baseline and candidate on each night's
     own val tasks (``score_chart_data``), accepted edits, cost in tokens.
@@ -492,7 +516,9 @@ def render_html(view: dict[str, Any], points: list[dict[str, Any]], *, generated
         parts.append(f'<p class="verdict failed">{_e(failure.get("reason"))} &mdash; fix: {_e(failure.get("fix"))}</p>')
 
     parts.append("<h2>Trend over the last nights</h2>")
-    if points:
+    if points and not chart_available():
+        parts.append(_trend_table_html(points))
+    elif points:
         chart = base64.b64encode(trend_chart_png(points)).decode("ascii")
         parts.append(f'<img id="trend-chart" class="chart" alt="held-out pass rate of baseline and candidate '
                      f'per night, accepted edits and cost over the last {len(points)} nights" '

@@ -194,6 +194,22 @@ def test_html_escapes_transcript_text_and_embeds_a_png_chart(paths):
     assert "http://" not in page and "https://" not in page  # self-contained
 
 
+def test_without_matplotlib_the_html_shows_the_trend_as_a_table(paths, monkeypatch):
+    import skillopt_sleep.report as report
+
+    save(paths, diagnostics("2025-01-01T000000Z", baseline=0.2, candidate=0.5))
+    night_dir = save(paths, diagnostics("2025-01-02T000000Z", request=HOSTILE))
+    diag, _ = load_night(paths)
+    monkeypatch.setattr(report, "chart_available", lambda: False)
+    monkeypatch.setattr(report, "trend_chart_png", lambda *args, **kwargs: pytest.fail("drew without matplotlib"))
+
+    page = render_html(night_view(diag, night_dir, paths), trend_points(paths))
+
+    assert "trend-chart" not in page and 'id="trend-table"' in page
+    assert "<td>learned</td><td>0.50</td><td>1.00</td><td>2</td>" in page and "skillopt-sleep[chart]" in page
+    assert html_escaped(HOSTILE) in page and "<script" not in page
+
+
 def html_escaped(text: str) -> str:
     import html
 
