@@ -22,7 +22,7 @@ if str(REPO_ROOT) not in sys.path:
 
 from benchmarks import world  # noqa: E402
 from benchmarks.learning import chat  # noqa: E402
-from skillopt_sleep.block import BLOCK_BEGIN, BLOCK_END, BLOCK_HEADING  # noqa: E402
+from skillopt_sleep.documents.block import BLOCK_BEGIN, BLOCK_END, BLOCK_HEADING  # noqa: E402
 from skillopt_sleep.engine.replay import system_prompt  # noqa: E402
 
 RULES = ["- we use pnpm in this repo, never npm.", "- use ISO dates (YYYY-MM-DD) in this repo.",

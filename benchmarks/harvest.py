@@ -150,7 +150,7 @@ def _ours_worker(spec_path: str) -> int:
     # One-time set-up, like the imports: the secret detectors are built once per process (detect-secrets import,
     # pattern compilation). Timed apart and reported as its own row, not inside the harvest call.
     setup_started, setup_cpu_started = time.perf_counter(), _cpu_time()
-    prepare = getattr(importlib.import_module("skillopt_sleep.redact"), "prepare", None)
+    prepare = getattr(importlib.import_module("skillopt_sleep.redaction.redact"), "prepare", None)
     if prepare is not None:
         prepare()
     setup_seconds, setup_cpu_seconds = time.perf_counter() - setup_started, _cpu_time() - setup_cpu_started
@@ -1225,7 +1225,7 @@ def _source_worker(spec_path: str) -> int:
     spec = json.loads(Path(spec_path).read_text())
     from skillopt_sleep.harvest import harvest
 
-    prepare = getattr(importlib.import_module("skillopt_sleep.redact"), "prepare", None)
+    prepare = getattr(importlib.import_module("skillopt_sleep.redaction.redact"), "prepare", None)
     if prepare is not None:
         prepare()
     source, project, homes = spec["source"], Path(spec["project"]), {spec["source"]: Path(spec["root"])}

@@ -90,7 +90,7 @@ def score_documents(base_url: str, skill: str, memory: str, probes: list, night:
 
     Returns {"compliance": float in [0, 1], "by_rule": {rule: passed/total}, "answers": [...], "seconds": float}.
     """
-    from skillopt_sleep.documents import prompt_view
+    from skillopt_sleep.documents.targets import prompt_view
     from skillopt_sleep.engine.replay import system_prompt
 
     system = system_prompt(prompt_view(skill), prompt_view(memory))
@@ -228,7 +228,7 @@ def run_variant(name: str, *, base_url: str, model: Path, nights: int, probes: l
 def ceiling(base_url: str, probes: list, nights: int) -> dict:
     """Compliance with the world's rules written as well as we can into the memory (after night ``nights``), under
     the heading a night writes: the limit a night can approach with this target model."""
-    from skillopt_sleep.block import BLOCK_HEADING, ensure_block
+    from skillopt_sleep.documents.block import BLOCK_HEADING, ensure_block
     from skillopt_sleep.engine.edits import apply_edits
     from skillopt_sleep.models import EditRecord
 

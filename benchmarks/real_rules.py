@@ -238,7 +238,7 @@ def _file_text(homes: dict[str, Path]) -> str:
 def run_project(corpus: Path, label: dict, *, reader_backend=None) -> ProjectResult:
     from skillopt_sleep.harvest import harvest
     from skillopt_sleep.mine import mine_tasks
-    from skillopt_sleep.rulebook import stated_rules
+    from skillopt_sleep.mine.rulebook import stated_rules
 
     result = ProjectResult(id=label["id"], agent=label["agent"], languages=label.get("languages", []),
                            typed_messages=int(label.get("typed_messages") or 0))

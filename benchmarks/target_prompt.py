@@ -26,7 +26,7 @@ from benchmarks import world as world1  # noqa: E402
 from benchmarks import world2  # noqa: E402
 from benchmarks.learning import chat  # noqa: E402
 from skillopt_sleep import prompts  # noqa: E402
-from skillopt_sleep.block import ensure_block  # noqa: E402
+from skillopt_sleep.documents.block import ensure_block  # noqa: E402
 from skillopt_sleep.engine.edits import apply_edits  # noqa: E402
 from skillopt_sleep.models import EditRecord  # noqa: E402
 from skillopt_sleep.prompts import render  # noqa: E402

@@ -420,8 +420,8 @@ class SleepConfig(NightStepConfig, EditBudgetConfig):
         return data
 
 
-#: Default skill document, relative to the project (``documents.DEFAULT_SKILL_PATH``: not imported here, the config
-#: loads without the documents module).
+#: Default skill document, relative to the project (``documents.targets.DEFAULT_SKILL_PATH``: not imported here,
+#: the config loads without the documents package).
 DEFAULT_SKILL_PATH = ".claude/skills/skillopt-sleep/SKILL.md"
 
 

@@ -3,7 +3,7 @@
 harvest -> ``Session`` (with ``Turn``s) -> mine -> ``TaskRecord`` (with a ``Judge``) -> replay -> ``ReplayResult``
 -> reflect -> ``EditRecord`` -> gate -> ``GateDecision`` -> ``Diagnostics`` (``diagnostics.json``).
 
-All texts stored in these models are already secret-redacted (see ``skillopt_sleep.redact``).
+All texts stored in these models are already secret-redacted (see ``skillopt_sleep.redaction.redact``).
 All datetimes are timezone-aware (UTC).
 """
 
@@ -130,7 +130,7 @@ class HarvestStats(_Model):
     requests: int = 0
     secrets_redacted: int = 0
     errors: list[str] = Field(default_factory=list)
-    """Where reading raised and was contained (``harvest.base.read_isolated``): ``"<reason> <file>: <exception
+    """Where reading raised and was contained (``harvest.read_plan.read_isolated``): ``"<reason> <file>: <exception
     type>"``, reason ``record_error`` (counted in ``malformed_lines``), ``file_error`` or ``source_error`` (counted in
     ``sessions_skipped``); one entry per file and reason, the first ``ERRORS_KEPT``."""
 

@@ -11,20 +11,18 @@ import logging
 import platform
 import sqlite3
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
 from skillopt_sleep import __version__
-from skillopt_sleep.adopt import adopt_night, load_adoptions
 from skillopt_sleep.archive.around_step import AcrossNights, Outcome
 from skillopt_sleep.archive.lineage import hold_lineage
 from skillopt_sleep.backends.base import Budget, CallMeter
 from skillopt_sleep.backends.select import BackendChoice, choose_backend
-from skillopt_sleep.changes import changes_sentence, file_changes
 from skillopt_sleep.config import SleepConfig
-from skillopt_sleep.documents import (
+from skillopt_sleep.documents.targets import (
     AIDER_NOTE,
     MEMORY_FILES,
     Document,
@@ -35,7 +33,7 @@ from skillopt_sleep.documents import (
 )
 from skillopt_sleep.engine.edit_budget import next_edit_budget, update_edit_budget_state
 from skillopt_sleep.engine.judges import gate_score, make_rubric_judge
-from skillopt_sleep.engine.replay import ReplayCache, replay_tasks
+from skillopt_sleep.engine.replay import ReplayCache, Replayer, replay_tasks
 from skillopt_sleep.engine.step import StepResult, StepSettings, planned_optimizer_calls, run_step
 from skillopt_sleep.errors import BackendError, BudgetExhausted, Interrupted, SleepError
 from skillopt_sleep.fsio import write_json_atomic, write_jsonl_atomic
@@ -47,16 +45,18 @@ from skillopt_sleep.mine import MineResult, mine_for_config, wants_miner
 from skillopt_sleep.mine.llm_miner import make_llm_miner
 from skillopt_sleep.mine.provenance import UserText, blocked_summary, unsupported_lines
 from skillopt_sleep.mine.rule_reader import Reader, make_rule_reader, planned_reader_calls
+from skillopt_sleep.mine.rulebook import stated_rules
 from skillopt_sleep.models import Diagnostics, ReplayResult, Scores, TaskRecord
 from skillopt_sleep.notify import notify
 from skillopt_sleep.progress import NullProgress, Progress, watch_meter
-from skillopt_sleep.redact import redact_text
-from skillopt_sleep.retention import prune_nights
-from skillopt_sleep.rule_ledger import drop_forgotten
-from skillopt_sleep.rulebook import stated_rules
+from skillopt_sleep.redaction.redact import redact_text
+from skillopt_sleep.review.adopt import adopt_night, load_adoptions
+from skillopt_sleep.review.changes import changes_sentence, file_changes
+from skillopt_sleep.review.retention import prune_nights
+from skillopt_sleep.review.rule_ledger import drop_forgotten
+from skillopt_sleep.review.verdicts import verdict
 from skillopt_sleep.stage_clock import StageClock
 from skillopt_sleep.state import ProjectPaths, load_state, save_state
-from skillopt_sleep.verdicts import verdict
 
 #: Exit code of ``run-now`` by the status of a night that failed: the error class's ``exit_code`` (the table is in
 #: ``errors``). A completed night (accepted, rejected, nothing to do) exits 0; a locked project raises LockedError.
@@ -103,7 +103,7 @@ class _Stages(StageClock):
         return f"between stages, after {self.last}" if self.last else "start"
 
     def watch(self, meter: CallMeter, planned: int | None = None) -> None:
-        """Report the meter's calls and tokens, out of ``planned`` calls (an estimate: ``_planned_calls``)."""
+        """Report the meter's calls and tokens, out of ``planned`` calls (an estimate: ``CallPlan.estimate``)."""
         watch_meter(meter, self.progress, planned)
 
 
@@ -213,7 +213,7 @@ def run_night(config: SleepConfig, *, project: Path, dry_run: bool = False, appl
     """
     project = Path(project).expanduser().resolve()
     config.check_targets(project)  # a target outside the project, a directory, ...: refused before anything runs
-    paths = ProjectPaths(project if config.scope == "project" else project, state_root)
+    paths = ProjectPaths(project, state_root)
     # a dry run only reads: no lock file, no night directory, no state (nothing under the state dir is written)
     lock = None if dry_run else take_project_lock(paths, f"another night is running for {project}")
     try:
@@ -262,14 +262,15 @@ def _run_stages(night: _Night, dry_run: bool) -> NightResult:
 @dataclass
 class _Setup:
     """What the learning stages run with: the chosen backend behind its ``CallMeter``, the user's documents (the
-    managed targets), the baseline skill and memory texts, and tonight's edit budget."""
+    managed targets), the baseline skill and memory texts, and the step's settings with tonight's edit budget (made
+    once a night)."""
 
     choice: BackendChoice
     meter: CallMeter
     documents: dict[str, Document]
     skill: str
     memory: str
-    edit_budget: int
+    settings: StepSettings
 
     @property
     def step_documents(self) -> dict[str, str]:
@@ -365,7 +366,8 @@ class _Night:
         self.across_nights = AcrossNights(config, self.paths, self.state, night_id=self.night_id)
         return _Setup(choice=choice, meter=meter, documents=documents,
                       skill=documents["skill"].baseline_text if "skill" in documents else "",
-                      memory=documents["memory"].baseline_text, edit_budget=edit_budget)
+                      memory=documents["memory"].baseline_text,
+                      settings=StepSettings.from_config(config, edit_budget=edit_budget))
 
     # ---------------------------------------------------------------- learn: LLM mining, the step, test split
     def learn(self, harvested: HarvestResult, tasks: list[TaskRecord], setup: _Setup) -> _Learned:
@@ -378,56 +380,50 @@ class _Night:
         miner_calls = sum(1 for task in tasks if wants_miner(task)) if llm_mine else 0
         reader_calls = planned_reader_calls(tasks, config.rule_reader_calls) if llm_mine else 0
         mine_calls = miner_calls + reader_calls  # role miner: checks for corrected tasks, English for foreign rules
-        _preflight(meter, config, train, val, edit_budget=setup.edit_budget, miner_calls=mine_calls,
-                   dream_calls=len(train) * (1 + config.dream_factor * config.rollouts_k) if config.dream_factor else 0)
-        stages.watch(meter, _planned_calls(config, train, val, test, edit_budget=setup.edit_budget,
-                                           miner_calls=mine_calls))
+        plan = CallPlan(train, val, test, setup.settings, dream_factor=config.dream_factor, miner=mine_calls)
+        _preflight(meter, config, plan)
+        stages.watch(meter, plan.estimate)
         if mine_calls:
             tasks = self.mine(harvested, miner=make_llm_miner(meter) if miner_calls else None,
                               rule_reader=make_rule_reader(meter) if reader_calls else None)
             train, val, test = _replayed(tasks)
-            stages.watch(meter, _planned_calls(config, train, val, test, edit_budget=setup.edit_budget,
-                                               miner_calls=mine_calls))
+            stages.watch(meter, replace(plan, train=train, val=val, test=test).estimate)
         self.write_tasks(tasks)
         cache = ReplayCache(self.paths.replay_cache)
-        replay_kwargs = dict(meter=meter, workers=config.workers, cache=cache, rubric_judge=make_rubric_judge(meter),
-                             seed=config.seed)
-        step, outcome = self._step(tasks, train, val, test, setup, replay_kwargs)
-        test_results, test_documents = self._test_split(test, setup, outcome, replay_kwargs)
+        replayer = Replayer(meter, workers=config.workers, cache=cache, rubric_judge=make_rubric_judge(meter),
+                            seed=config.seed)  # the night's one way to replay
+        step, outcome = self._step(tasks, train, val, test, setup, replayer)
+        test_results, test_documents = self._test_split(test, setup, outcome, replayer)
         cache.save()
         return _Learned(tasks=tasks, val=val, step=step, outcome=outcome, test_results=test_results,
                         test_documents=test_documents)
 
     def _step(self, tasks: list[TaskRecord], train: list[TaskRecord], val: list[TaskRecord], test: list[TaskRecord],
-              setup: _Setup, replay_kwargs: dict) -> tuple[StepResult, Outcome]:
+              setup: _Setup, replayer: Replayer) -> tuple[StepResult, Outcome]:
         """The archive's preparation, the step (``engine/step.py``), tonight's outcome and the last provenance
         check of an accepted candidate."""
         config, diagnostics, across_nights = self.config, self.diagnostics, self.across_nights
         assert across_nights is not None
         step_documents = setup.step_documents
-        settings = StepSettings.from_config(config, edit_budget=setup.edit_budget)
         with self.stages.stage("memory"):
-            prepared = across_nights.before_step(train=train, val=val, test=test, documents=step_documents,
-                                                 settings=settings, meter=setup.meter,
-                                                 replay_kwargs=replay_kwargs,
+            prepared = across_nights.before_step(replayer, train=train, val=val, test=test, documents=step_documents,
+                                                 settings=setup.settings,
                                                  rules=drop_forgotten(stated_rules(tasks), tasks, self.paths),
                                                  tonight_ids={task.id for task in tasks})
+        step_input = prepared.step_input
 
         # what users typed, tonight and on earlier nights, and the documents the agent obeys: the only source an
         # edit's commands, URLs and paths may come from (provenance.py)
-        user_text = UserText.of_tasks(tasks, rules=[text for rule in prepared.rules
+        user_text = UserText.of_tasks(tasks, rules=[text for rule in step_input.rules or []
                                                     for text in (rule.phrasings or [rule.text])],
                                       documents=step_documents.values(), earlier=across_nights.authored_texts())
-        step = run_step(train=prepared.train, val=val, documents=prepared.documents, settings=settings,
-                        meter=prepared.meter, cache=replay_kwargs["cache"], rubric_judge=replay_kwargs["rubric_judge"],
-                        best_gate_score=self.state.best_gate_score, context=prepared.context,
-                        edit_filter=prepared.edit_filter, rules=prepared.rules, archived_val=prepared.archived_val,
-                        val_origins=prepared.val_origins, user_text=user_text, on_stage=self.stages.step_stage)
-        diagnostics.mining["val_pool"] = {"tonight": sum(1 for task in step.val if task.id not in
-                                                         prepared.val_origins),
-                                          "archive": sum(1 for task in step.val if task.id in prepared.val_origins),
-                                          "archive_available": len(prepared.archived_val)}
-        prepared.meter.check_alive()  # a dead backend is a backend error, however few calls the night made
+        step = run_step(replace(step_input, user_text=user_text, best_gate_score=self.state.best_gate_score),
+                        settings=setup.settings, replayer=prepared.replayer, on_stage=self.stages.step_stage)
+        origins = step_input.val_origins
+        diagnostics.mining["val_pool"] = {"tonight": sum(1 for task in step.val if task.id not in origins),
+                                          "archive": sum(1 for task in step.val if task.id in origins),
+                                          "archive_available": len(step_input.archived_val)}
+        prepared.replayer.meter.check_alive()  # a dead backend is a backend error, however few calls the night made
         for stage, seconds in step.stage_seconds.items():
             self.stages.seconds[stage] = round(self.stages.seconds.get(stage, 0.0) + seconds, 3)
         diagnostics.train_results = step.train_results
@@ -448,7 +444,7 @@ class _Night:
                                           for kind, line, why in unsupported)  # nothing is staged
         return step, outcome
 
-    def _test_split(self, test: list[TaskRecord], setup: _Setup, outcome: Outcome, replay_kwargs: dict,
+    def _test_split(self, test: list[TaskRecord], setup: _Setup, outcome: Outcome, replayer: Replayer,
                     ) -> tuple[dict[str, list[ReplayResult]], dict[str, dict[str, str]]]:
         """The test split, replayed with the baseline and (when accepted) the candidate: for the report only."""
         results: dict[str, list[ReplayResult]] = {}
@@ -456,14 +452,14 @@ class _Night:
         if not test:
             return results, documents
         with self.stages.stage("test"):
-            results["baseline"] = replay_tasks(test, skill=prompt_view(setup.skill), memory=prompt_view(setup.memory),
-                                               **replay_kwargs)
+            results["baseline"] = replay_tasks(test, replayer, skill=prompt_view(setup.skill),
+                                               memory=prompt_view(setup.memory))
             documents["baseline"] = setup.step_documents
             self.diagnostics.test["baseline"] = _scores(results["baseline"], self.config)
             if outcome.accepted:
                 candidate = outcome.candidate
-                results["candidate"] = replay_tasks(test, skill=prompt_view(candidate.get("skill", "")),
-                                                    memory=prompt_view(candidate.get("memory", "")), **replay_kwargs)
+                results["candidate"] = replay_tasks(test, replayer, skill=prompt_view(candidate.get("skill", "")),
+                                                    memory=prompt_view(candidate.get("memory", "")))
                 documents["candidate"] = candidate
                 self.diagnostics.test["candidate"] = _scores(results["candidate"], self.config)
         return results, documents
@@ -494,7 +490,7 @@ class _Night:
         self.guard.hold()  # from here to the end of the night a signal waits: no write is cut between two files
         config, state, diagnostics = self.config, self.state, self.diagnostics
         outcome, documents = learned.outcome, setup.documents
-        state.edit_budget = update_edit_budget_state(state.edit_budget, budget_used=setup.edit_budget,
+        state.edit_budget = update_edit_budget_state(state.edit_budget, budget_used=setup.settings.edit_budget,
                                                      accepted=outcome.accepted)
         staged: dict[str, str] = {}
         if outcome.accepted:
@@ -646,40 +642,60 @@ def mining_report(mined: MineResult) -> dict:
     }
 
 
-def _preflight(meter: CallMeter, config: SleepConfig, train: list[TaskRecord], val: list[TaskRecord], *,
-               edit_budget: int, miner_calls: int = 0, dream_calls: int = 0) -> None:
-    """Skip (BudgetExhausted) before spending when one full reflect -> gate round cannot be afforded.
+@dataclass(frozen=True)
+class CallPlan:
+    """The LLM calls a night plans for its tasks, one arithmetic for the budget's pre-flight check (``least``) and
+    the progress display (``estimate``). The parts: the LLM miner's and rule reader's calls (``miner``); dreaming
+    (one optimizer call per train task and K samples per variant, when ``dream_factor`` > 0); K samples per train
+    task; the step's optimizer calls (``step.planned_optimizer_calls``: reflect per minibatch, merge, rank); baseline
+    and candidate on val (gate on); the test split twice."""
 
-    Minimal round (calls): the LLM miner's calls (one per task, when on) + K samples per train task + the
-    step's planned optimizer calls (``step.planned_optimizer_calls``: reflect per minibatch, merge, rank) +
-    baseline and candidate on val (gate on) + dreaming (``dream_calls``: one optimizer call per train task and
-    K samples per variant, when ``dream_factor`` > 0). Rubric-judge calls, gate resamples, the pending
-    candidate's re-test and the slow update's replays come on top, so this is a lower bound.
-    """
-    settings = StepSettings.from_config(config, edit_budget=edit_budget)
-    optimizer_calls = planned_optimizer_calls(len(train), settings)
-    needed = (miner_calls + dream_calls + len(train) * config.rollouts_k + optimizer_calls
-              + (2 * len(val) if config.gate_mode == "on" else 0))
-    remaining = meter.remaining_calls()
+    train: list[TaskRecord]
+    val: list[TaskRecord]
+    test: list[TaskRecord]
+    settings: StepSettings
+    dream_factor: int = 0
+    miner: int = 0
+
+    @property
+    def dream(self) -> int:
+        factor = self.dream_factor
+        return len(self.train) * (1 + factor * self.settings.rollouts_k) if factor else 0
+
+    @property
+    def optimizer(self) -> int:
+        return planned_optimizer_calls(len(self.train), self.settings)
+
+    @property
+    def gate(self) -> int:
+        return 2 * len(self.val) if self.settings.gate_mode == "on" else 0
+
+    @property
+    def least(self) -> int:
+        """One full reflect -> gate round: the miner, dreaming, K samples per train task, the optimizer and the
+        gate's val replays. Rubric-judge calls, gate resamples, the pending candidate's re-test and the slow update's
+        replays come on top, so this is a lower bound."""
+        return self.miner + self.dream + len(self.train) * self.settings.rollouts_k + self.optimizer + self.gate
+
+    @property
+    def estimate(self) -> int:
+        """A rough estimate of the night's calls, for the progress display only: ``least``, one rubric-judge call
+        per sample of a train task without hard evidence, and the test split twice (with its rubric-judge calls).
+        Cache hits make it high; gate resamples, gate repair, the pending candidate's re-test, the slow update and
+        archived val tasks make it low."""
+        judged = sum(1 for task in self.train if not task.hard_evidence) * self.settings.rollouts_k
+        tested = 2 * (len(self.test) + sum(1 for task in self.test if not task.hard_evidence))
+        return self.least + judged + tested
+
+
+def _preflight(meter: CallMeter, config: SleepConfig, plan: CallPlan) -> None:
+    """Skip (BudgetExhausted) before spending when one full reflect -> gate round (``plan.least``) cannot be
+    afforded."""
+    needed, remaining = plan.least, meter.remaining_calls()
     if remaining is not None and remaining < needed:
         raise BudgetExhausted(
             f"max_calls_per_night={config.max_calls_per_night} cannot afford one reflect -> gate round "
-            f"({needed} calls: {miner_calls} miner, {dream_calls} dreaming, {len(train)} train x "
-            f"{config.rollouts_k} samples, {optimizer_calls} optimizer, {len(val)} val x 2); skipped before spending",
+            f"({needed} calls: {plan.miner} miner, {plan.dream} dreaming, {len(plan.train)} train x "
+            f"{plan.settings.rollouts_k} samples, {plan.optimizer} optimizer, {len(plan.val)} val x 2); skipped "
+            "before spending",
             limit="max_calls_per_night")
-
-
-def _planned_calls(config: SleepConfig, train: list[TaskRecord], val: list[TaskRecord], test: list[TaskRecord], *,
-                   edit_budget: int, miner_calls: int = 0) -> int:
-    """A rough estimate of the night's LLM calls, for the progress display only (``_preflight`` is the budget's
-    lower bound): the miner's, dreaming, K samples per train task (and one rubric-judge call per sample of a task
-    without hard evidence), the step's optimizer calls, baseline and candidate on val (gate on), and the test split
-    twice. Cache hits make it high; gate resamples, gate repair, the pending candidate's re-test, the slow update
-    and archived val tasks make it low."""
-    k = config.rollouts_k
-    judged = sum(1 for task in train if not task.hard_evidence)
-    dream = len(train) * (1 + config.dream_factor * k) if config.dream_factor else 0
-    optimizer = planned_optimizer_calls(len(train), StepSettings.from_config(config, edit_budget=edit_budget))
-    gate = 2 * len(val) if config.gate_mode == "on" else 0
-    tested = 2 * (len(test) + sum(1 for task in test if not task.hard_evidence))
-    return miner_calls + dream + (len(train) + judged) * k + optimizer + gate + tested

@@ -13,7 +13,7 @@ the night's tasks (plus harvest and staging).
 
 Two clients, one meter: the step makes every call through one ``CallMeter``; the trainer gives it a
 ``RoleRouterBackend`` that sends role ``target`` to ``target_client`` and the other roles (``optimizer``,
-``judge``) to ``optimizer_client``. Rollouts go through ``SkillEnv.rollout_one`` (``replay_tasks(rollout=...)``),
+``judge``) to ``optimizer_client``. Rollouts go through ``SkillEnv.rollout_one`` (the run's ``Replayer(rollout=...)``),
 whose ``target_client`` is an ``envs.base.RolloutClient`` over that meter. Only the skill document is trained:
 the memory is empty (an environment may show its own fixed context, as ``TaskFileEnv(memory=...)`` does).
 
@@ -53,11 +53,11 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from skillopt_sleep import prompts
 from skillopt_sleep.backends.base import Backend, Budget, CallMeter, ChatRequest, ChatResult
 from skillopt_sleep.config import RENAMED_KEYS, EditBudgetConfig, StepConfig
-from skillopt_sleep.documents import prompt_view
+from skillopt_sleep.documents.targets import prompt_view
 from skillopt_sleep.engine.edit_budget import EditBudgetState, next_edit_budget, update_edit_budget_state
 from skillopt_sleep.engine.gate import summarize
-from skillopt_sleep.engine.replay import ReplayCache, doc_hash, replay_tasks
-from skillopt_sleep.engine.step import StepResult, StepSettings, run_step
+from skillopt_sleep.engine.replay import ReplayCache, Replayer, doc_hash, replay_tasks
+from skillopt_sleep.engine.step import StepInput, StepResult, StepSettings, run_step
 from skillopt_sleep.envs.base import RolloutClient, RolloutResult, SkillEnv, default_task_for
 from skillopt_sleep.errors import ConfigError
 from skillopt_sleep.fsio import load_json, write_json_atomic, write_text_atomic
@@ -320,11 +320,8 @@ class SkillOptTrainer:
                             latency_s=round(time.perf_counter() - started, 3), error=outcome.error,
                             llm_judged=outcome.llm_judged)
 
-    def _replay(self, tasks: list[TaskRecord], skill: str, cache: ReplayCache, rollout_key: str) -> list[ReplayResult]:
-        assert self.meter is not None
-        return replay_tasks(tasks, skill=prompt_view(skill), memory="", meter=self.meter,
-                            workers=self.config.workers, cache=cache, seed=self.config.seed, rollout=self._rollout,
-                            rollout_key=rollout_key)
+    def _replay(self, tasks: list[TaskRecord], skill: str, replayer: Replayer) -> list[ReplayResult]:
+        return replay_tasks(tasks, replayer, skill=prompt_view(skill), memory="")
 
     def _scores(self, results: list[ReplayResult]) -> Scores:
         return summarize(results, self.config.gate_metric, self.config.gate_mixed_weight)
@@ -402,7 +399,7 @@ class SkillOptTrainer:
                                                  "optimizer_raw_head": step.optimizer_raw_head})
 
     def _run_step(self, out: Path, state: TrainState, *, number: int, epoch: int, batch: int, ids: list[str],
-                  total: int, selection: list[TaskRecord], cache: ReplayCache, rollout_key: str) -> None:
+                  total: int, selection: list[TaskRecord], replayer: Replayer) -> None:
         config = self.config
         budget = next_edit_budget(config.edit_budget_schedule, max_budget=config.edit_budget,
                                   min_budget=min(config.min_edit_budget, config.edit_budget),
@@ -414,12 +411,10 @@ class SkillOptTrainer:
             self._stage = stage
             self._emit("stage", step=number, stage=stage, phase=phase)
 
-        assert self.meter is not None
         settings = StepSettings.from_config(config, edit_budget=budget, **TRAINER_STEP)
-        step = run_step(train=[self._tasks[item_id] for item_id in ids], val=selection,
-                        documents={"skill": state.current_skill}, settings=settings, meter=self.meter, cache=cache,
-                        best_gate_score=state.best_score, rollout=self._rollout, rollout_key=rollout_key,
-                        on_stage=on_stage)
+        step = run_step(StepInput(train=[self._tasks[item_id] for item_id in ids], val=selection,
+                                  documents={"skill": state.current_skill}, best_gate_score=state.best_score),
+                        settings=settings, replayer=replayer, on_stage=on_stage)
         gate = step.gate
         candidate = step.candidate.get("skill", state.current_skill)
         accepted, new_best = step.accepted, gate.verdict == "accept_new_best"
@@ -457,7 +452,8 @@ class SkillOptTrainer:
         state.completed_steps = number
         if config.save_every_step:
             self._write_step(out, number, step, record)
-        cache.save()
+        if replayer.cache is not None:
+            replayer.cache.save()
         self._commit(out, state)
         logger.info("step %d/%d: %s (%s)", number, total, gate.verdict, gate.reason)
         self._emit("step_end", step=number, total=total, record=record)
@@ -491,7 +487,6 @@ class SkillOptTrainer:
         fingerprint = self._fingerprint(splits)
         initial = self.initial_skill if self.initial_skill is not None else self.env.get_initial_skill() or ""
         record = self._config_record(fingerprint, initial)
-        rollout_key = doc_hash(fingerprint)
         state = self._load_state(out)
         if state is not None:
             self._check_resumable(out, record)
@@ -500,6 +495,9 @@ class SkillOptTrainer:
         self.meter = CallMeter(self.backend, Budget(max_calls=config.max_calls),
                                  on_record=lambda record, calls, tokens: self._emit("call", calls=calls, tokens=tokens))
         cache = ReplayCache(out / "replay_cache.jsonl")
+        # the run's one way to replay: every rollout is the environment's episode (``_rollout``)
+        replayer = Replayer(self.meter, workers=config.workers, cache=cache, seed=config.seed, rollout=self._rollout,
+                            rollout_key=doc_hash(fingerprint))
         steps = self.plan([task.id for task in train])
         self._emit("train_begin", total=len(steps), completed=state.completed_steps if state else 0,
                    out_root=str(out))
@@ -507,7 +505,7 @@ class SkillOptTrainer:
         if state is None:  # step 0: the initial skill on the selection split
             self._step, self._stage = 0, "selection"
             self._emit("evaluate", split=config.selection_split, skill="initial")
-            results = self._replay(selection, initial, cache, rollout_key)
+            results = self._replay(selection, initial, replayer)
             baseline = self._scores(results)
             state = TrainState(initial_skill=initial, current_skill=initial, best_skill=initial,
                                best_score=baseline.gate, baseline_selection=baseline, best_selection=baseline,
@@ -523,16 +521,16 @@ class SkillOptTrainer:
             if number <= state.completed_steps:
                 continue
             self._run_step(out, state, number=number, epoch=epoch, batch=batch, ids=ids, total=len(steps),
-                           selection=selection, cache=cache, rollout_key=rollout_key)
+                           selection=selection, replayer=replayer)
 
         test = None
         if config.eval_test and splits.get(config.test_split):
             test_tasks = splits[config.test_split]
             self._step, self._stage = len(steps), "test"
             self._emit("evaluate", split=config.test_split, skill="initial")
-            baseline_test = self._scores(self._replay(test_tasks, state.initial_skill, cache, rollout_key))
+            baseline_test = self._scores(self._replay(test_tasks, state.initial_skill, replayer))
             self._emit("evaluate", split=config.test_split, skill="best")
-            best_test = self._scores(self._replay(test_tasks, state.best_skill, cache, rollout_key))
+            best_test = self._scores(self._replay(test_tasks, state.best_skill, replayer))
             cache.save()
             test = {"split": config.test_split, "baseline": _scores_dict(baseline_test),
                     "best": _scores_dict(best_test)}

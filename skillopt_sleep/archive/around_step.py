@@ -6,8 +6,9 @@
 1. ``before_step(...)`` (inside the night's try block, so backend and budget errors stop the night as usual):
    dream variants (``dream.py``), the pending candidate's re-test (``pending.py``; a promoted candidate becomes
    the step's starting documents), the slow update (``slow_update.py``), recall and the rejected-edit ledger
-   (``context.py``, ``rejected_edits.py``). Returns a ``Prepared``: the step's train tasks, documents, ``context``
-   and the meter to give it (the night's, or the ``rejected_edits.RejectedEditScreen`` that wraps it).
+   (``context.py``, ``rejected_edits.py``). Returns a ``Prepared``: the step's ``StepInput`` (train tasks,
+   documents, ``context``, rules, archived val tasks) and the ``Replayer`` to run it with (the night's, calling
+   through the ``rejected_edits.RejectedEditScreen`` that wraps its meter).
 2. ``decide(step)``: tonight's outcome: the step's candidate when it was accepted, else a promoted pending
    candidate, else nothing.
 3. ``after_step(...)`` (completed nights only): the archive records tonight's tasks and scores, rejected edits
@@ -34,36 +35,32 @@ from skillopt_sleep.archive.rejected_edits import RejectedEditScreen, record_rej
 from skillopt_sleep.archive.rule_history import record_night, with_history
 from skillopt_sleep.archive.slow_update import SlowUpdate, record_night_documents, run_slow_update
 from skillopt_sleep.archive.tasks import TaskArchive
-from skillopt_sleep.backends.base import CallMeter
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.engine.gate import EVIDENCE_CLAUSES
-from skillopt_sleep.engine.step import StepResult, StepSettings
+from skillopt_sleep.engine.replay import Replayer
+from skillopt_sleep.engine.step import StepInput, StepResult, StepSettings
 from skillopt_sleep.hashing import sha256_text
+from skillopt_sleep.mine.rulebook import StatedRule
 from skillopt_sleep.mine.split import content_key
 from skillopt_sleep.models import GateDecision, ReplayResult, TaskRecord
-from skillopt_sleep.rulebook import StatedRule
 from skillopt_sleep.state import ProjectPaths, ProjectState
 
 logger = logging.getLogger("skillopt_sleep.archive.around_step")
 
 
 
-@dataclass
+@dataclass(frozen=True)
 class Prepared:
-    """What the step gets: train (tonight's train tasks + dream variants + forgotten tasks), documents (the
-    baseline, or a promoted pending candidate), context (for every reflect prompt), meter, and edit_filter (drops
-    edits the rejected-edit ledger holds from the proposals the step makes itself, e.g. the users' rules)."""
+    """What the step gets from the archive features."""
 
-    train: list[TaskRecord]
-    documents: dict[str, str]
-    context: str
-    meter: Any
-    edit_filter: Any = None
-    rules: list[StatedRule] = field(default_factory=list)
-    """Tonight's stated rules with their history (``rule_history.with_history``): what the step proposes."""
-    archived_val: list[TaskRecord] = field(default_factory=list)
-    """Val tasks of earlier nights (hard evidence) the gate may replay beside tonight's (``val_pool``)."""
-    val_origins: dict[str, str] = field(default_factory=dict)
+    step_input: StepInput
+    """train: tonight's train tasks + dream variants + forgotten tasks; documents: the baseline, or a promoted
+    pending candidate; val: tonight's; context: for every reflect prompt; rules: tonight's stated rules with their
+    history (``rule_history.with_history``); archived_val / val_origins: val tasks of earlier nights (hard evidence)
+    the gate may replay beside tonight's (``val_pool``); edit_filter: drops edits the rejected-edit ledger holds from
+    the proposals the step makes itself (the users' rules). ``user_text`` and ``best_gate_score`` are the night's."""
+    replayer: Replayer
+    """The night's, calling through the ``RejectedEditScreen`` (the optimizer's replies lose ledger edits)."""
 
 
 @dataclass
@@ -113,16 +110,15 @@ class AcrossNights:
             self.archive = None
 
     # ------------------------------------------------------------------ before the step
-    def before_step(self, *, train: list[TaskRecord], val: list[TaskRecord], test: list[TaskRecord],
-                    documents: dict[str, str], settings: StepSettings, meter: CallMeter,
-                    replay_kwargs: dict[str, Any], rules: list[StatedRule] | None = None,
-                    tonight_ids: set[str] | None = None) -> Prepared:
+    def before_step(self, replayer: Replayer, *, train: list[TaskRecord], val: list[TaskRecord],
+                    test: list[TaskRecord], documents: dict[str, str], settings: StepSettings,
+                    rules: list[StatedRule] | None = None, tonight_ids: set[str] | None = None) -> Prepared:
         """Dream, re-test the pending candidate, slow update, recall, the rejected-edit ledger, the rules' history and
         the archived val tasks (see the module docstring; none whose request was ever train, in any project or in
-        ``train``: ``lineage.py``). rules: tonight's stated rules; tonight_ids: every task id
-        mined tonight (default: those of train, val and test). Raises ``BackendError`` / ``BudgetExhausted`` from the
-        meter."""
-        config = self.config
+        ``train``: ``lineage.py``), replaying through ``replayer``. rules: tonight's stated rules; tonight_ids: every
+        task id mined tonight (default: those of train, val and test). Raises ``BackendError`` / ``BudgetExhausted``
+        from the meter."""
+        config, meter = self.config, replayer.meter
         self.baseline = dict(documents)
         tonight_ids = set(tonight_ids or ()) | {task.id for task in [*train, *val, *test]}
         self.rules = with_history(list(rules or []), self.archive)
@@ -146,10 +142,9 @@ class AcrossNights:
             self.pending = PendingOutcome("dropped", "the gate is off: candidates are accepted greedily, there is "
                                                      "nothing to re-test", self.state.pending)
         elif self.state.pending is not None:
-            self.pending = retest_pending(self.state.pending, documents=documents, val=val, settings=settings,
-                                          archived_val=archived_val,
-                                          store=self.store, best_gate_score=self.state.best_gate_score,
-                                          replay_kwargs=replay_kwargs)
+            self.pending = retest_pending(self.state.pending, replayer, documents=documents, val=val,
+                                          settings=settings, archived_val=archived_val, store=self.store,
+                                          best_gate_score=self.state.best_gate_score)
             if self.pending.promoted:
                 step_documents = {kind: self.pending.documents.get(kind, text) for kind, text in documents.items()}
             elif self.pending.action == "dropped" and self.pending.gate is not None and self.archive is not None:
@@ -159,10 +154,9 @@ class AcrossNights:
                                        f"after its re-test: {self.pending.gate.reason}")
         sections: list[str] = []
         if self.archive is not None:
-            self.slow = run_slow_update(self.state, every=config.slow_update_every,
+            self.slow = run_slow_update(self.state, replayer, every=config.slow_update_every,
                                         max_tasks=config.slow_update_max_tasks, archive=self.archive,
-                                        store=self.store, documents=step_documents, exclude_ids=tonight_ids,
-                                        replay_kwargs=replay_kwargs)
+                                        store=self.store, documents=step_documents, exclude_ids=tonight_ids)
             step_train += self.slow.forgotten_tasks
             sections.append(self.slow.context)
             entries = self.archive.rejected_edits()
@@ -175,10 +169,10 @@ class AcrossNights:
             self.screen = RejectedEditScreen(meter, rejected_keys(self.archive))
             # the users' own rules are re-tested until rejected on STATED_RULE_REJECTIONS nights
             self.stated_screen = RejectedEditScreen(meter, stated_rule_keys(self.archive))
-        return Prepared(train=step_train, documents=step_documents, context=build_context(*sections),
-                        meter=self.screen or meter,
-                        edit_filter=self.stated_screen.filter if self.stated_screen else None,
-                        rules=self.rules, archived_val=archived_val, val_origins=origins)
+        step_input = StepInput(train=step_train, documents=step_documents, val=val, context=build_context(*sections),
+                               rules=self.rules, archived_val=archived_val, val_origins=origins,
+                               edit_filter=self.stated_screen.filter if self.stated_screen else None)
+        return Prepared(step_input, replayer.with_meter(self.screen) if self.screen is not None else replayer)
 
     def authored_texts(self) -> list[str]:
         """What users typed on earlier nights (``TaskArchive.authored_texts``); [] without an archive."""
@@ -246,9 +240,7 @@ class AcrossNights:
         record_night_documents(state, self.store, night_id=night_id, baseline=self.baseline,
                                accepted=outcome.candidate if outcome.accepted else None)
         if archive is not None and self.rules:
-            record_night(archive, self.rules, night_id=night_id, edits=step.edits, verdict=step.gate.verdict,
-                         clause=step.gate.details.get("clause"), pending=is_pending(step), adopted=adopted,
-                         per_task=step.gate.per_task, val=step.val,
+            record_night(archive, self.rules, step, night_id=night_id, adopted=adopted,
                          replayed=[*step.val, *(task for task in tasks if task.split == "train" and task.replayable)],
                          documents_after=documents_after if documents_after is not None else self.baseline)
 

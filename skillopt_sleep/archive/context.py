@@ -17,16 +17,12 @@ from typing import Any
 
 from skillopt_sleep.archive.tasks import Recalled
 from skillopt_sleep.engine.reflect import CONTEXT_CHARS
+from skillopt_sleep.text import head
 
 #: Rejected edits shown to the optimizer (newest first).
 MAX_REJECTED_SHOWN = 8
 #: Characters of one request, rule or edit in the context.
 CONTEXT_HEAD_CHARS = 160
-
-
-def _head(text: str | None, limit: int = CONTEXT_HEAD_CHARS) -> str:
-    flat = " ".join((text or "").split())
-    return flat if len(flat) <= limit else flat[: limit - 3].rstrip() + "..."
 
 
 def render_recalled(recalled: list[Recalled]) -> str:
@@ -39,10 +35,10 @@ def render_recalled(recalled: list[Recalled]) -> str:
         archived = item.archived
         last = (f"last score hard {item.last.hard:.2f}, soft {item.last.soft:.2f} (night {item.last.night_id})"
                 if item.last else "not scored yet")
-        lines.append(f"- {_head(archived.task.request)} [asked {archived.recurrence}x over {archived.nights} "
-                     f"night(s); {last}]")
+        request = head(archived.task.request, CONTEXT_HEAD_CHARS)
+        lines.append(f"- {request} [asked {archived.recurrence}x over {archived.nights} night(s); {last}]")
         for rule in archived.task.rule_texts[:2]:
-            lines.append(f"  their rule: {_head(rule)}")
+            lines.append(f"  their rule: {head(rule, CONTEXT_HEAD_CHARS)}")
     return "\n".join(lines)
 
 
@@ -53,7 +49,8 @@ def render_rejected_edits(entries: list[dict[str, Any]]) -> str:
     lines = ["Edits already tried that did not help (the gate rejected them; do not propose them again):"]
     for entry in entries[:MAX_REJECTED_SHOWN]:
         body = entry["anchor"] if entry["op"] == "delete" else entry["content"]
-        lines.append(f"- [{entry['target']} {entry['op']}] {_head(body)} (night {entry['night_id']})")
+        shown = head(body, CONTEXT_HEAD_CHARS)
+        lines.append(f"- [{entry['target']} {entry['op']}] {shown} (night {entry['night_id']})")
     return "\n".join(lines)
 
 

@@ -22,7 +22,7 @@ from skillopt_sleep.mine import normalize_request
 from skillopt_sleep.models import TaskEvidence, TaskRecord
 from skillopt_sleep.parallel import map_parallel
 from skillopt_sleep.prompts import DATA_NOTICE, quote_data
-from skillopt_sleep.redact import redact_text
+from skillopt_sleep.redaction.redact import redact_text
 
 #: Characters of a variant request kept at most (a longer one is dropped).
 MAX_VARIANT_CHARS = 2000

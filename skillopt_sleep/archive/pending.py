@@ -27,9 +27,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from skillopt_sleep.archive.docstore import DocumentStore
-from skillopt_sleep.documents import prompt_views
+from skillopt_sleep.documents.targets import prompt_views
 from skillopt_sleep.engine.evaluate import replay_pair
 from skillopt_sleep.engine.gate import decide
+from skillopt_sleep.engine.replay import Replayer
 from skillopt_sleep.engine.step import StepResult, StepSettings
 from skillopt_sleep.engine.val_pool import select_val
 from skillopt_sleep.hashing import sha256_text
@@ -90,14 +91,14 @@ def keep_pending(step: StepResult, *, night_id: str, baseline: dict[str, str], v
     )
 
 
-def retest_pending(pending: PendingCandidate, *, documents: dict[str, str], val: list[TaskRecord],
-                   settings: StepSettings, store: DocumentStore, best_gate_score: float | None,
-                   replay_kwargs: dict[str, Any], archived_val: list[TaskRecord] | None = None) -> PendingOutcome:
-    """Re-test ``pending`` (see the module docstring) against tonight's baseline ``documents`` (kind -> text).
+def retest_pending(pending: PendingCandidate, replayer: Replayer, *, documents: dict[str, str],
+                   val: list[TaskRecord], settings: StepSettings, store: DocumentStore, best_gate_score: float | None,
+                   archived_val: list[TaskRecord] | None = None) -> PendingOutcome:
+    """Re-test ``pending`` (see the module docstring) against tonight's baseline ``documents`` (kind -> text),
+    replaying through ``replayer``.
 
     val: tonight's val tasks (hard evidence); archived_val: val tasks of earlier nights, used after tonight's
     (``val_pool.select_val``, at most ``gate_max_val`` in all) when the candidate was not tested on them.
-    replay_kwargs: ``meter``, ``workers``, ``cache``, ``rubric_judge``, ``seed`` for ``replay_tasks``.
     Raises ``BackendError`` / ``BudgetExhausted`` from the meter.
     """
     tonight = {kind: sha256_text(text) for kind, text in documents.items()}
@@ -117,10 +118,10 @@ def retest_pending(pending: PendingCandidate, *, documents: dict[str, str], val:
     if not fresh:
         return PendingOutcome("kept", "no fresh val task tonight: waiting for one", pending)
 
-    evaluation = replay_pair(fresh, baseline_views=prompt_views(documents), candidate_views=prompt_views(candidate),
-                             gate_samples=settings.gate_samples, gate_temperature=settings.gate_temperature,
-                             metric=settings.gate_metric, mixed_weight=settings.gate_mixed_weight,
-                             replay_kwargs=replay_kwargs)
+    evaluation = replay_pair(fresh, replayer, baseline_views=prompt_views(documents),
+                             candidate_views=prompt_views(candidate), gate_samples=settings.gate_samples,
+                             gate_temperature=settings.gate_temperature, metric=settings.gate_metric,
+                             mixed_weight=settings.gate_mixed_weight)
     gate = decide(mode=settings.gate_mode, metric=settings.gate_metric, mixed_weight=settings.gate_mixed_weight,
                   rule=settings.gate_rule, baseline=evaluation.baseline, candidate=evaluation.candidate,
                   best_gate_score=best_gate_score, request_heads={task.id: task.request[:120] for task in fresh},

@@ -1,7 +1,7 @@
 """The user's rules across nights (the ``rules`` table of the task archive): how often each was stated, where it
 stands, and what it won on held-out tasks.
 
-* ``with_history(rules, archive)`` (before the step, read only): tonight's ``rulebook.StatedRule``s, each matched
+* ``with_history(rules, archive)`` (before the step, read only): tonight's ``mine.rulebook.StatedRule``s, each matched
   to the archived rule it is (their check keys overlap, or, for rules without checks, it says what an archived
   phrasing says: ``mine.lasting.similar``), with the archived id, all the keys and phrasings known for it (so that a
   line written in an earlier night's words counts as stating it) and ``stated_total`` = all nights' statements, then
@@ -26,12 +26,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from skillopt_sleep.archive.pending import is_pending
 from skillopt_sleep.archive.tasks import TaskArchive
 from skillopt_sleep.checks import check_key
 from skillopt_sleep.engine.gate import EVIDENCE_CLAUSES
+from skillopt_sleep.engine.step import StepResult
 from skillopt_sleep.mine.lasting import similar
+from skillopt_sleep.mine.rulebook import StatedRule, line_keys, rule_line, stating_line, text_key
 from skillopt_sleep.models import EditRecord, TaskRecord
-from skillopt_sleep.rulebook import StatedRule, line_keys, rule_line, stating_line, text_key
 
 #: A rule's scope only widens across nights: once lasting, always lasting.
 _SCOPE_RANK = {"one_off": 0, "candidate": 1, "lasting": 2}
@@ -98,19 +100,19 @@ def _tests(task: TaskRecord, keys: set[tuple[str, str]]) -> bool:
     return any(check_key(check) in keys for check in task.judge.checks)
 
 
-def record_night(archive: TaskArchive, rules: list[StatedRule], *, night_id: str, edits: list[EditRecord],
-                 verdict: str, clause: str | None, pending: bool, adopted: bool, per_task: list[Any],
-                 val: list[TaskRecord], replayed: list[TaskRecord], documents_after: dict[str, str]) -> None:
+def record_night(archive: TaskArchive, rules: list[StatedRule], step: StepResult, *, night_id: str, adopted: bool,
+                 replayed: list[TaskRecord], documents_after: dict[str, str]) -> None:
     """Store tonight in the ``rules`` table (module docstring).
 
-    edits: the step's edits with their final status; verdict / clause / pending: the gate's decision on the tested
-    candidate; adopted: the accepted documents were written to the project tonight; per_task: the gate's
-    ``TaskComparison``s; val: the gate's val tasks; replayed: every task replayed tonight (train and val);
-    documents_after: the live documents after tonight (kind -> text).
+    step: tonight's step (its edits with their final status, the gate's decision on the tested candidate, the
+    gate's val tasks); adopted: the accepted documents were written to the project tonight; replayed: every task
+    replayed tonight (train and val); documents_after: the live documents after tonight (kind -> text).
     """
     archived = archive.rules()
-    accepted = verdict in ("accept", "accept_new_best")
-    by_id = {task.id: task for task in val}
+    edits, gate = step.edits, step.gate
+    accepted, pending, clause = step.accepted, is_pending(step), gate.details.get("clause")
+    per_task = gate.per_task
+    by_id = {task.id: task for task in step.val}
     for rule in rules:
         entry = _match(rule, archived)
         if entry is None:

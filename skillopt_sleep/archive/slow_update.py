@@ -18,8 +18,8 @@ from typing import Any
 
 from skillopt_sleep.archive.docstore import DocumentStore
 from skillopt_sleep.archive.tasks import ArchivedTask, TaskArchive
-from skillopt_sleep.documents import prompt_views
-from skillopt_sleep.engine.replay import replay_tasks
+from skillopt_sleep.documents.targets import prompt_views
+from skillopt_sleep.engine.replay import Replayer, replay_tasks
 from skillopt_sleep.hashing import sha256_text
 from skillopt_sleep.models import EditRecord, ReplayResult, TaskRecord
 from skillopt_sleep.state import NightDocuments, ProjectState
@@ -105,13 +105,12 @@ def _sample(archive: TaskArchive, *, old_hashes: dict[str, str], exclude_ids: se
     return ordered[:limit]
 
 
-def run_slow_update(state: ProjectState, *, every: int, max_tasks: int, archive: TaskArchive,
-                    store: DocumentStore, documents: dict[str, str], exclude_ids: set[str],
-                    replay_kwargs: dict[str, Any]) -> SlowUpdate:
-    """Run the slow update if due (see the module docstring); ``documents``: tonight's baseline (kind -> text).
+def run_slow_update(state: ProjectState, replayer: Replayer, *, every: int, max_tasks: int, archive: TaskArchive,
+                    store: DocumentStore, documents: dict[str, str], exclude_ids: set[str]) -> SlowUpdate:
+    """Run the slow update if due (see the module docstring), replaying through ``replayer``; ``documents``:
+    tonight's baseline (kind -> text).
 
-    exclude_ids: tonight's task ids (all splits); replay_kwargs: ``meter``, ``workers``, ``cache``,
-    ``rubric_judge``, ``seed`` for ``replay_tasks``. Changes no state: the caller sets ``state.slow_update_at``
+    exclude_ids: tonight's task ids (all splits). Changes no state: the caller sets ``state.slow_update_at``
     (tonight's number) when the result has a ``compared_night`` and the night completes.
     Raises ``BackendError`` / ``BudgetExhausted`` from the meter.
     """
@@ -133,8 +132,8 @@ def run_slow_update(state: ProjectState, *, every: int, max_tasks: int, archive:
         return SlowUpdate(False, "no archived train task to replay", compared_night=entry.night_id)
     tasks = [archived.task.model_copy(update={"split": "train"}) for archived in sample]
 
-    old_results = replay_tasks(tasks, **prompt_views(old_texts), **replay_kwargs)
-    new_results = replay_tasks(tasks, **prompt_views(documents), **replay_kwargs)
+    old_results = replay_tasks(tasks, replayer, **prompt_views(old_texts))
+    new_results = replay_tasks(tasks, replayer, **prompt_views(documents))
     forgotten = [task for task in tasks if _passed(old_results, task.id) and _failed(new_results, task.id)]
     update = SlowUpdate(True, f"compared the documents of night {entry.night_id} with tonight's on "
                               f"{len(tasks)} archived train task(s): {len(forgotten)} forgotten",

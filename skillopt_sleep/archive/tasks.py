@@ -39,7 +39,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from skillopt_sleep.models import ReplayResult, TaskRecord
-from skillopt_sleep.words import content_words
+from skillopt_sleep.text import content_words
 
 logger = logging.getLogger("skillopt_sleep.archive.tasks")
 

@@ -25,7 +25,6 @@ from skillopt_sleep.backends.structured import (
     structured_budget,
 )
 from skillopt_sleep.errors import BackendError, BudgetExhausted
-from skillopt_sleep.marker import SESSION_MARKER  # noqa: F401  (re-exported: its home is marker.py)
 from skillopt_sleep.models import CallRecord, Role, RoleCost, Usage
 
 ErrorKind = Literal["fatal", "transient"]

@@ -12,14 +12,23 @@ from collections.abc import Iterable
 import orjson
 
 from skillopt_sleep.backends.base import ChatRequest, ChatResult, ErrorKind
-from skillopt_sleep.engine.aggregate import PATCH_LIST_HEADER, RANK_ITEM
-from skillopt_sleep.engine.reflect import TASK_HEADER, USER_RULE_PREFIX
 from skillopt_sleep.models import Role, Usage
-from skillopt_sleep.prompts import DATA_CLOSE, DATA_OPEN, load_prompt
-from skillopt_sleep.words import content_words, words
+from skillopt_sleep.prompts import (
+    DATA_CLOSE,
+    DATA_OPEN,
+    PATCH_LIST_HEADER,
+    RANK_ITEM,
+    TASK_HEADER,
+    USER_RULE_PREFIX,
+    load_prompt,
+)
+from skillopt_sleep.text import content_words, words
 
-#: Words that name an action rather than a subject; they never make a rule relevant nor forbidden.
-GENERIC_WORDS = frozenset(
+#: Words that name an action rather than a subject; they never make a rule relevant nor forbidden. The simulator
+#: reads a rule with this small grammar of its own (``parse_rule`` below), not with ``mine.forms``: the backends
+#: stand below the evidence layer (``mine/llm_miner.py`` calls a backend), so importing it here would tie the two
+#: floors in a circle. (``mine.literals.GENERIC_WORDS`` is another list: style words that name no literal.)
+ACTION_WORDS = frozenset(
     "use using used always never not avoid instead rather prefer run make sure please don't".split()
 )
 #: Markers after which a rule names what it forbids (longest first).
@@ -51,7 +60,7 @@ def _stem(word: str) -> str:
 
 
 def _stems(text: str) -> set[str]:
-    return {_stem(word) for word in content_words(text)} - GENERIC_WORDS
+    return {_stem(word) for word in content_words(text)} - ACTION_WORDS
 
 
 def _unit_hash(*parts: object) -> float:
@@ -77,13 +86,13 @@ def parse_rule(rule: str) -> tuple[list[str], set[str]]:
             continue
         marker = FORBID_MARKERS.search(clause)
         if marker is None:
-            if content_words(clause) - GENERIC_WORDS:
+            if content_words(clause) - ACTION_WORDS:
                 positives.append(clause)
             continue
         before, after = clause[: marker.start()].strip(), clause[marker.end():]
-        if content_words(before) - GENERIC_WORDS:
+        if content_words(before) - ACTION_WORDS:
             positives.append(before)
-        forbidden |= content_words(after) - GENERIC_WORDS
+        forbidden |= content_words(after) - ACTION_WORDS
     kept = set().union(*(content_words(positive) for positive in positives)) if positives else set()
     return positives, forbidden - kept
 

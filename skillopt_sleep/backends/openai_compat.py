@@ -87,9 +87,9 @@ class _Tally:
 
 
 def _redactor():
-    """Return ``skillopt_sleep.redact.redact_text`` when that module exists, else None."""
+    """Return ``skillopt_sleep.redaction.redact.redact_text`` when that module exists, else None."""
     try:
-        from skillopt_sleep.redact import redact_text
+        from skillopt_sleep.redaction.redact import redact_text
     except ImportError:
         return None
     return redact_text
@@ -374,7 +374,7 @@ class OpenAIBackend:
         return [{"role": message.role, "content": message.content} for message in request.messages]
 
     def _clean(self, message: str) -> str:
-        """Mask the API key (and any other secret ``skillopt_sleep.redact`` finds) in an error message."""
+        """Mask the API key (and any other secret ``skillopt_sleep.redaction.redact`` finds) in an error message."""
         if self._api_key and self._api_key != PLACEHOLDER_API_KEY:
             message = message.replace(self._api_key, "***")
         redact_text = _redactor()

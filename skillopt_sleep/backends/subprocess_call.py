@@ -36,8 +36,8 @@ from skillopt_sleep.backends.base import NO_JSON_FIX, ChatRequest, ChatResult, E
 from skillopt_sleep.backends.jsonextract import extract_json
 from skillopt_sleep.backends.retry import retrying
 from skillopt_sleep.backends.structured import ends_mid_structure
-from skillopt_sleep.marker import SESSION_MARKER
 from skillopt_sleep.models import Role, Usage
+from skillopt_sleep.prompts.marker import SESSION_MARKER
 
 #: Environment variable set to "1" for every agent CLI child process.
 REPLAY_ENV_VAR = "SKILLOPT_SLEEP_REPLAY"

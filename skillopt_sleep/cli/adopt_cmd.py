@@ -29,7 +29,7 @@ def _paths(project: Path):
 
 def _configured_targets(project: Path, paths, night: str, config_file: Path | None) -> list[Path]:
     """The skill, memory and mirrored memory paths the configuration names for the night's sources."""
-    from skillopt_sleep.documents import mirror_paths, target_paths
+    from skillopt_sleep.documents.targets import mirror_paths, target_paths
     from skillopt_sleep.fsio import load_json
 
     config = resolve_config(config_file)
@@ -44,7 +44,7 @@ def adopt(night: NightArg = None, project: ProjectOpt = None, json_: JsonOpt = F
           config_file: ConfigOpt = None) -> None:
     """Write staged proposals into the project (atomic, with backups). NIGHT: that one night; default: every
     staged night not adopted yet, oldest first, each on top of the previous."""
-    from skillopt_sleep.adopt import adopt_all, adopt_night
+    from skillopt_sleep.review.adopt import adopt_all, adopt_night
 
     project_dir = (project or Path.cwd()).expanduser().resolve()
     with user_errors():
@@ -83,7 +83,7 @@ def revert(night: NightArg = None, project: ProjectOpt = None,
                "--force", help="Restore even if the file changed since adoption.")] = False,
            json_: JsonOpt = False) -> None:
     """Restore the documents an adopted night replaced. NIGHT: the most recently adopted one."""
-    from skillopt_sleep.adopt import revert_adoption
+    from skillopt_sleep.review.adopt import revert_adoption
 
     project_dir = (project or Path.cwd()).expanduser().resolve()
     with user_errors():
@@ -102,7 +102,7 @@ def revert(night: NightArg = None, project: ProjectOpt = None,
 def _night_verdict(paths, night_id: str) -> str:
     """The night's verdict word (``verdicts.verdict``), or ``-`` when its diagnostics are gone or unreadable."""
     from skillopt_sleep.fsio import read_json
-    from skillopt_sleep.verdicts import verdict
+    from skillopt_sleep.review.verdicts import verdict
 
     try:
         data = read_json(paths.nights / night_id / "diagnostics.json", default=None)
@@ -113,7 +113,7 @@ def _night_verdict(paths, night_id: str) -> str:
 
 def history(project: ProjectOpt = None, json_: JsonOpt = False) -> None:
     """List the adopted and reverted nights of a project, with each night's verdict."""
-    from skillopt_sleep.adopt import history as adoption_history
+    from skillopt_sleep.review.adopt import history as adoption_history
 
     project_dir = (project or Path.cwd()).expanduser().resolve()
     with user_errors():

@@ -102,7 +102,7 @@ def run_now(
     else:
         from rich.text import Text
 
-        from skillopt_sleep.verdicts import verdict
+        from skillopt_sleep.review.verdicts import verdict
 
         color = {"learned": "green", "waiting": "yellow", "rejected": "yellow", "failed": "red",
                  "interrupted": "red"}.get(verdict(diagnostics.model_dump(mode="json")), "cyan")
@@ -140,33 +140,33 @@ def harvest_cmd(
     config_file: ConfigOpt = None,
 ) -> None:
     """Show the sessions and tasks a night would use (does not advance the checkpoint)."""
-    from skillopt_sleep.preview import preview_harvest
+    from skillopt_sleep.mine.preview import preview_harvest
 
     with user_errors():
         config = resolve_config(config_file, scope=scope, source=source, lookback_hours=lookback_hours,
                                 **home_flags(home, claude_home=claude_home, codex_home=codex_home))
         preview = preview_harvest(config, project=project or Path.cwd(), output=output)
     if json_:
-        emit_json(preview)
+        emit_json(preview.model_dump(mode="json"))  # the shape: mine.preview.HarvestPreview
         return
-    if not preview["sources"]:
+    if not preview.sources:
         stdout.print("sources: none found", highlight=False)
-    for name, stats in preview["per_source"].items():
-        line = (f"{name}: files scanned {stats['files_scanned']}, sessions {stats['sessions_harvested']}, "
-                f"requests {stats['requests']}, secrets redacted {stats['secrets_redacted']}")
-        if stats["sessions_skipped"]:
-            line += "; skipped sessions: " + ", ".join(f"{k} {v}" for k, v in stats["sessions_skipped"].items())
-        if stats["malformed_lines"]:
-            line += "; malformed lines: " + ", ".join(f"{k} {v}" for k, v in stats["malformed_lines"].items())
+    for name, stats in preview.per_source.items():
+        line = (f"{name}: files scanned {stats.files_scanned}, sessions {stats.sessions_harvested}, "
+                f"requests {stats.requests}, secrets redacted {stats.secrets_redacted}")
+        if stats.sessions_skipped:
+            line += "; skipped sessions: " + ", ".join(f"{k} {v}" for k, v in stats.sessions_skipped.items())
+        if stats.malformed_lines:
+            line += "; malformed lines: " + ", ".join(f"{k} {v}" for k, v in stats.malformed_lines.items())
         stdout.print(line, highlight=False, markup=False)
-    for task in preview["tasks"]:
-        stated = [f"{rule['text']} ({rule['scope'].replace('_', '-')})" for rule in task["rules"]]
+    for task in preview.tasks:
+        stated = [f"{rule.text} ({rule.scope.replace('_', '-')})" for rule in task.rules]
         rules = f"  rules: {'; '.join(stated)}" if stated else ""
-        split = task["split"] if task["replayable"] else "kept"  # evidence only: its rules count, never replayed
-        why = f"  (not replayable: {task['not_replayable']})" if not task["replayable"] else ""
-        judged = "checks" if task["hard_evidence"] else ("rubric" if task["replayable"] else "-")
-        stdout.print(f"[{split:>5}] {task['id']} x{task['recurrence']} {task['reaction']:<11} {judged:<6} "
-                     f"{task['request_head']}{rules}{why}", highlight=False, markup=False)
+        split = task.split if task.replayable else "kept"  # evidence only: its rules count, never replayed
+        why = f"  (not replayable: {task.not_replayable})" if not task.replayable else ""
+        judged = "checks" if task.hard_evidence else ("rubric" if task.replayable else "-")
+        stdout.print(f"[{split:>5}] {task.id} x{task.recurrence} {task.reaction:<11} {judged:<6} "
+                     f"{task.request_head}{rules}{why}", highlight=False, markup=False)
     if output:
         stderr.print(f"tasks written to {output}", highlight=False)
 

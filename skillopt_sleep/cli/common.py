@@ -76,17 +76,19 @@ ConfigOpt = Annotated[Optional[Path], typer.Option("--config", help="Config TOML
 
 
 def make_progress(*, quiet: bool = False, json_: bool = False, stage_lines: bool = True) -> Any:
-    """A live progress display on stderr (``progress.RichProgress``) when stderr is a terminal and neither ``-q`` nor
-    ``--json`` was given; else ``progress.NullProgress`` (cron, systemd, the daemon, a pipe, a log file). With ``-v``
-    the log lines take stderr instead (a live line would be torn by them)."""
+    """A live progress display on stderr (``progress_view.RichProgress``) when stderr is a terminal and neither
+    ``-q`` nor ``--json`` was given; else ``progress.NullProgress`` (cron, systemd, the daemon, a pipe, a log file).
+    With ``-v`` the log lines take stderr instead (a live line would be torn by them)."""
     import logging
 
-    from skillopt_sleep.progress import NullProgress, RichProgress
+    from skillopt_sleep.progress import NullProgress
 
     verbose = logging.getLogger().handlers and logging.getLogger().getEffectiveLevel() <= logging.INFO
     if quiet or json_ or verbose or not sys.stderr.isatty():
         return NullProgress()
     from rich.console import Console
+
+    from skillopt_sleep.cli.progress_view import RichProgress
 
     return RichProgress(Console(stderr=True, soft_wrap=True), stage_lines=stage_lines)
 

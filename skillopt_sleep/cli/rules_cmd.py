@@ -21,7 +21,7 @@ from skillopt_sleep.cli.common import (
 
 def rules(project: ProjectOpt = None, json_: JsonOpt = False, config_file: ConfigOpt = None) -> None:
     """List every rule learned or proposed for the project: where it lives, its status, what taught it."""
-    from skillopt_sleep.rule_ledger import list_rules
+    from skillopt_sleep.review.rule_ledger import list_rules
     from skillopt_sleep.state import ProjectPaths
 
     project_dir = (project or Path.cwd()).expanduser().resolve()
@@ -62,7 +62,7 @@ def rules(project: ProjectOpt = None, json_: JsonOpt = False, config_file: Confi
 def forget(rule_id: Annotated[str, typer.Argument(help="Rule id, as 'skillopt-sleep rules' lists it.")],
            project: ProjectOpt = None, json_: JsonOpt = False, config_file: ConfigOpt = None) -> None:
     """Remove one learned rule from your files (atomic, with a backup; 'revert CHANGE_ID' undoes it)."""
-    from skillopt_sleep.rule_ledger import forget_rule
+    from skillopt_sleep.review.rule_ledger import forget_rule
     from skillopt_sleep.state import ProjectPaths
 
     project_dir = (project or Path.cwd()).expanduser().resolve()

@@ -15,12 +15,11 @@ Stages 3 and 4 of the SkillOpt step (``engine/step.py`` runs them; every functio
 
 Prompt formats the mock optimizer parses: a merge prompt holds ``### patch list <n> (<kind>)`` headers each
 followed by one compact JSON edit per line (``render_edit``); a rank prompt holds one ``[<i>] <JSON edit>`` line
-per edit (``RANK_ITEM``).
+per edit (``prompts.RANK_ITEM``; the merge headers are ``prompts.PATCH_LIST_HEADER``).
 """
 
 from __future__ import annotations
 
-import re
 from typing import Any, Literal
 
 import orjson
@@ -33,11 +32,6 @@ from skillopt_sleep.models import EditRecord
 from skillopt_sleep.prompts import quote_data, render_prompt
 
 PatchKind = Literal["failure", "success"]
-
-#: Header of one patch list in a merge prompt: ``### patch list 2 (failing tasks)``.
-PATCH_LIST_HEADER = re.compile(r"^### patch list (\d+) \((failing|passing) tasks\)\s*$", re.MULTILINE)
-#: One edit in a rank prompt: ``[3] {"target": ...}``.
-RANK_ITEM = re.compile(r"^\[(\d+)\] (\{.*\})\s*$", re.MULTILINE)
 
 
 class PatchList(BaseModel):

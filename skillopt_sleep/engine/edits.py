@@ -1,8 +1,8 @@
 """Bounded edits to a skill or memory document, applied only inside its managed block.
 
-The managed block (``skillopt_sleep/block.py``: the markers, finding and reading it) is the run of lines between a
-``BLOCK_BEGIN`` line and a ``BLOCK_END`` line. Everything outside it belongs to the user and is never changed, byte for
-byte. Inside it, edits address lines exactly:
+The managed block (``skillopt_sleep/documents/block.py``: the markers, finding and reading it) is the run of lines
+between a ``BLOCK_BEGIN`` line and a ``BLOCK_END`` line. Everything outside it belongs to the user and is never changed,
+byte for byte. Inside it, edits address lines exactly:
 
 - ``append``: append the content (a line, or a paragraph after a blank line) at the end of the block;
   rejected as ``duplicate`` when the content's lines already stand together in the block.
@@ -21,7 +21,15 @@ edit. A document whose block content does not change is returned as the identica
 
 from __future__ import annotations
 
-from skillopt_sleep.block import BLOCK_BEGIN, BLOCK_END, BLOCK_HEADING, ensure_block, find_block, render_block, tidy
+from skillopt_sleep.documents.block import (
+    BLOCK_BEGIN,
+    BLOCK_END,
+    BLOCK_HEADING,
+    ensure_block,
+    find_block,
+    render_block,
+    tidy,
+)
 from skillopt_sleep.models import EditRecord
 
 

@@ -16,12 +16,10 @@ Raises ``BackendError`` / ``BudgetExhausted`` from the meter.
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import BaseModel, ConfigDict, Field
 
 from skillopt_sleep.engine.gate import replace_task_results, tasks_to_resample
-from skillopt_sleep.engine.replay import replay_tasks
+from skillopt_sleep.engine.replay import Replayer, replay_tasks
 from skillopt_sleep.models import ReplayResult, TaskRecord
 
 
@@ -44,18 +42,16 @@ def _repeats(results: list[ReplayResult], task_id: str) -> bool:
     return len(responses) >= 2 and len(set(responses)) == 1
 
 
-def replay_pair(val: list[TaskRecord], *, baseline_views: dict[str, str], candidate_views: dict[str, str],
-                gate_samples: int, gate_temperature: float, metric: str, mixed_weight: float,
-                replay_kwargs: dict[str, Any]) -> Evaluation:
-    """Replay ``val`` with the baseline and the candidate documents (module docstring).
+def replay_pair(val: list[TaskRecord], replayer: Replayer, *, baseline_views: dict[str, str],
+                candidate_views: dict[str, str], gate_samples: int, gate_temperature: float, metric: str,
+                mixed_weight: float) -> Evaluation:
+    """Replay ``val`` with the baseline and the candidate documents through ``replayer`` (module docstring).
 
     baseline_views / candidate_views: ``{"skill": text, "memory": text}`` as the target sees them
-    (``documents.prompt_view``); gate_samples: samples per side for a task that could be noise (1 = none);
-    replay_kwargs: ``meter``, ``workers``, ``cache``, ``rubric_judge``, ``seed`` (and optionally ``rollout``,
-    ``rollout_key``) for ``replay.replay_tasks``.
+    (``documents.targets.prompt_view``); gate_samples: samples per side for a task that could be noise (1 = none).
     """
-    out = Evaluation(baseline=replay_tasks(val, **baseline_views, **replay_kwargs),
-                     candidate=replay_tasks(val, **candidate_views, **replay_kwargs))
+    out = Evaluation(baseline=replay_tasks(val, replayer, **baseline_views),
+                     candidate=replay_tasks(val, replayer, **candidate_views))
     wanted = set(tasks_to_resample(out.baseline, out.candidate, metric=metric, mixed_weight=mixed_weight,
                                    gate_samples=gate_samples))
     noisy = [task for task in val if task.id in wanted]
@@ -64,9 +60,8 @@ def replay_pair(val: list[TaskRecord], *, baseline_views: dict[str, str], candid
     for samples in sorted({2, gate_samples}):
         if not noisy:
             break
-        sampling: dict[str, Any] = dict(samples=samples, temperature=gate_temperature)
-        baseline = replay_tasks(noisy, **baseline_views, **sampling, **replay_kwargs)
-        candidate = replay_tasks(noisy, **candidate_views, **sampling, **replay_kwargs)
+        baseline = replay_tasks(noisy, replayer, **baseline_views, samples=samples, temperature=gate_temperature)
+        candidate = replay_tasks(noisy, replayer, **candidate_views, samples=samples, temperature=gate_temperature)
         out.baseline = replace_task_results(out.baseline, baseline)
         out.candidate = replace_task_results(out.candidate, candidate)
         out.resampled = list(dict.fromkeys([*out.resampled, *(task.id for task in noisy)]))

@@ -28,7 +28,8 @@ past tasks, rejected edits) to the prompt.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
@@ -36,11 +37,10 @@ from pydantic import BaseModel, Field, ValidationError
 from skillopt_sleep.backends.base import CallMeter, ChatMessage, ChatRequest
 from skillopt_sleep.backends.jsonextract import extract_json
 from skillopt_sleep.backends.structured import REPLY_CUT_OFF
-from skillopt_sleep.block import managed_block
+from skillopt_sleep.documents.block import managed_block
 from skillopt_sleep.models import EditRecord, ReplayResult, TaskRecord
-from skillopt_sleep.prompts import load_prompt, quote_data, render_prompt
-from skillopt_sleep.textnorm import normalize
-from skillopt_sleep.words import STOPWORDS, content_words, words
+from skillopt_sleep.prompts import USER_RULE_PREFIX, load_prompt, quote_data, render_prompt
+from skillopt_sleep.text import STOPWORDS, content_words, head, normalize, words
 
 #: Most tasks shown to the optimizer in one call.
 MAX_TASKS_PER_CALL = 12
@@ -65,10 +65,6 @@ RESTATEMENT_SHARE = 0.75
 #: Code fragment: more than this share of the edit's non-empty lines look like code.
 CODE_LINE_SHARE = 0.5
 
-#: Prefix of a user-rule line in the rendered task evidence (the mock optimizer parses it).
-USER_RULE_PREFIX = "- user rule: "
-#: Header of one task in the rendered evidence: ``### task <id>: <PASS|FAIL|MIXED> (...)``.
-TASK_HEADER = re.compile(r"^### task (\S+): (PASS|FAIL|MIXED)\b", re.MULTILINE)
 
 #: A check on an edit's content: the reason it may not be written, or None (``screen_edits``).
 ContentScreen = Callable[[str], "str | None"]
@@ -98,12 +94,27 @@ class ReflectOutcome(BaseModel):
     invalid_items: int = 0
 
 
+@dataclass(frozen=True)
+class EditScope:
+    """What proposed edits may do: at most ``edit_budget`` of them, to the documents that may evolve, each content
+    passing ``screen`` (``screen_edits`` applies it). One per step (``engine/step.py``)."""
+
+    edit_budget: int
+    """L: the most edits a reflect call may propose (0 = none)."""
+    evolve_skill: bool = True
+    """The skill document may be edited."""
+    evolve_memory: bool = True
+    """The memory document may be edited."""
+    screen: ContentScreen | None = None
+    """Checked first on the content of every edit (the step passes ``provenance.provenance_reason``); None: none."""
+
+    @property
+    def targets(self) -> list[str]:
+        """The documents that may evolve, in the order the prompts name them (memory first)."""
+        return [name for name, allowed in (("memory", self.evolve_memory), ("skill", self.evolve_skill)) if allowed]
+
+
 # --------------------------------------------------------------------------- text helpers
-
-
-def _head(text: str, limit: int = HEAD_CHARS) -> str:
-    flat = " ".join((text or "").split())
-    return flat if len(flat) <= limit else flat[: limit - 3].rstrip() + "..."
 
 
 def _longest_common_run(left: list[str], right: list[str]) -> int:
@@ -150,7 +161,7 @@ def restatement_reason(content: str, task: TaskRecord) -> str | None:
     correction holds the rule's words, and an edit that states that rule is what reflection should produce.
     A short rule (fewer than 8 words, e.g. "Use pnpm, never npm") can therefore never be a restatement.
 
-    Every text is compared in normal form (``textnorm.normalize``): zero-width spaces or fullwidth letters in an edit
+    Every text is compared in normal form (``text.normalize``): zero-width spaces or fullwidth letters in an edit
     do not hide a copied run.
     """
     edit_words = words(normalize(content))
@@ -257,17 +268,17 @@ def edits_schema(edit_budget: int, targets: list[str]) -> dict[str, Any]:
 
 
 def _task_lines(task: TaskRecord) -> list[str]:
-    lines = [f"Request: {quote_data(_head(task.request), inline=True)}"]
-    lines += [f"{USER_RULE_PREFIX}{_head(rule, 160)}" for rule in task.rule_texts[:4]]
+    lines = [f"Request: {quote_data(head(task.request, HEAD_CHARS), inline=True)}"]
+    lines += [f"{USER_RULE_PREFIX}{head(rule, 160)}" for rule in task.rule_texts[:4]]
     if task.evidence.reaction_text and task.evidence.reaction != "none":
-        lines.append(f"User reaction ({task.evidence.reaction}): {_head(task.evidence.reaction_text, 160)}")
+        lines.append(f"User reaction ({task.evidence.reaction}): {head(task.evidence.reaction_text, 160)}")
     return lines
 
 
 def _verdict(result: ReplayResult) -> str:
     verdict = result.fail_reason or "passed"
     if result.rationale:
-        verdict += f" ({quote_data(_head(result.rationale, 160), inline=True)})"
+        verdict += f" ({quote_data(head(result.rationale, 160), inline=True)})"
     return verdict
 
 
@@ -276,7 +287,7 @@ def _single_block(task: TaskRecord, results: list[ReplayResult]) -> tuple[str, s
     shown = failing[0] if failing else results[0]
     status = "FAIL" if failing else "PASS"
     header = f"### task {task.id}: {status} (hard {shown.hard}, soft {shown.soft:.2f})"
-    lines = [header, *_task_lines(task), f"Answer: {quote_data(_head(shown.response), inline=True)}",
+    lines = [header, *_task_lines(task), f"Answer: {quote_data(head(shown.response, HEAD_CHARS), inline=True)}",
              f"Judge: {_verdict(shown)}"]
     return status, "\n".join(lines)
 
@@ -290,8 +301,8 @@ def _contrast_block(task: TaskRecord, results: list[ReplayResult]) -> tuple[str,
     lines = [
         header,
         *_task_lines(task),
-        f"Passing answer (sample {passing[0].sample}): {quote_data(_head(passing[0].response, 200), inline=True)}",
-        f"Failing answer (sample {failing[0].sample}): {quote_data(_head(failing[0].response, 200), inline=True)}",
+        f"Passing answer (sample {passing[0].sample}): {quote_data(head(passing[0].response, 200), inline=True)}",
+        f"Failing answer (sample {failing[0].sample}): {quote_data(head(failing[0].response, 200), inline=True)}",
         f"Judge on the failing answer: {_verdict(failing[0])}",
     ]
     return "MIXED", "\n".join(lines)
@@ -358,21 +369,22 @@ def context_section(context: str) -> str:
     return f"## Context\n{quote_data(text)}\n\n"
 
 
-def build_prompt(*, tasks: list[TaskRecord], results: list[ReplayResult], skill: str, memory: str,
+def build_prompt(*, tasks: list[TaskRecord], results: list[ReplayResult], documents: Mapping[str, str],
                  edit_budget: int, targets: list[str], contrastive: bool, context: str = "",
                  max_passing: int = MAX_PASSING_TASKS) -> str:
     """Render the reflect prompt (``reflect.md`` or ``reflect_contrastive.md``) with budgeted evidence.
 
-    context: extra evidence text (e.g. recalled past tasks, rejected edits), shown in a ``## Context`` section
-    before the tasks; ``""`` renders nothing. max_passing: most PASS tasks shown.
+    documents: ``{"skill": text, "memory": text}`` (a missing kind is shown empty); context: extra evidence text
+    (e.g. recalled past tasks, rejected edits), shown in a ``## Context`` section before the tasks; ``""`` renders
+    nothing. max_passing: most PASS tasks shown.
     """
     blocks = _select_blocks(tasks, results, contrastive, max_passing)
     return render_prompt(
         "reflect_contrastive" if contrastive else "reflect",
         edit_budget=edit_budget,
         targets=", ".join(targets),
-        skill=document_view(skill),
-        memory=document_view(memory),
+        skill=document_view(documents.get("skill", "")),
+        memory=document_view(documents.get("memory", "")),
         tasks="\n\n".join(blocks) if blocks else "(no scored tasks)",
         context=context_section(context),
     )
@@ -423,7 +435,7 @@ def _reject(edit: EditRecord, reason: str) -> None:
 
 def is_placeholder(content: str) -> bool:
     """True for content copied from the prompt's reply example: fewer than 2 words of letters (``...``, ``TBD``)
-    or a ``<description in angle brackets>``, read in normal form (``textnorm.normalize``: zero-width characters are
+    or a ``<description in angle brackets>``, read in normal form (``text.normalize``: zero-width characters are
     no words)."""
     text = normalize(content).strip().lstrip("-* ").strip()
     return len(re.findall(r"[^\W\d_]{2,}", text)) < 2 or (text.startswith("<") and text.endswith(">"))
@@ -512,26 +524,26 @@ def screen_edits(edits: list[EditRecord], tasks: list[TaskRecord], *, edit_budge
 # --------------------------------------------------------------------------- reflect
 
 
-def reflect(*, tasks: list[TaskRecord], results: list[ReplayResult], skill: str, memory: str, edit_budget: int,
-            meter: CallMeter, contrastive: bool = False, evolve_skill: bool = True,
-            evolve_memory: bool = True, context: str = "", max_passing: int = MAX_PASSING_TASKS,
-            screen: ContentScreen | None = None) -> ReflectOutcome:
-    """Ask the optimizer for at most ``edit_budget`` edits from the train replays; see the module docstring.
+def reflect(*, tasks: list[TaskRecord], results: list[ReplayResult], documents: Mapping[str, str],
+            scope: EditScope, meter: CallMeter, contrastive: bool = False, context: str = "",
+            max_passing: int = MAX_PASSING_TASKS) -> ReflectOutcome:
+    """Ask the optimizer for at most ``scope.edit_budget`` edits from the train replays; see the module docstring.
 
     tasks: the train tasks (tasks of another split are ignored: held-out tasks never reach reflection);
-    results: their replays (errored results are skipped: they are not scores); contrastive: K samples per
-    task at temperature > 0 were replayed and pass-vs-fail pairs are shown; context: extra evidence text for
-    the prompt (see ``build_prompt``); max_passing: most passing tasks shown; screen: see ``screen_edits``. Makes
-    one optimizer call, two when the first reply is not valid JSON matching the schema. Raises ``BackendError`` /
-    ``BudgetExhausted`` from the meter (the night stops).
+    results: their replays (errored results are skipped: they are not scores); documents: ``{"skill": text,
+    "memory": text}`` (a missing kind is shown empty); scope: what the edits may do (``EditScope``); contrastive: K
+    samples per task at temperature > 0 were replayed and pass-vs-fail pairs are shown; context: extra evidence
+    text for the prompt (see ``build_prompt``); max_passing: most passing tasks shown. Makes one optimizer call,
+    two when the first reply is not valid JSON matching the schema. Raises ``BackendError`` / ``BudgetExhausted``
+    from the meter (the night stops).
     """
-    targets = [name for name, allowed in (("memory", evolve_memory), ("skill", evolve_skill)) if allowed]
+    targets, edit_budget = scope.targets, scope.edit_budget
     if not targets:
         return ReflectOutcome(error="neither the skill document nor the memory may evolve")
     if edit_budget < 1:
         return ReflectOutcome(error=f"edit budget is {edit_budget}: nothing to propose")
     train = [task for task in tasks if task.split == "train"]
-    prompt = build_prompt(tasks=train, results=results, skill=skill, memory=memory, edit_budget=edit_budget,
+    prompt = build_prompt(tasks=train, results=results, documents=documents, edit_budget=edit_budget,
                           targets=targets, contrastive=contrastive, context=context, max_passing=max_passing)
     schema = edits_schema(edit_budget, targets)
     parsed, raw = request_edits(meter, prompt, schema, purpose="reflect")
@@ -540,8 +552,8 @@ def reflect(*, tasks: list[TaskRecord], results: list[ReplayResult], skill: str,
         return ReflectOutcome(raw_head=raw_head,
                               error="optimizer reply was not valid JSON matching the edits schema (retried once)")
     edits, invalid = parsed
-    accepted, rejected = screen_edits(edits, train, edit_budget=edit_budget, evolve_skill=evolve_skill,
-                                      evolve_memory=evolve_memory, screen=screen)
+    accepted, rejected = screen_edits(edits, train, edit_budget=edit_budget, evolve_skill=scope.evolve_skill,
+                                      evolve_memory=scope.evolve_memory, screen=scope.screen)
     return ReflectOutcome(edits=accepted, rejected=rejected, raw_head=raw_head, invalid_items=invalid)
 
 

@@ -7,7 +7,11 @@ what else changes the answer or its score (temperature, seed, max_tokens, the sy
 request and judge, and ``JUDGE_VERSION``). The key holds no night: a baseline replayed on an earlier night with the
 same documents is not paid for again. A failed call is never cached, so it is tried again next time.
 
-A caller may replace the target chat call by its own rollout function (``replay_tasks(rollout=...)``: e.g. the
+How to replay (the meter, the workers, the cache, the rubric judge, the seed, the rollout) is one ``Replayer``,
+built once by its caller (a night, a trainer run) and handed to everything that replays; ``replay_tasks(tasks,
+replayer, skill=..., memory=...)`` says what to replay.
+
+A caller may replace the target chat call by its own rollout function (``Replayer(rollout=...)``: e.g. the
 trainer runs an environment's ``rollout_one``, a multi-turn or tool-using episode); everything else (threads,
 cache, ordering, errors) is the same, and ``rollout_key`` (what identifies that rollout: an environment and its
 data) joins the settings hash so different rollouts never share cache entries.
@@ -19,6 +23,7 @@ reply, becomes ``ReplayResult(error=...)``, which is not a score of the skill (h
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import threading
 import time
@@ -189,33 +194,61 @@ def replay_one(task: TaskRecord, sample: int, *, system: str, meter: CallMeter, 
     )
 
 
-def replay_tasks(tasks: list[TaskRecord], *, skill: str, memory: str, meter: CallMeter, samples: int = 1,
-                 temperature: float = 0.0, workers: int = 4, cache: ReplayCache | None = None,
-                 rubric_judge=None, seed: int = 0, max_tokens: int = 400, rollout: Rollout | None = None,
-                 rollout_key: str = "") -> list[ReplayResult]:
-    """Replay every task ``samples`` times with ``skill`` and ``memory``; return the scored results.
+@dataclasses.dataclass(frozen=True)
+class Replayer:
+    """How tasks are replayed: built once by a night (``night.py``) or a trainer run (``trainer.py``) and handed to
+    everything that replays (the step, the gate's paired protocol, the pending candidate's re-test, the slow update,
+    the test split) through ``replay_tasks``. Immutable: ``with_meter`` gives a copy that calls through another
+    meter."""
 
-    Order: task order, then sample index (whatever the completion order of the ``workers`` threads).
-    Sample ``i`` uses ``temperature`` and seed ``seed + i``. Cache hits make no call and come back with
-    ``cached=True``. rubric_judge: a ``judges.RubricJudge`` for tasks with a rubric (or None).
-    rollout: a ``Rollout`` run instead of the single target chat call (None = the chat call); rollout_key: a
-    string identifying it, folded into the cache key (required to differ between rollouts that differ).
-    Raises ``BackendError`` (fatal error) or ``BudgetExhausted``: calls not yet started are cancelled; an
-    exception raised by ``rollout`` propagates the same way.
+    meter: CallMeter
+    """Every call goes through it: the night's ``CallMeter``, or a stand-in with its ``chat`` and ``backend`` (the
+    step's ``rejected_edits.RejectedEditScreen``)."""
+    workers: int = 4
+    """Most replay calls in flight (threads)."""
+    cache: ReplayCache | None = None
+    """Successful results by ``CacheKey``; None: nothing is cached."""
+    rubric_judge: judges.RubricJudge | None = None
+    """Scores the rubric of a task that has one (``judges.make_rubric_judge``); None: rubrics are left unscored."""
+    seed: int = 0
+    """Sample ``i`` of a task uses seed ``seed + i``."""
+    rollout: Rollout | None = None
+    """Run instead of the single target chat call (the trainer's environment episode); None: the chat call."""
+    rollout_key: str = ""
+    """What identifies ``rollout`` (an environment and its data), folded into the cache key: rollouts that differ
+    must have keys that differ."""
+
+    def with_meter(self, meter: CallMeter) -> Replayer:
+        """This replayer, calling through ``meter``."""
+        return dataclasses.replace(self, meter=meter)
+
+
+def replay_tasks(tasks: list[TaskRecord], replayer: Replayer, *, skill: str, memory: str, samples: int = 1,
+                 temperature: float = 0.0, max_tokens: int = 400) -> list[ReplayResult]:
+    """Replay every task ``samples`` times with ``skill`` and ``memory`` through ``replayer``; return the scored
+    results.
+
+    Order: task order, then sample index (whatever the completion order of the ``replayer.workers`` threads).
+    Sample ``i`` uses ``temperature`` and seed ``replayer.seed + i``; max_tokens: the target's reply limit. Cache
+    hits make no call and come back with ``cached=True``.
+    Raises ValueError when samples < 1; ``BackendError`` (fatal error) or ``BudgetExhausted``: calls not yet started
+    are cancelled; an exception raised by ``replayer.rollout`` propagates the same way.
     """
     if samples < 1:
         raise ValueError(f"samples must be >= 1, got {samples}")
+    meter, cache, seed = replayer.meter, replayer.cache, replayer.seed
+    rubric_judge, rollout = replayer.rubric_judge, replayer.rollout
     system = system_prompt(skill, memory)
     model = meter.backend.model_for("target")
     frame = doc_hash(prompts.load_prompt("target_system"))
     settings = f"t={temperature}|seed={seed}|max_tokens={max_tokens}|system={frame}|judge={JUDGE_VERSION}"
     if rollout is not None:
-        settings += f"|rollout={rollout_key}"
+        settings += f"|rollout={replayer.rollout_key}"
     jobs = [(task, sample) for task in tasks for sample in range(samples)]
     results: list[ReplayResult | None] = [None] * len(jobs)
     pending: dict[Future, tuple[int, CacheKey]] = {}
 
-    with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="replay") as pool:
+    with ThreadPoolExecutor(max_workers=max(1, replayer.workers), thread_name_prefix="replay") as pool:
         for index, (task, sample) in enumerate(jobs):
             key = cache_key(model=model, skill=skill, memory=memory, task=task, sample=sample, settings=settings)
             hit = cache.get(key) if cache is not None else None

@@ -1,11 +1,12 @@
 """The SkillOpt step, one code path for the nightly cycle (``night.run_night``) and an offline trainer.
 
-``run_step(train=..., val=..., documents=..., settings=StepSettings(...), meter=..., cache=...)`` runs six stages
-on the current skill document and memory (``documents``: ``{"skill": text, "memory": text}``; a missing kind is
-shown to the target as empty and is not editable) and returns a ``StepResult``:
+``run_step(StepInput(train=..., documents=..., val=...), settings=StepSettings(...), replayer=Replayer(meter, ...))``
+runs six stages on the current skill document and memory (``StepInput.documents``: ``{"skill": text, "memory":
+text}``; a missing kind is shown to the target as empty and is not editable) and returns a ``StepResult``. What the
+step works on is one ``StepInput``, what it may do one ``StepSettings``, how it replays one ``replay.Replayer``:
 
 1. rollout: replay the train tasks with the current documents (``rollouts_k`` samples per task; temperature
-   ``rollout_temperature`` when K > 1, else 0), through ``replay.replay_tasks`` and the ``ReplayCache``.
+   ``rollout_temperature`` when K > 1, else 0), through ``replay.replay_tasks`` and the ``Replayer``'s cache.
 2. reflect: ``reflect.plan_minibatches`` cuts the N scored train tasks into ceil(N / ``minibatch_size``)
    minibatches (failing tasks first; ``failure_only`` keeps only failing tasks) and ``reflect.reflect`` makes one
    optimizer call per minibatch, ``workers`` at a time. One minibatch = exactly one reflect call, showing the
@@ -18,9 +19,9 @@ shown to the target as empty and is not editable) and returns a ``StepResult``:
    (``reflect.screen_edits``: first provenance, ``provenance.provenance_reason``: every command, URL, path or
    package an edit names must come from what users typed; then restatements, code, the optimizer's own
    instructions, targets that may not evolve). Every screen runs with the gate on or off.
-   Then the users' own rules (``propose_user_rules``; ``rules``, default ``rulebook.stated_rules(train)``) are put
-   first, one edit per rule no document states yet, in their words (``rulebook.user_rule_edits``); an optimizer
-   edit that restates one of them, or a line a document already holds, yields (``rulebook.restated_rule_reason``).
+   Then the users' own rules (``propose_user_rules``; ``rules``, default ``mine.rulebook.stated_rules(train)``) are put
+   first, one edit per rule no document states yet, in their words (``mine.rulebook.user_rule_edits``); an optimizer
+   edit that restates one of them, or a line a document already holds, yields (``mine.rulebook.restated_rule_reason``).
 4. select: when more than L = ``edit_budget`` edits remain, the users' rules come first (most stated first) and
    one ``rank.md`` call orders the others for the room left (an invalid reply keeps the merged order, recorded in
    ``rank_fallback`` and ``errors``); the rest are ``rejected`` with the reason.
@@ -41,10 +42,11 @@ shown to the target as empty and is not editable) and returns a ``StepResult``:
    replayed a second time.
 
 Callers: ``night.run_night`` (one step a night) and ``trainer.SkillOptTrainer`` (one step per batch of an
-environment's train items; it passes ``rollout=`` so every replay runs the environment's episode instead of the
-single target call, and ``on_stage=`` for its progress display).
+environment's train items; its ``Replayer`` has a ``rollout`` so every replay runs the environment's episode
+instead of the single target call, and it passes ``on_stage=`` for its progress display).
 
-Every call goes through ``meter`` (budgets; ``BackendError`` / ``BudgetExhausted`` propagate and stop the step).
+Every call goes through ``replayer.meter`` (budgets; ``BackendError`` / ``BudgetExhausted`` propagate and stop the
+step).
 ``StepResult.calls_by_stage`` counts the meter's calls per stage (``rollout`` includes rubric-judge calls).
 """
 
@@ -53,13 +55,14 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from skillopt_sleep.backends.base import CallMeter
 from skillopt_sleep.config import NightStepConfig
-from skillopt_sleep.documents import prompt_views
+from skillopt_sleep.documents.targets import prompt_views
 from skillopt_sleep.engine import repair
 from skillopt_sleep.engine.aggregate import PatchList, dedupe_edits, merge_patches, rank_edits
 from skillopt_sleep.engine.edits import apply_edits
@@ -67,18 +70,18 @@ from skillopt_sleep.engine.evaluate import Evaluation, replay_pair
 from skillopt_sleep.engine.gate import decide, summarize
 from skillopt_sleep.engine.reflect import (
     MAX_PASSING_TASKS,
-    ContentScreen,
+    EditScope,
     Minibatch,
     plan_minibatches,
     reflect,
     screen_edits,
 )
-from skillopt_sleep.engine.replay import ReplayCache, Rollout, replay_tasks
+from skillopt_sleep.engine.replay import Replayer, replay_tasks
 from skillopt_sleep.engine.val_pool import select_val
 from skillopt_sleep.mine.provenance import UserText, provenance_reason
+from skillopt_sleep.mine.rulebook import StatedRule, restated_rule_reason, stated_rules, user_rule_edits
 from skillopt_sleep.models import EditRecord, GateDecision, ReplayResult, TaskRecord
 from skillopt_sleep.parallel import map_parallel
-from skillopt_sleep.rulebook import StatedRule, restated_rule_reason, stated_rules, user_rule_edits
 from skillopt_sleep.stage_clock import StageClock
 
 DOCUMENT_KINDS = ("skill", "memory")
@@ -106,6 +109,41 @@ class StepSettings(NightStepConfig):
         """The settings of one step: the step and gate keys ``config`` holds, this step's ``edit_budget`` (not the
         config's maximum), ``values`` on top."""
         return super().from_config(config, edit_budget=edit_budget, **values)
+
+
+#: Applied to the edits the step proposes itself (``StepInput.edit_filter``): returns those that may go on.
+EditFilter = Callable[[list[EditRecord]], list[EditRecord]]
+
+
+@dataclass(frozen=True)
+class StepInput:
+    """What one step works on (``run_step``): the tasks, the documents, and what the night knows around them."""
+
+    train: list[TaskRecord]
+    """The tasks replayed and reflected on (split ``train``; the night adds dream variants and forgotten tasks)."""
+    documents: dict[str, str]
+    """``{"skill": text, "memory": text}``: the documents the step starts from (the baseline); a missing kind is
+    shown to the target as empty and is not editable."""
+    val: list[TaskRecord] = field(default_factory=list)
+    """Tonight's held-out tasks for the gate: never reflected on."""
+    context: str = ""
+    """Extra evidence text for every reflect prompt (recalled past tasks, the rejected-edit ledger)."""
+    rules: list[StatedRule] | None = None
+    """The users' stated rules to propose (``mine.rulebook.stated_rules``); None: those of ``train``."""
+    archived_val: list[TaskRecord] = field(default_factory=list)
+    """Val tasks of earlier nights the gate may add to ``val`` (``val_pool.select_val``: at most ``gate_max_val`` in
+    all)."""
+    val_origins: dict[str, str] = field(default_factory=dict)
+    """Task id -> where it came from, for the report; a task not named is ``tonight``'s."""
+    user_text: UserText | None = None
+    """What users typed: the only source an edit's commands, URLs and paths may come from (``provenance``); every
+    edit, the users' rules included, is screened against it, with the gate on or off. None: the ``authored`` text
+    of train, val and archived val, the stated rules and ``documents``."""
+    edit_filter: EditFilter | None = None
+    """Applied to the edits the step proposes itself (the users' stated rules), e.g. the night's rejected-edit
+    ledger (the optimizer's edits are screened where its replies are read); None: none."""
+    best_gate_score: float | None = None
+    """The all-time best mean gate score, for ``accept_new_best`` (None: none yet)."""
 
 
 class StepResult(BaseModel):
@@ -188,9 +226,8 @@ def _not_selected(edit: EditRecord, budget: int) -> EditRecord:
 # --------------------------------------------------------------------------- stages
 
 
-def _reflect_stage(train: list[TaskRecord], *, documents: dict[str, str], settings: StepSettings,
-                   editable: dict[str, bool], meter: CallMeter, context: str, screen: ContentScreen,
-                   result: StepResult) -> tuple[list[PatchList], list[EditRecord]]:
+def _reflect_stage(train: list[TaskRecord], *, documents: dict[str, str], settings: StepSettings, scope: EditScope,
+                   meter: CallMeter, context: str, result: StepResult) -> tuple[list[PatchList], list[EditRecord]]:
     """The train tasks' replays (``result.train_results``) in minibatches (``minibatch.plan_minibatches``), one
     reflect call per minibatch; returns (patch lists in minibatch order, edits rejected by screening)."""
     batches = plan_minibatches(train, result.train_results, minibatch_size=settings.minibatch_size,
@@ -202,11 +239,9 @@ def _reflect_stage(train: list[TaskRecord], *, documents: dict[str, str], settin
     several = len(batches) > 1
 
     def one(batch: Minibatch):
-        return reflect(tasks=batch.tasks, results=batch.results, skill=documents.get("skill", ""),
-                       memory=documents.get("memory", ""), edit_budget=settings.edit_budget, meter=meter,
-                       contrastive=settings.rollouts_k > 1, evolve_skill=editable["skill"],
-                       evolve_memory=editable["memory"], context=context,
-                       max_passing=settings.minibatch_size if several else MAX_PASSING_TASKS, screen=screen)
+        return reflect(tasks=batch.tasks, results=batch.results, documents=documents, scope=scope, meter=meter,
+                       contrastive=settings.rollouts_k > 1, context=context,
+                       max_passing=settings.minibatch_size if several else MAX_PASSING_TASKS)
 
     outcomes = map_parallel(one, batches, settings.workers)
     patches: list[PatchList] = []
@@ -221,9 +256,8 @@ def _reflect_stage(train: list[TaskRecord], *, documents: dict[str, str], settin
     return patches, rejected
 
 
-def _aggregate_stage(patches: list[PatchList], *, documents: dict[str, str], targets: list[str],
-                     train: list[TaskRecord], settings: StepSettings, editable: dict[str, bool],
-                     meter: CallMeter, screen: ContentScreen,
+def _aggregate_stage(patches: list[PatchList], *, documents: dict[str, str], train: list[TaskRecord],
+                     settings: StepSettings, scope: EditScope, meter: CallMeter,
                      result: StepResult) -> tuple[list[EditRecord], list[EditRecord]]:
     """Dedupe, then merge hierarchically when there is something to merge; returns (merged, rejected)."""
     lists = sorted((patch for patch in patches if patch.edits), key=lambda patch: patch.kind != "failure")
@@ -236,7 +270,7 @@ def _aggregate_stage(patches: list[PatchList], *, documents: dict[str, str], tar
         if len(group) == 1:
             return group[0]
         outcome = merge_patches(group, skill=documents.get("skill", ""), memory=documents.get("memory", ""),
-                                targets=targets, meter=meter)
+                                targets=scope.targets, meter=meter)
         if outcome.error:
             result.errors.append({"stage": "merge", "message": outcome.error})
         return PatchList(kind=kind, edits=outcome.edits)
@@ -244,8 +278,8 @@ def _aggregate_stage(patches: list[PatchList], *, documents: dict[str, str], tar
     while len(lists) > 1:
         lists = map_parallel(merge, _chunks(lists, settings.merge_batch_size), settings.workers)
     merged = dedupe_edits(lists[0].edits)
-    kept, rejected = screen_edits(merged, train, edit_budget=len(merged), evolve_skill=editable["skill"],
-                                  evolve_memory=editable["memory"], screen=screen)
+    kept, rejected = screen_edits(merged, train, edit_budget=len(merged), evolve_skill=scope.evolve_skill,
+                                  evolve_memory=scope.evolve_memory, screen=scope.screen)
     return kept, rejected
 
 
@@ -288,25 +322,22 @@ class _Tester:
     """Test candidates built from edits against the step's baseline on the gate's val tasks (one protocol:
     ``evaluate.replay_pair``, then ``gate.decide``)."""
 
-    def __init__(self, *, val: list[TaskRecord], texts: dict[str, str], settings: StepSettings,
-                 replay_kwargs: dict[str, Any], views: Callable[[dict[str, str]], dict[str, str]],
-                 gate: Callable[..., GateDecision]):
+    def __init__(self, *, val: list[TaskRecord], texts: dict[str, str], settings: StepSettings, replayer: Replayer,
+                 views: Callable[[dict[str, str]], dict[str, str]], gate: Callable[..., GateDecision]):
         self.val, self.texts, self.settings = val, texts, settings
-        self.replay_kwargs, self.views, self.gate = replay_kwargs, views, gate
+        self.replayer, self.views, self.gate = replayer, views, gate
 
     def replay(self, tasks: list[TaskRecord], edits: list[EditRecord], samples: int) -> list[ReplayResult]:
         """``repair.Replay``: the candidate built from ``edits`` replayed on ``tasks``."""
         documents, _ = build_candidate(self.texts, edits)
         temperature = self.settings.gate_temperature if samples > 1 else 0.0
-        return replay_tasks(tasks, **self.views(documents), samples=samples, temperature=temperature,
-                            **self.replay_kwargs)
+        return replay_tasks(tasks, self.replayer, **self.views(documents), samples=samples, temperature=temperature)
 
     def test(self, candidate: dict[str, str]) -> tuple[Evaluation, GateDecision]:
-        evaluation = replay_pair(self.val, baseline_views=self.views(self.texts),
+        evaluation = replay_pair(self.val, self.replayer, baseline_views=self.views(self.texts),
                                  candidate_views=self.views(candidate), gate_samples=self.settings.gate_samples,
                                  gate_temperature=self.settings.gate_temperature,
-                                 metric=self.settings.gate_metric, mixed_weight=self.settings.gate_mixed_weight,
-                                 replay_kwargs=self.replay_kwargs)
+                                 metric=self.settings.gate_metric, mixed_weight=self.settings.gate_mixed_weight)
         decision = self.gate(baseline=evaluation.baseline, candidate=evaluation.candidate)
         if evaluation.resampled:
             decision.details["resampled_tasks"] = evaluation.resampled
@@ -448,20 +479,19 @@ def _annotate(decision: GateDecision, val: list[TaskRecord], origins: dict[str, 
 
 
 def _user_rules_stage(merged: list[EditRecord], *, stated: list[StatedRule], texts: dict[str, str],
-                      targets: list[str], editable: dict[str, bool], settings: StepSettings,
-                      edit_filter: Callable[[list[EditRecord]], list[EditRecord]] | None,
-                      screen: ContentScreen, rejected: list[EditRecord]) -> tuple[list[EditRecord], list[EditRecord]]:
-    """The users' own rules, one edit each (``rulebook.user_rule_edits``), put first; the optimizer's restatements
+                      settings: StepSettings, scope: EditScope, edit_filter: EditFilter | None,
+                      rejected: list[EditRecord]) -> tuple[list[EditRecord], list[EditRecord]]:
+    """The users' own rules, one edit each (``mine.rulebook.user_rule_edits``), put first; the optimizer's restatements
     of a stated rule yield to the user's words. Returns (the rules' edits, every edit in order); the edits screened
     out are added to ``rejected``."""
     proposed_rules: list[EditRecord] = []
-    if settings.propose_user_rules and targets:
-        proposed_rules = user_rule_edits(stated, texts, target=targets[0])
+    if settings.propose_user_rules and scope.targets:
+        proposed_rules = user_rule_edits(stated, texts, target=scope.targets[0])
         if edit_filter is not None:
             proposed_rules = edit_filter(proposed_rules)
         proposed_rules, rules_rejected = screen_edits(proposed_rules, [], edit_budget=len(proposed_rules),
-                                                      evolve_skill=editable["skill"],
-                                                      evolve_memory=editable["memory"], screen=screen)
+                                                      evolve_skill=scope.evolve_skill,
+                                                      evolve_memory=scope.evolve_memory, screen=scope.screen)
         rejected.extend(rules_rejected)
     kept_merged: list[EditRecord] = []
     yielding = stated if settings.propose_user_rules else []  # the user's words are proposed instead
@@ -474,21 +504,20 @@ def _user_rules_stage(merged: list[EditRecord], *, stated: list[StatedRule], tex
     return proposed_rules, [*proposed_rules, *kept_merged]
 
 
-def _gate_stage(result: StepResult, *, val: list[TaskRecord], archived_val: list[TaskRecord],
-                val_origins: dict[str, str], texts: dict[str, str], train: list[TaskRecord],
-                proposed_rules: list[EditRecord], settings: StepSettings, replay_kwargs: dict[str, Any],
-                best_gate_score: float | None, meter: CallMeter) -> None:
+def _gate_stage(result: StepResult, inputs: StepInput, *, texts: dict[str, str], proposed_rules: list[EditRecord],
+                settings: StepSettings, replayer: Replayer) -> None:
     """The val pool (tonight's and archived val tasks), then the gate on the candidate in ``result`` (and gate
     repair, the stated rules' own-task test and the support check, gate on), or the gate-off verdict; the verdict
     is annotated with each val task's origin."""
     applied_edits = [edit for edit in result.edits if edit.status == "applied"]
     stated_contents = {edit.content for edit in proposed_rules}
-    pool = select_val(val, archived_val, applied_edits, limit=settings.gate_max_val,
+    meter = replayer.meter
+    pool = select_val(inputs.val, inputs.archived_val, applied_edits, limit=settings.gate_max_val,
                       stated=[edit for edit in applied_edits if edit.content in stated_contents])
     result.val = pool
     baseline_views = prompt_views(texts)
     if settings.gate_mode == "on" and not result.changed:
-        result.baseline_val = replay_tasks(pool, **baseline_views, **replay_kwargs)
+        result.baseline_val = replay_tasks(pool, replayer, **baseline_views)
     if not result.changed:
         baseline = summarize(result.baseline_val or result.train_results, settings.gate_metric,
                              settings.gate_mixed_weight)
@@ -498,76 +527,55 @@ def _gate_stage(result: StepResult, *, val: list[TaskRecord], archived_val: list
     else:
         gate = functools.partial(decide, mode=settings.gate_mode, metric=settings.gate_metric,
                                  mixed_weight=settings.gate_mixed_weight, rule=settings.gate_rule,
-                                 best_gate_score=best_gate_score,
+                                 best_gate_score=inputs.best_gate_score,
                                  request_heads={task.id: task.request[:120] for task in pool},
                                  margin=settings.gate_margin, alpha=settings.gate_alpha)
-        tester = _Tester(val=pool, texts=texts, settings=settings, replay_kwargs=replay_kwargs, views=prompt_views,
-                         gate=gate)
+        tester = _Tester(val=pool, texts=texts, settings=settings, replayer=replayer, views=prompt_views, gate=gate)
         if settings.gate_mode == "on":
             evaluation, decision = tester.test(result.candidate)
             _take(result, result.candidate, evaluation, decision, texts)
             if settings.gate_repair:
                 _repair_stage(result, tester, meter=meter)
             if settings.gate_stated_rules == "own_tasks":
-                _stated_rules_stage(result, tester, proposed=proposed_rules, train=train, meter=meter)
+                _stated_rules_stage(result, tester, proposed=proposed_rules, train=inputs.train, meter=meter)
             _support_stage(result, tester, stated=stated_contents, meter=meter)
         else:
             result.gate = gate(baseline=[], candidate=[])
-    _annotate(result.gate, pool, val_origins)
+    _annotate(result.gate, pool, inputs.val_origins)
 
 
-def run_step(*, train: list[TaskRecord], val: list[TaskRecord], documents: dict[str, str], settings: StepSettings,
-             meter: CallMeter, cache: ReplayCache | None = None, rubric_judge: Any = None,
-             best_gate_score: float | None = None, context: str = "", rollout: Rollout | None = None,
-             rollout_key: str = "", on_stage: Callable[[str, str], None] | None = None,
-             edit_filter: Callable[[list[EditRecord]], list[EditRecord]] | None = None,
-             rules: list[StatedRule] | None = None, archived_val: list[TaskRecord] | None = None,
-             val_origins: dict[str, str] | None = None, user_text: UserText | None = None) -> StepResult:
-    """Run one SkillOpt step (see the module docstring) and return what it did.
+def run_step(inputs: StepInput, *, settings: StepSettings, replayer: Replayer,
+             on_stage: Callable[[str, str], None] | None = None) -> StepResult:
+    """Run one SkillOpt step on ``inputs`` (see the module docstring) and return what it did.
 
-    train / val: TaskRecords (only train tasks are replayed and reflected on; val is held out for the gate);
-    documents: ``{"skill": text, "memory": text}`` (a missing kind is empty and not editable); settings:
-    ``StepSettings``; meter: the night's ``CallMeter``; cache: the ``ReplayCache`` (or None); rubric_judge: a
-    ``judges.RubricJudge`` or None; best_gate_score: the all-time best mean gate score (None = none yet);
-    context: extra evidence text for the reflect prompts; rollout / rollout_key: a ``replay.Rollout`` used for every
-    replay of the step instead of the target chat call (the trainer's environments; see ``replay.replay_tasks``);
-    on_stage: called as ``on_stage(stage, "begin" | "end")`` around each of the six stages (progress display);
-    edit_filter: applied to the edits the step proposes itself (the users' stated rules), e.g. the night's
-    rejected-edit ledger (the optimizer's edits are screened where its replies are read); rules: the users' stated
-    rules to propose (``rulebook.stated_rules``; None: those of ``train``); archived_val: val tasks of earlier
-    nights the gate may add to ``val`` (``val_pool.select_val``, at most ``gate_max_val`` in all); val_origins:
-    task id -> where it came from, for the report (default ``tonight``); user_text: what users typed, the only
-    source an edit's commands, URLs and paths may come from (``provenance``; None: the ``authored`` text of train,
-    val and archived val, the stated rules and ``documents``). Every edit, the users' rules included, is screened
-    against it before the gate, with the gate on or off.
+    settings: what the step may do; replayer: how it replays (every call, the optimizer's too, goes through
+    ``replayer.meter``); on_stage: called as ``on_stage(stage, "begin" | "end")`` around each of the six stages
+    (progress display).
     Raises ``BackendError`` / ``BudgetExhausted`` from the meter; ValueError for unknown gate settings (from
     ``gate.decide``).
     """
+    meter, train = replayer.meter, inputs.train
     clock = StageClock(meter, on_stage, stages=STAGES)
-    texts = {kind: documents[kind] for kind in DOCUMENT_KINDS if kind in documents}
-    editable = {"skill": settings.evolve_skill and "skill" in texts,
-                "memory": settings.evolve_memory and "memory" in texts}
-    targets = [kind for kind in ("memory", "skill") if editable[kind]]
-    replay_kwargs: dict[str, Any] = dict(meter=meter, workers=settings.workers, cache=cache,
-                                         rubric_judge=rubric_judge, seed=settings.seed, rollout=rollout,
-                                         rollout_key=rollout_key)
-    stated = rules if rules is not None else stated_rules(train)
+    texts = {kind: inputs.documents[kind] for kind in DOCUMENT_KINDS if kind in inputs.documents}
+    stated = inputs.rules if inputs.rules is not None else stated_rules(train)
+    user_text = inputs.user_text
     if user_text is None:
-        user_text = UserText.of_tasks([*train, *val, *(archived_val or [])],
+        user_text = UserText.of_tasks([*train, *inputs.val, *inputs.archived_val],
                                       rules=[text for rule in stated for text in (rule.phrasings or [rule.text])],
                                       documents=texts.values())
 
     def screen(content: str) -> str | None:
         return provenance_reason(content, user_text)
 
+    scope = EditScope(edit_budget=settings.edit_budget, evolve_skill=settings.evolve_skill and "skill" in texts,
+                      evolve_memory=settings.evolve_memory and "memory" in texts, screen=screen)
     baseline_views = prompt_views(texts)
 
     # 1. rollout
     with clock.stage("rollout"):
         train_results = replay_tasks(
-            train, samples=settings.rollouts_k,
-            temperature=settings.rollout_temperature if settings.rollouts_k > 1 else 0.0,
-            **baseline_views, **replay_kwargs)
+            train, replayer, **baseline_views, samples=settings.rollouts_k,
+            temperature=settings.rollout_temperature if settings.rollouts_k > 1 else 0.0)
     result = StepResult(train_results=train_results, gate=GateDecision(
         mode=settings.gate_mode, metric=settings.gate_metric, rule=settings.gate_rule, verdict="skipped",
         reason="the step did not reach the gate"))
@@ -576,24 +584,22 @@ def run_step(*, train: list[TaskRecord], val: list[TaskRecord], documents: dict[
     rejected: list[EditRecord] = []
     patches: list[PatchList] = []
     with clock.stage("reflect"):
-        if not targets:
+        if not scope.targets:
             result.errors.append({"stage": "reflect", "message": "no document may evolve: nothing to reflect on"})
         elif settings.edit_budget < 1:
             result.errors.append({"stage": "reflect", "message": f"edit budget is {settings.edit_budget}: "
                                                                  "nothing to propose"})
         else:
-            patches, rejected = _reflect_stage(train, documents=texts, settings=settings, editable=editable,
-                                               meter=meter, context=context, screen=screen, result=result)
+            patches, rejected = _reflect_stage(train, documents=texts, settings=settings, scope=scope, meter=meter,
+                                               context=inputs.context, result=result)
     result.raw_patches = [patch.edits for patch in patches]
 
     # 3. aggregate: the optimizer's edits, then the users' own rules first (one edit per rule, never restated)
     with clock.stage("aggregate"):
-        merged, merge_rejected = _aggregate_stage(patches, documents=texts, targets=targets, train=train,
-                                                  settings=settings, editable=editable, meter=meter,
-                                                  screen=screen, result=result)
-    proposed_rules, merged = _user_rules_stage(merged, stated=stated, texts=texts, targets=targets,
-                                               editable=editable, settings=settings, edit_filter=edit_filter,
-                                               screen=screen, rejected=rejected)
+        merged, merge_rejected = _aggregate_stage(patches, documents=texts, train=train, settings=settings,
+                                                  scope=scope, meter=meter, result=result)
+    proposed_rules, merged = _user_rules_stage(merged, stated=stated, texts=texts, settings=settings, scope=scope,
+                                               edit_filter=inputs.edit_filter, rejected=rejected)
     result.user_rules = len(proposed_rules)
     result.merged = merged
 
@@ -612,9 +618,7 @@ def run_step(*, train: list[TaskRecord], val: list[TaskRecord], documents: dict[
 
     # 6. gated evaluate
     with clock.stage("gate"):
-        _gate_stage(result, val=val, archived_val=archived_val or [], val_origins=val_origins or {}, texts=texts,
-                    train=train, proposed_rules=proposed_rules, settings=settings, replay_kwargs=replay_kwargs,
-                    best_gate_score=best_gate_score, meter=meter)
+        _gate_stage(result, inputs, texts=texts, proposed_rules=proposed_rules, settings=settings, replayer=replayer)
     result.calls_by_stage = clock.calls
     result.stage_seconds = clock.seconds
     return result

@@ -7,7 +7,7 @@ therefore accumulate in the task archive, and each night the gate replays up to 
 
 1. tonight's val tasks (newest first);
 2. archived val tasks whose checks test what tonight's edits demand (the keys of an edit's content, or the rule it
-   states: ``rulebook.line_keys``), newest first;
+   states: ``mine.rulebook.line_keys``), newest first;
 3. the other archived val tasks, newest first.
 
 An archived val task whose checks demand the opposite of a rule the user stated since (the candidate carries the
@@ -24,8 +24,8 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from skillopt_sleep.checks import check_key
+from skillopt_sleep.mine.rulebook import line_keys
 from skillopt_sleep.models import EditRecord, TaskRecord
-from skillopt_sleep.rulebook import line_keys
 
 #: Default of ``gate_max_val``: most val tasks the gate replays in one night.
 DEFAULT_GATE_MAX_VAL = 12

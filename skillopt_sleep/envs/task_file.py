@@ -17,8 +17,8 @@ import orjson
 from pydantic import ValidationError
 
 from skillopt_sleep.backends.base import Backend, CallMeter
-from skillopt_sleep.block import new_skill_document
-from skillopt_sleep.documents import SKILL_DESCRIPTION, SKILL_NAME, prompt_view
+from skillopt_sleep.documents.block import new_skill_document
+from skillopt_sleep.documents.targets import SKILL_DESCRIPTION, SKILL_NAME, prompt_view
 from skillopt_sleep.engine.judges import make_rubric_judge
 from skillopt_sleep.engine.replay import doc_hash, replay_one, system_prompt
 from skillopt_sleep.envs.base import RolloutClient, RolloutResult

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from skillopt_sleep import collector
 from skillopt_sleep.errors import HarvestError
-from skillopt_sleep.harvest.base import HarvestContext
+from skillopt_sleep.harvest.read_plan import HarvestContext
 from skillopt_sleep.harvest.sources import REGISTRY, parse_sources, resolve_root
 from skillopt_sleep.models import FileCheckpoint, HarvestStats, Session
 
@@ -72,7 +72,7 @@ def harvest(*, source: str = "auto", scope: str = "project", project: Path | Non
     Raises HarvestError for an unknown source or scope, ``scope="project"`` without a project, or a source root
     that exists but cannot be listed. Malformed files and lines never raise: they are counted in the stats, and so is
     an exception raised while a record, a file or (last resort) a whole source is read (``record_error``,
-    ``file_error``, ``source_error``: ``base.read_isolated``); a source that raised keeps last night's checkpoints.
+    ``file_error``, ``source_error``: ``read_plan.read_isolated``); a source that raised keeps last night's checkpoints.
     """
     if scope not in ("project", "all"):
         raise HarvestError(f"unknown scope {scope!r}; use 'project' or 'all'")

@@ -53,7 +53,8 @@ after it (``aborted``).
 Times: aider records only the run's start, in the machine's local zone without an offset. It is read in this
 machine's local zone (ambiguous DST hours take the first reading) and stored as aware UTC; every turn of a run carries
 that time. ``Session.cwd`` is the directory holding the history file; ``session_id`` is ``<sha1(path)[:12]>:<byte
-offset of the header>``. A run whose first request is our own (``marker.is_own_request``) is skipped (``own_marker``).
+offset of the header>``. A run whose first request is our own (``prompts.marker.is_own_request``) is skipped
+(``own_marker``).
 
 Checkpoint: ``FileCheckpoint.offset`` is the byte offset just after the last complete line read. A grown file is read
 from there; the run it continues is found by reading back to the last header before the offset (its start time, and
@@ -70,20 +71,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from skillopt_sleep.harvest.base import (
-    ANSWER_MAX_CHARS,
-    READ_CHUNK,
-    TOOL_ERROR_MAX_CHARS,
-    DraftTool,
-    DraftTurn,
-    HarvestContext,
-    file_mtime,
-    finish_turns,
-    plan_read,
-    read_isolated,
-)
-from skillopt_sleep.marker import is_own_request
+from skillopt_sleep.harvest.read_plan import HarvestContext, file_mtime, plan_read, read_isolated
+from skillopt_sleep.harvest.reader import READ_CHUNK
+from skillopt_sleep.harvest.turns import ANSWER_MAX_CHARS, TOOL_ERROR_MAX_CHARS, DraftTool, DraftTurn, finish_turns
 from skillopt_sleep.models import FileCheckpoint, HarvestStats, Session
+from skillopt_sleep.prompts.marker import is_own_request
 
 SOURCE = "aider"
 

@@ -51,25 +51,27 @@ from pathlib import Path
 
 import orjson
 
-from skillopt_sleep.harvest.base import (
-    MAX_LINE_BYTES,
-    REQUEST_MAX_CHARS,
-    DraftTurn,
+from skillopt_sleep.harvest.read_plan import (
     HarvestContext,
     ReadPlan,
-    compact_json,
     file_mtime,
-    harvested_turns,
     keep_previous_checkpoint,
     kept_unchanged,
     lists_sessions,
-    parse_timestamp,
     plan_read,
     read_isolated,
+)
+from skillopt_sleep.harvest.reader import MAX_LINE_BYTES
+from skillopt_sleep.harvest.turns import (
+    REQUEST_MAX_CHARS,
+    DraftTurn,
+    compact_json,
+    harvested_turns,
+    parse_timestamp,
     text_of_blocks,
 )
-from skillopt_sleep.marker import is_own_request
 from skillopt_sleep.models import FileCheckpoint, HarvestStats, Session
+from skillopt_sleep.prompts.marker import is_own_request
 
 SOURCE = "cline"
 

@@ -34,18 +34,9 @@ import orjson
 import zstandard
 
 from skillopt_sleep.errors import HarvestError
-from skillopt_sleep.harvest.base import (
-    SKIP,
-    DraftTurn,
-    HarvestContext,
-    TranscriptParser,
-    compact_json,
-    lists_sessions,
-    parse_timestamp,
-    plan_read,
-    read_planned_file,
-    text_of_blocks,
-)
+from skillopt_sleep.harvest.read_plan import HarvestContext, lists_sessions, plan_read
+from skillopt_sleep.harvest.reader import SKIP, TranscriptParser, read_planned_file
+from skillopt_sleep.harvest.turns import DraftTurn, compact_json, parse_timestamp, text_of_blocks
 from skillopt_sleep.harvest.workers import read_files
 from skillopt_sleep.models import HarvestStats, Session
 from skillopt_sleep.paths import codex_home

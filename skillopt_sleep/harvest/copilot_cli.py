@@ -51,26 +51,20 @@ from pathlib import Path
 import orjson
 
 from skillopt_sleep.errors import HarvestError
-from skillopt_sleep.harvest.base import (
-    SKIP,
-    DraftTurn,
+from skillopt_sleep.harvest.read_plan import (
     HarvestContext,
     ReadPlan,
-    TranscriptParser,
-    compact_json,
     file_mtime,
-    harvested_turns,
     keep_previous_checkpoint,
     kept_unchanged,
     lists_sessions,
-    open_binary,
-    parse_timestamp,
     plan_read,
     read_isolated,
-    read_planned_file,
 )
-from skillopt_sleep.marker import is_own_request
+from skillopt_sleep.harvest.reader import SKIP, TranscriptParser, open_binary, read_planned_file
+from skillopt_sleep.harvest.turns import DraftTurn, compact_json, harvested_turns, parse_timestamp
 from skillopt_sleep.models import FileCheckpoint, HarvestStats, Session
+from skillopt_sleep.prompts.marker import is_own_request
 
 SOURCE = "copilot"
 

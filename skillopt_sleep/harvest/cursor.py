@@ -37,7 +37,7 @@ continues a root's name with ``-…`` is in scope when it names an existing dire
 disk), never a sibling such as ``<root>-old``. ``Session.cwd`` is that root or directory; an unmatched folder is
 ``out_of_scope`` (scope ``all`` keeps it, with cwd None).
 
-Checkpoints: JSONL files are read from the stored byte offset (``base.read_planned_file``); a rewritten (shrunk)
+Checkpoints: JSONL files are read from the stored byte offset (``reader.read_planned_file``); a rewritten (shrunk)
 file is read again from the start (Cursor replaces a transcript with a lone ``turn_ended`` error line when usage
 runs out). For ``.txt`` files ``FileCheckpoint.offset`` is the number of complete user blocks already harvested:
 the file is parsed again and only later blocks become turns (a last user block whose ``</user_query>`` is not yet
@@ -61,22 +61,23 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from skillopt_sleep.errors import HarvestError
-from skillopt_sleep.harvest.base import (
-    ANSWER_MAX_CHARS,
-    DraftTool,
-    DraftTurn,
+from skillopt_sleep.harvest.read_plan import (
     HarvestContext,
-    TranscriptParser,
     checkpoint_unread,
-    compact_json,
     file_mtime,
-    harvested_turns,
     keep_previous_checkpoint,
     kept_unchanged,
     lists_sessions,
     plan_read,
     read_isolated,
-    read_planned_file,
+)
+from skillopt_sleep.harvest.reader import TranscriptParser, read_planned_file
+from skillopt_sleep.harvest.turns import (
+    ANSWER_MAX_CHARS,
+    DraftTool,
+    DraftTurn,
+    compact_json,
+    harvested_turns,
     text_of_blocks,
 )
 from skillopt_sleep.models import FileCheckpoint, HarvestStats, Session
@@ -329,7 +330,7 @@ class Conversation(TranscriptParser):
     # ------------------------------------------------------------------ JSONL records
 
     def feed(self, record: dict) -> None:
-        """One JSONL record (the ``parser.feed`` of ``base.read_planned_file``)."""
+        """One JSONL record (the ``parser.feed`` of ``reader.read_planned_file``)."""
         self.records += 1
         role = record.get("role")
         if self.records == 1 and role not in ("user", "assistant") and record.get("type") != "turn_ended":

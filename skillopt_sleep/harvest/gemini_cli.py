@@ -52,26 +52,19 @@ from pathlib import Path
 import orjson
 
 from skillopt_sleep.errors import HarvestError
-from skillopt_sleep.harvest.base import (
-    MAX_LINE_BYTES,
-    RECORD_ERROR,
-    DraftTurn,
+from skillopt_sleep.harvest.read_plan import (
     HarvestContext,
-    RecordReader,
-    compact_json,
-    feed,
     file_mtime,
-    harvested_turns,
     keep_previous_checkpoint,
     kept_unchanged,
     lists_sessions,
-    open_binary,
-    parse_timestamp,
     plan_read,
     read_isolated,
 )
-from skillopt_sleep.marker import is_own_request
+from skillopt_sleep.harvest.reader import MAX_LINE_BYTES, RECORD_ERROR, RecordReader, feed, open_binary
+from skillopt_sleep.harvest.turns import DraftTurn, compact_json, harvested_turns, parse_timestamp
 from skillopt_sleep.models import FileCheckpoint, HarvestStats, Session
+from skillopt_sleep.prompts.marker import is_own_request
 
 SOURCE = "gemini"
 

@@ -53,19 +53,11 @@ from urllib.parse import quote
 
 import orjson
 
-from skillopt_sleep.harvest.base import (
-    FILE_ERROR,
-    DraftTurn,
-    HarvestContext,
-    compact_json,
-    harvested_turns,
-    lists_sessions,
-    parse_timestamp,
-    read_isolated,
-)
-from skillopt_sleep.marker import is_own_request
+from skillopt_sleep.harvest.read_plan import FILE_ERROR, HarvestContext, lists_sessions, read_isolated
+from skillopt_sleep.harvest.turns import DraftTurn, compact_json, harvested_turns, parse_timestamp
 from skillopt_sleep.models import FileCheckpoint, HarvestStats, Session
 from skillopt_sleep.paths import opencode_data_dir
+from skillopt_sleep.prompts.marker import is_own_request
 
 SOURCE = "opencode"
 

@@ -36,7 +36,7 @@ from typing import get_args
 
 from skillopt_sleep.errors import HarvestError
 from skillopt_sleep.harvest import aider, claude_code, cline, codex, copilot_cli, cursor, gemini_cli, opencode
-from skillopt_sleep.harvest.base import HarvestContext
+from skillopt_sleep.harvest.read_plan import HarvestContext
 from skillopt_sleep.models import HarvestStats, Session, SourceName
 
 #: Every source name skillopt-sleep knows (``models.SourceName``), in the order sources are read and listed.
@@ -47,7 +47,8 @@ SOURCE_NAMES: tuple[str, ...] = get_args(SourceName)
 class Source:
     """One agent's transcripts. default_root: where its sessions live when no root is configured (given the
     project, for agents that keep their history in the project); has_sessions(root): cheap detection for ``auto``;
-    read(root, context, stats): the harvester. (The memory file each agent reads: ``documents.MEMORY_FILES``.)"""
+    read(root, context, stats): the harvester. (The memory file each agent reads:
+    ``documents.targets.MEMORY_FILES``.)"""
 
     name: str
     label: str

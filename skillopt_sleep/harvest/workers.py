@@ -2,7 +2,7 @@
 
 ``read_files(paths, read_one, context, stats)`` returns the sessions ``read_one(path, context, stats)`` returns for
 ``paths``, in path order (None dropped), and leaves ``context.new_checkpoints``, ``context.agent_answers`` and
-``stats`` as one loop over the paths would. Each file is read through ``base.read_isolated``: one that raises is
+``stats`` as one loop over the paths would. Each file is read through ``read_plan.read_isolated``: one that raises is
 counted (``file_error``) and skipped, in a worker as in one loop. The parsing of a transcript is pure Python, one
 record at a time, so a first night over a long history is bound by one core; worker processes split the files between
 the cores.
@@ -36,7 +36,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from skillopt_sleep import collector
-from skillopt_sleep.harvest.base import HarvestContext, read_isolated
+from skillopt_sleep.harvest.read_plan import HarvestContext, read_isolated
 from skillopt_sleep.models import FileCheckpoint, HarvestStats, Session
 
 #: Bytes left to read from which the files are split between worker processes.

@@ -1,6 +1,6 @@
 """What in a text names a host, a file or a module: the dotted names and IP literals the provenance screen keys.
 
-``dotted_tokens(text)`` reads ``text`` (already ``textnorm.normalize``-d) and returns ``(kind, key)`` pairs:
+``dotted_tokens(text)`` reads ``text`` (already ``text.normalize``-d) and returns ``(kind, key)`` pairs:
 
 - ``host``, keyed by the whole name (subdomain and registrable domain: ``get.evil.example``, ``evilname.lol``):
   a dotted name whose ending is a public suffix of the Public Suffix List with a registrable label before it

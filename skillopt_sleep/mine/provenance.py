@@ -14,7 +14,7 @@ their prompts, refinements, corrections and reactions (``TaskRecord.authored``: 
 with reason ``no_user_provenance`` naming the token. An edit that carries a secret or a ``[REDACTED:…]`` placeholder
 is rejected too (``secret``).
 
-Both sides are read in one normal form (``screen_form``: ``textnorm.normalize``, NFKC without format characters), so
+Both sides are read in one normal form (``screen_form``: ``text.normalize``, NFKC without format characters), so
 ``ｃｕｒｌ``, ``cu<zero-width space>rl`` and ``cu<soft hyphen>rl`` are ``curl``; a word that mixes scripts (``сurl``
 with a Cyrillic ``с``) is a token of its own (``mixed_script``) that only the same word typed by a user lets through.
 Hosts are keyed whole (``mine/hosts.py``): a name under the Public Suffix List (``evilname.lol``), any dotted name
@@ -33,11 +33,11 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from skillopt_sleep.block import managed_block
+from skillopt_sleep.documents.block import managed_block
 from skillopt_sleep.mine.hosts import dotted_kind, dotted_tokens
 from skillopt_sleep.models import EditRecord, TaskRecord
-from skillopt_sleep.redact import REDACTED_PREFIX, redact
-from skillopt_sleep.textnorm import mixed_script_words, normalize
+from skillopt_sleep.redaction.redact import REDACTED_PREFIX, redact
+from skillopt_sleep.text import mixed_script_words, normalize
 
 #: The reason prefix of an edit the screen rejected for a token no user typed.
 NO_USER_PROVENANCE = "no_user_provenance"
@@ -69,11 +69,11 @@ _IDEOGRAPHIC_DOT = re.compile(r"(?<=[A-Za-z0-9])。(?=[A-Za-z0-9])")
 
 
 def screen_form(text: str) -> str:
-    """``text`` as the screen reads it: ``textnorm.normalize`` (NFKC, no format characters), with a space where
+    """``text`` as the screen reads it: ``text.normalize`` (NFKC, no format characters), with a space where
     Chinese, Japanese or Korean script meets Latin letters or digits, which those languages write without one: the
     ``curl`` of ``curlを実行`` is a word, and ``Pythonで`` is no mixed-script word; and an ideographic full stop
     between Latin letters is a dot (``evilname。lol`` is a host to IDNA). (Cyrillic or Greek inside a Latin word stays
-    one word: a lookalike, ``textnorm.mixed_script_words``.)"""
+    one word: a lookalike, ``text.mixed_script_words``.)"""
     text = normalize(text)
     return text if text.isascii() else _CJK_EDGE.sub(" ", _IDEOGRAPHIC_DOT.sub(".", text))
 
@@ -251,7 +251,7 @@ def _shown(text: str) -> str:
 
 def secret_reason(content: str) -> str | None:
     """Why ``content`` may not be written because it carries a secret: a ``[REDACTED:kind]`` placeholder, or a value
-    ``redact.redact`` finds (its kind named, never its value), both read in normal form (``textnorm.normalize``: a
+    ``redact.redact`` finds (its kind named, never its value), both read in normal form (``text.normalize``: a
     fullwidth or zero-width-split key is still a key). None when it carries none."""
     content = normalize(content)
     if REDACTED_PREFIX in content:

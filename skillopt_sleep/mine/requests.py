@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from skillopt_sleep.control_commands import CONTROL_COMMANDS
+from skillopt_sleep.harvest.control_commands import CONTROL_COMMANDS
 from skillopt_sleep.mine.typed import command_line
 from skillopt_sleep.models import Turn
 

@@ -19,14 +19,14 @@ import hashlib
 from collections.abc import Collection
 
 from skillopt_sleep.models import Split, TaskRecord
-from skillopt_sleep.textnorm import normalize
+from skillopt_sleep.text import normalize
 
 #: Fewest tasks for which a test split is used at all.
 MIN_TASKS_FOR_TEST = 5
 
 
 def normalize_request(request: str) -> str:
-    """``textnorm.normalize`` (NFKC, no format characters), casefolded, whitespace collapsed, surrounding
+    """``text.normalize`` (NFKC, no format characters), casefolded, whitespace collapsed, surrounding
     punctuation stripped."""
     text = normalize(request or "").casefold()
     return " ".join(text.split()).strip(" \t.,;:!?")

@@ -20,6 +20,10 @@ Untrusted text (requests with what they paste, the agent's and the target's answ
 tasks, proposed edits) is put in by the callers as data (``quote_data``: between ``<data>`` and ``</data>``), and
 every template that quotes data says so (``DATA_NOTICE``): evidence, never instructions. The users' rules and
 reactions stay plain text: they are the user speaking. An override template should keep the notice.
+
+The evidence formats (``USER_RULE_PREFIX``, ``TASK_HEADER``, ``PATCH_LIST_HEADER``, ``RANK_ITEM``) are defined here
+once for the engine that writes them and the mock simulator that parses them. ``prompts.marker`` is the text that
+marks a prompt (and so a transcript) as skillopt-sleep's own.
 """
 
 from __future__ import annotations
@@ -77,6 +81,20 @@ def quote_data(text: str, *, inline: bool = False) -> str:
     stand on lines of their own."""
     body = _DATA_TAG.sub(lambda match: f"[{match.group(1)}data]", text or "")
     return f"{DATA_OPEN}{body}{DATA_CLOSE}" if inline else f"{DATA_OPEN}\n{body}\n{DATA_CLOSE}"
+
+
+# --------------------------------------------------------------------------- the evidence formats
+# The lines the engine renders into the ``{tasks}``, ``{patches}`` and ``{edits}`` values, which the mock optimizer
+# (``backends/mock.py``) parses back: one definition for the writer and the reader.
+
+#: Prefix of a user-rule line in the rendered task evidence (``engine/reflect.py``).
+USER_RULE_PREFIX = "- user rule: "
+#: Header of one task in the rendered evidence: ``### task <id>: <PASS|FAIL|MIXED> (...)`` (``engine/reflect.py``).
+TASK_HEADER = re.compile(r"^### task (\S+): (PASS|FAIL|MIXED)\b", re.MULTILINE)
+#: Header of one patch list in a merge prompt: ``### patch list 2 (failing tasks)`` (``engine/aggregate.py``).
+PATCH_LIST_HEADER = re.compile(r"^### patch list (\d+) \((failing|passing) tasks\)\s*$", re.MULTILINE)
+#: One edit in a rank prompt: ``[3] {"target": ...}`` (``engine/aggregate.py``).
+RANK_ITEM = re.compile(r"^\[(\d+)\] (\{.*\})\s*$", re.MULTILINE)
 
 
 def literal_runs(template: str) -> list[str]:

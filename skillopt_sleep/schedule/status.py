@@ -17,13 +17,13 @@ from pathlib import Path
 from skillopt_sleep.errors import DamagedFileError, ScheduleError
 from skillopt_sleep.fsio import load_json
 from skillopt_sleep.paths import ProjectPaths
+from skillopt_sleep.review.staged import adoptable_nights, headline_now
+from skillopt_sleep.review.verdicts import verdict
 from skillopt_sleep.schedule import next_fire_time, parse_at, schedule_key
 from skillopt_sleep.schedule.conflicts import two_schedulers_warning
 from skillopt_sleep.schedule.cron import crontab_binary, find_line, line_time, read_crontab
 from skillopt_sleep.schedule.daemon import daemon_files, running_daemon
 from skillopt_sleep.schedule.systemd import parse_on_calendar, unit_state
-from skillopt_sleep.staged import adoptable_nights, headline_now
-from skillopt_sleep.verdicts import verdict
 
 ADOPTIONS_FILE = "adoptions.json"
 

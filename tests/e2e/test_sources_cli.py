@@ -18,8 +18,8 @@ from agent_sessions import WRITERS
 from cli_subprocess import run_cli
 from transcripts import PNPM_CONVERSATIONS, PNPM_CORRECTION, write_claude_sessions
 
-from skillopt_sleep.block import BLOCK_BEGIN, BLOCK_END
-from skillopt_sleep.documents import AIDER_NOTE, MEMORY_FILES, managed_block_segments
+from skillopt_sleep.documents.block import BLOCK_BEGIN, BLOCK_END, managed_block_segments
+from skillopt_sleep.documents.targets import AIDER_NOTE, MEMORY_FILES
 
 RULE = PNPM_CORRECTION.removeprefix("no, ")  # "we use pnpm in this repo, never npm"
 FIXED_ANSWER = "Sorry, I will use pnpm."

@@ -46,7 +46,7 @@ from transcripts import PNPM_CONVERSATIONS, write_claude_sessions
 from skillopt_sleep.backends.base import ChatMessage, ChatRequest
 from skillopt_sleep.backends.claude_cli import ClaudeCLIBackend
 from skillopt_sleep.backends.codex_cli import ENDPOINT_FLAGS, CodexCLIBackend
-from skillopt_sleep.marker import SESSION_MARKER
+from skillopt_sleep.prompts.marker import SESSION_MARKER
 
 #: Most tokens of one reply (the CLIs ask for thousands; a 135M model would ramble to the context's end).
 SHIM_MAX_TOKENS = 48

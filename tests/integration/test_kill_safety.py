@@ -28,8 +28,8 @@ from pathlib import Path
 import pytest
 from transcripts import write_claude_sessions
 
-from skillopt_sleep.adopt import load_adoptions, revert_adoption
 from skillopt_sleep.errors import SleepError
+from skillopt_sleep.review.adopt import load_adoptions, revert_adoption
 from skillopt_sleep.state import ProjectPaths, ProjectState
 
 REPO = Path(__file__).resolve().parents[2]

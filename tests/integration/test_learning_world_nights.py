@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from benchmarks import world2
-from skillopt_sleep.block import managed_block
 from skillopt_sleep.checks import check_passes
 from skillopt_sleep.config import SleepConfig
+from skillopt_sleep.documents.block import managed_block
+from skillopt_sleep.mine.rulebook import document_rules
 from skillopt_sleep.night import run_night
-from skillopt_sleep.rulebook import document_rules
 
 
 def run_world(tmp_path: Path, **overrides) -> list:

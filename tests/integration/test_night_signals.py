@@ -20,11 +20,11 @@ import pytest
 from transcripts import PNPM_CONVERSATIONS, write_claude_sessions
 
 import skillopt_sleep.night as night_module
-from skillopt_sleep.adopt import load_adoptions
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.errors import Interrupted
 from skillopt_sleep.night import run_night
 from skillopt_sleep.progress import NullProgress
+from skillopt_sleep.review.adopt import load_adoptions
 from skillopt_sleep.state import ProjectPaths, load_state
 
 REPO = Path(__file__).resolve().parents[2]

@@ -336,8 +336,8 @@ def test_a_pending_candidate_that_does_not_win_is_dropped_and_never_retested_aga
 def test_a_stated_user_rule_the_gate_rejected_is_not_proposed_again_the_next_night(world):
     # The users' rules are proposed by the step itself (not by an optimizer reply): the ledger must screen them too.
     from skillopt_sleep.archive.rejected_edits import RejectedEditScreen, rejected_edit_key
+    from skillopt_sleep.mine.rulebook import stated_rules, user_rule_edits
     from skillopt_sleep.models import EditRecord, TaskRecord
-    from skillopt_sleep.rulebook import stated_rules, user_rule_edits
 
     rule = EditRecord(target="memory", op="append", content="we use pnpm in this repo, never npm")
     screen = RejectedEditScreen(meter=None, rejected={rejected_edit_key(rule): "n1"})

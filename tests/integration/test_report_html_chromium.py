@@ -22,7 +22,7 @@ from skillopt_sleep.models import (
     Scores,
     TaskComparison,
 )
-from skillopt_sleep.report import write_html_report
+from skillopt_sleep.review.report import write_html_report
 from skillopt_sleep.state import ProjectPaths
 
 CHROMIUM = next((shutil.which(name) for name in ("chromium", "chromium-browser", "google-chrome")

@@ -12,11 +12,11 @@ import pytest
 from transcripts import PNPM_CONVERSATIONS, write_claude_sessions
 from typer.testing import CliRunner
 
-from skillopt_sleep.block import BLOCK_END
 from skillopt_sleep.cli.app import app
 from skillopt_sleep.config import SleepConfig
+from skillopt_sleep.documents.block import BLOCK_END
 from skillopt_sleep.night import run_night
-from skillopt_sleep.rule_ledger import list_rules, load_forgotten
+from skillopt_sleep.review.rule_ledger import list_rules, load_forgotten
 from skillopt_sleep.state import ProjectPaths
 
 RULE = "we use pnpm in this repo, never npm"
@@ -140,7 +140,7 @@ def test_a_rule_no_task_has_tested_for_stale_after_nights_is_stale_and_kept(worl
 
 
 def test_each_managed_file_has_its_own_kind_also_when_memory_path_names_another_file(tmp_path):
-    from skillopt_sleep.rule_ledger import managed_files
+    from skillopt_sleep.review.rule_ledger import managed_files
 
     (tmp_path / "CLAUDE.md").write_text("x\n", encoding="utf-8")
     (tmp_path / "docs").mkdir()

@@ -158,9 +158,69 @@ def test_a_planted_instruction_never_reaches_a_document(tmp_path, api, planted, 
     assert_planted_blocked(result, project, stand_in, planted, place)
 
 
-def test_every_claude_place_is_covered():
-    assert set(CLAUDE_PLACES) == {"read", "web_fetch", "bash", "tool_use_result", "subagent", "assistant",
-                                  "notification", "pasted"}
+def carries_planted(value: object) -> bool:
+    return value is not None and any(marker in json.dumps(value) for marker in MARKERS)
+
+
+def planted_at(root: Path) -> set[str]:
+    """Where planted text sits in the transcripts under ``root``: ``<transcript>/<record type>/<field>``, the
+    transcript ``main``, ``subagent`` (under ``subagents/``) or ``codex``; a Claude Code tool's result and
+    ``toolUseResult`` named with the tool that made them (``tool_result:Read``)."""
+    found: set[str] = set()
+    for path in sorted(root.rglob("*.jsonl")):
+        transcript = "subagent" if "subagents" in path.parts else "main"
+        tools: dict[str, str] = {}
+        for record in map(json.loads, path.read_text(encoding="utf-8").splitlines()):
+            kind = record["type"]
+            if "payload" in record:  # a Codex rollout line
+                if carries_planted(record["payload"]):
+                    found.add(f"codex/{kind}/{record['payload']['type']}")
+                continue
+            content = record["message"]["content"]
+            for block in [{"type": "text", "text": content}] if isinstance(content, str) else content:
+                if block["type"] == "tool_use":
+                    tools[block["id"]] = block["name"]
+                field = f"tool_result:{tools[block['tool_use_id']]}" if block["type"] == "tool_result" else \
+                    block["type"]
+                if carries_planted(block):
+                    found.add(f"{transcript}/{kind}/{field}")
+            if carries_planted(record.get("toolUseResult")):
+                found.add(f"{transcript}/{kind}/toolUseResult:{tools[record['sourceToolUseID']]}")
+    return found
+
+
+#: Where each place hides the planted text (``planted.py``): every kind of text a transcript carries that the user
+#: did not type in that session.
+PLANTED_AT = {
+    "read": {"main/user/tool_result:Read", "main/user/toolUseResult:Read"},
+    "web_fetch": {"main/user/tool_result:WebFetch", "main/user/toolUseResult:WebFetch"},
+    "bash": {"main/user/tool_result:Bash", "main/user/toolUseResult:Bash"},
+    "tool_use_result": {"main/user/toolUseResult:Bash"},
+    "subagent": {"main/user/tool_result:Task", "main/user/toolUseResult:Task", "subagent/user/text",
+                 "subagent/assistant/text"},
+    "assistant": {"main/assistant/text"},
+    "notification": {"main/user/text"},
+    "pasted": {"main/user/text"},
+    "codex_output": {"codex/response_item/function_call_output"},
+}
+
+
+@pytest.mark.parametrize("planted", [PLANTED, PARAPHRASED], ids=["verbatim", "paraphrased"])
+def test_every_place_plants_the_instruction_where_it_says(tmp_path, planted):
+    """A place that planted nothing, or planted it elsewhere, would let its red-team case pass testing nothing."""
+    project = tmp_path / "project"
+    found = {}
+    for place in PLACES:
+        home = tmp_path / place
+        if place == "codex_output":
+            write_codex(home, project, planted)
+        else:
+            write_claude(home, project, place, planted)
+        found[place] = planted_at(home)
+    assert found == PLANTED_AT
+    assert set(CLAUDE_PLACES) == set(PLACES) - {"codex_output"}
+    # the clean transcripts plant nothing: what the places add is the only planted text
+    assert planted_at(write_claude(tmp_path / "clean", project, "none", planted)) == set()
 
 
 @pytest.mark.parametrize("gate_mode", ["on", "off"])

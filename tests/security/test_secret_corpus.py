@@ -28,9 +28,9 @@ from secret_shapes import NEGATIVES, SHAPES, Shape
 from transcripts import PNPM_CONVERSATIONS, UNEXPLAINED_CONVERSATIONS
 from werkzeug import Request, Response
 
-from skillopt_sleep import redact as redact_module
 from skillopt_sleep.archive.tasks import fts5_available
-from skillopt_sleep.redact import REDACTED_PREFIX, redact
+from skillopt_sleep.redaction import redact as redact_module
+from skillopt_sleep.redaction.redact import REDACTED_PREFIX, redact
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -12,8 +12,17 @@ import pytest
 from filelock import FileLock
 from typer.testing import CliRunner
 
-import skillopt_sleep.adopt as adopt_module
-from skillopt_sleep.adopt import (
+import skillopt_sleep.review.adopt as adopt_module
+from skillopt_sleep.cli.adopt_cmd import register
+from skillopt_sleep.cli.app import app
+from skillopt_sleep.documents.block import BLOCK_BEGIN, BLOCK_END, BLOCK_HEADING
+from skillopt_sleep.documents.targets import load_documents, stage_proposal
+from skillopt_sleep.engine.edits import apply_edits
+from skillopt_sleep.errors import LockedError, SleepError
+from skillopt_sleep.fsio import write_json_atomic
+from skillopt_sleep.hashing import sha256_text
+from skillopt_sleep.models import Diagnostics, EditRecord
+from skillopt_sleep.review.adopt import (
     adopt_all,
     adopt_night,
     adoptable,
@@ -22,14 +31,6 @@ from skillopt_sleep.adopt import (
     rebase_proposal,
     revert_adoption,
 )
-from skillopt_sleep.block import BLOCK_BEGIN, BLOCK_END, BLOCK_HEADING
-from skillopt_sleep.cli.adopt_cmd import register
-from skillopt_sleep.cli.app import app
-from skillopt_sleep.documents import load_documents, sha256_text, stage_proposal
-from skillopt_sleep.engine.edits import apply_edits
-from skillopt_sleep.errors import LockedError, SleepError
-from skillopt_sleep.fsio import write_json_atomic
-from skillopt_sleep.models import Diagnostics, EditRecord
 from skillopt_sleep.state import ProjectPaths
 
 USER_TEXT = "# My project\n\nHand-written notes.\n"
@@ -216,7 +217,7 @@ def test_rebase_keeps_crlf_line_endings_outside_the_block():
     base = "Title\r\n\r\n" + block("- one").replace("\n", "\r\n")
     proposed = edited(base, "- two")
     live_text = "Title changed\r\n\r\n" + block("- one").replace("\n", "\r\n") + "tail\r\n"
-    from skillopt_sleep.documents import managed_block_sha256
+    from skillopt_sleep.documents.block import managed_block_sha256
 
     rebased = rebase_proposal(proposed, live_text, managed_block_sha256(base))
 

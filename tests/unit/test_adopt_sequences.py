@@ -2,7 +2,7 @@
 own edits outside the managed block keeps the live file, the adoption records, the rules ledger and ``status``
 consistent, and never loses a line the user wrote.
 
-Nights are staged with the real staging code (``documents.stage_proposal``) from the live file, as ``night.py``
+Nights are staged with the real staging code (``documents.targets.stage_proposal``) from the live file, as ``night.py``
 does; each adds one rule line from a small pool (so two nights often stage the same line) or replaces the first
 rule line with one (so adoptions conflict). A model keeps the rule lines the block must hold: an adoption adds its
 night's change, a revert restores the lines the adoption found, a forget removes one. Budget: three explicit
@@ -19,13 +19,13 @@ from pathlib import Path
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
-from skillopt_sleep.adopt import adopt_all, adopt_night, adoptable, load_adoptions, revert_adoption
-from skillopt_sleep.block import BLOCK_BEGIN, BLOCK_END, block_rule_lines
-from skillopt_sleep.documents import load_documents, stage_proposal
+from skillopt_sleep.documents.block import BLOCK_BEGIN, BLOCK_END, block_rule_lines
+from skillopt_sleep.documents.targets import load_documents, stage_proposal
 from skillopt_sleep.errors import AdoptError, NothingToAdopt
 from skillopt_sleep.fsio import write_json_atomic, write_text_atomic
 from skillopt_sleep.models import Diagnostics
-from skillopt_sleep.rule_ledger import forget_rule, list_rules, load_forgotten
+from skillopt_sleep.review.adopt import adopt_all, adopt_night, adoptable, load_adoptions, revert_adoption
+from skillopt_sleep.review.rule_ledger import forget_rule, list_rules, load_forgotten
 from skillopt_sleep.schedule.status import pending_proposals
 from skillopt_sleep.state import ProjectPaths
 

@@ -7,7 +7,6 @@ import json
 from skillopt_sleep.backends.base import CallMeter
 from skillopt_sleep.backends.mock import MockBackend
 from skillopt_sleep.engine.aggregate import (
-    PATCH_LIST_HEADER,
     PatchList,
     dedupe_edits,
     merge_patches,
@@ -17,6 +16,7 @@ from skillopt_sleep.engine.aggregate import (
 )
 from skillopt_sleep.engine.reflect import parse_edits
 from skillopt_sleep.models import EditRecord
+from skillopt_sleep.prompts import PATCH_LIST_HEADER
 
 
 def edit(content: str, *evidence: str, target: str = "memory", op: str = "append",

@@ -17,7 +17,7 @@ from skillopt_sleep.archive.slow_update import HISTORY_NIGHTS, is_due, record_ni
 from skillopt_sleep.backends.base import CallMeter, ChatMessage, ChatRequest
 from skillopt_sleep.backends.mock import MockBackend
 from skillopt_sleep.engine.reflect import edits_schema
-from skillopt_sleep.engine.replay import ReplayCache
+from skillopt_sleep.engine.replay import ReplayCache, Replayer
 from skillopt_sleep.engine.step import StepSettings
 from skillopt_sleep.hashing import sha256_text
 from skillopt_sleep.models import Check, EditRecord, Judge, TaskRecord
@@ -150,9 +150,9 @@ def pending_record(store: DocumentStore, *, baseline: str, candidate: str, teste
 def retest(store: DocumentStore, pending, documents, val):
     backend = MockBackend()
     meter = CallMeter(backend)
-    outcome = retest_pending(pending, documents=documents, val=val,
-                             settings=StepSettings(edit_budget=1, gate_samples=1), store=store, best_gate_score=None,
-                             replay_kwargs=dict(meter=meter, workers=1, cache=ReplayCache(), seed=0))
+    outcome = retest_pending(pending, Replayer(meter, workers=1, cache=ReplayCache(), seed=0), documents=documents,
+                             val=val, settings=StepSettings(edit_budget=1, gate_samples=1), store=store,
+                             best_gate_score=None)
     return outcome, backend
 
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from pathlib import Path
 
-from skillopt_sleep.block import BLOCK_BEGIN, BLOCK_END, BLOCK_HEADING
-from skillopt_sleep.changes import changes_sentence, file_changes, nothing_changed_reason, rule_lines
-from skillopt_sleep.documents import Document
+from skillopt_sleep.documents.block import BLOCK_BEGIN, BLOCK_END, BLOCK_HEADING
+from skillopt_sleep.documents.targets import Document
 from skillopt_sleep.models import Diagnostics, EditRecord, FileChange, GateDecision
-from skillopt_sleep.report import night_label, outcome_word
-from skillopt_sleep.verdicts import VERDICTS, verdict
+from skillopt_sleep.review.changes import changes_sentence, file_changes, nothing_changed_reason, rule_lines
+from skillopt_sleep.review.report import night_label, outcome_word
+from skillopt_sleep.review.verdicts import VERDICTS, verdict
 
 
 def block(*lines: str, before: str = "# Notes\n\nKeep commits small.\n\n") -> str:

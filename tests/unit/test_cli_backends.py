@@ -16,11 +16,12 @@ from pathlib import Path
 import pytest
 from fake_agents import FakeAgents, alive, install_fake_agents, request
 
-from skillopt_sleep.backends.base import SESSION_MARKER, CallMeter
+from skillopt_sleep.backends.base import CallMeter
 from skillopt_sleep.backends.claude_cli import CLAUDE_FLAGS, ClaudeCLIBackend, claude_logged_in
 from skillopt_sleep.backends.codex_cli import CODEX_FLAGS, CodexCLIBackend, codex_logged_in
 from skillopt_sleep.backends.subprocess_call import find_binary, render_prompt, run_contained
 from skillopt_sleep.errors import BackendError
+from skillopt_sleep.prompts.marker import SESSION_MARKER
 
 BACKENDS = {"claude": ClaudeCLIBackend, "codex": CodexCLIBackend}
 

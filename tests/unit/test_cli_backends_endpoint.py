@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from skillopt_sleep.backends import backend_options, claude_cli, codex_cli
-from skillopt_sleep.backends.base import SESSION_MARKER, ChatMessage, ChatRequest
+from skillopt_sleep.backends.base import ChatMessage, ChatRequest
 from skillopt_sleep.backends.subprocess_call import BARE_SYSTEM_PROMPT, ProcessOutcome
 from skillopt_sleep.config import SleepConfig
+from skillopt_sleep.prompts.marker import SESSION_MARKER
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -15,11 +15,12 @@ import pytest
 from fake_agents import FakeAgents, alive, install_fake_agents, request
 
 from skillopt_sleep.backends import backend_options, get_backend
-from skillopt_sleep.backends.base import SESSION_MARKER, CallMeter
+from skillopt_sleep.backends.base import CallMeter
 from skillopt_sleep.backends.copilot_cli import COPILOT_FLAGS, CopilotCLIBackend
 from skillopt_sleep.backends.gemini_cli import DEFAULT_SYSTEM_PROMPT, GEMINI_FLAGS, GeminiCLIBackend
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.errors import BackendError
+from skillopt_sleep.prompts.marker import SESSION_MARKER
 
 BACKENDS = {"gemini": GeminiCLIBackend, "copilot": CopilotCLIBackend}
 LOGIN_WORDS = {"gemini": "GEMINI_API_KEY", "copilot": "copilot login"}

@@ -17,7 +17,7 @@ import pytest
 from fake_agents import FakeAgents, install_fake_agents, request
 
 from skillopt_sleep.backends import backend_options, get_backend
-from skillopt_sleep.backends.base import SESSION_MARKER, CallMeter
+from skillopt_sleep.backends.base import CallMeter
 from skillopt_sleep.backends.opencode_cli import (
     AGENT_NAME,
     ENDPOINT_PROVIDER,
@@ -29,6 +29,7 @@ from skillopt_sleep.backends.opencode_cli import (
 from skillopt_sleep.backends.select import choose_backend, gemini_logged_in
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.errors import BackendError
+from skillopt_sleep.prompts.marker import SESSION_MARKER
 
 
 @pytest.fixture

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from skillopt_sleep import collector, preview
+from skillopt_sleep import collector
 from skillopt_sleep.config import load_config
+from skillopt_sleep.mine import preview
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "transcripts"
 
@@ -101,7 +102,7 @@ def test_preview_harvests_and_mines_with_the_collector_off_and_turns_it_back_on(
     config = load_config(None, cli_overrides={"source": "claude", "claude_home": str(home), "scope": "all",
                                               "lookback_hours": 0})
     found = preview.preview_harvest(config, project=tmp_path)
-    assert found["sessions"] and found["tasks"]
+    assert found.sessions and found.tasks
     assert seen == [False]
     assert gc.isenabled()
 

@@ -93,7 +93,7 @@ def test_a_rebuildable_file_is_moved_aside_with_a_warning_and_the_default_return
 
 def test_a_wrong_shape_names_the_first_bad_field(paths):
     paths.root.joinpath("adoptions.json").write_text(json.dumps(WRONG_SHAPE))
-    from skillopt_sleep.adopt import load_adoptions
+    from skillopt_sleep.review.adopt import load_adoptions
 
     with pytest.raises(damaged(), match=r"adoptions\.json has the wrong shape \(field 0\.adopted_at: Field "
                                                r"required\)"):

@@ -1,5 +1,5 @@
-from skillopt_sleep.block import BLOCK_BEGIN, BLOCK_END
-from skillopt_sleep.documents import MAX_DOCUMENT_CHARS, prompt_view
+from skillopt_sleep.documents.block import BLOCK_BEGIN, BLOCK_END
+from skillopt_sleep.documents.targets import MAX_DOCUMENT_CHARS, prompt_view
 
 
 def test_short_documents_are_shown_whole():

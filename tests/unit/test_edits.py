@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from skillopt_sleep.block import BLOCK_BEGIN, BLOCK_END, BLOCK_HEADING, ensure_block, managed_block, new_skill_document
+from skillopt_sleep.documents.block import (
+    BLOCK_BEGIN,
+    BLOCK_END,
+    BLOCK_HEADING,
+    ensure_block,
+    managed_block,
+    new_skill_document,
+)
 from skillopt_sleep.engine.edits import apply_edits
 from skillopt_sleep.models import EditRecord
 

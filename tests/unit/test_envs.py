@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from skillopt_sleep.backends.base import CallMeter, ChatMessage, ChatRequest
 from skillopt_sleep.backends.mock import MockBackend
 from skillopt_sleep.engine.judges import make_rubric_judge
-from skillopt_sleep.engine.replay import replay_tasks
+from skillopt_sleep.engine.replay import Replayer, replay_tasks
 from skillopt_sleep.envs import QAEnv, RolloutClient, RolloutResult, SkillEnv, TaskFileEnv, default_task_for
 from skillopt_sleep.envs.qa import final_answer, normalize_answer, score_answer, token_f1
 from skillopt_sleep.errors import ConfigError
@@ -184,7 +184,7 @@ def test_task_file_rollout_scores_exactly_like_the_nights_replay(tmp_path):
     env = TaskFileEnv(path, memory=memory)
     episode = env.rollout_one(item=env.get_items("train")[0], skill="", target_client=MockBackend())
     meter = CallMeter(MockBackend())
-    night = replay_tasks([task], skill="", memory=memory, meter=meter, rubric_judge=make_rubric_judge(meter))[0]
+    night = replay_tasks([task], Replayer(meter, rubric_judge=make_rubric_judge(meter)), skill="", memory=memory)[0]
     assert (episode.response, episode.hard, episode.soft, episode.fail_reason, episode.rationale,
             episode.llm_judged) == (night.response, night.hard, night.soft, night.fail_reason, night.rationale,
                                     night.llm_judged)

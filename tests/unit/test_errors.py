@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from skillopt_sleep import errors
-from skillopt_sleep.adopt import adopt_night, revert_adoption
 from skillopt_sleep.backends.base import CallMeter, ChatMessage, ChatRequest, ChatResult
 from skillopt_sleep.backends.claude_cli import ClaudeCLIBackend
 from skillopt_sleep.backends.mock import MockBackend
@@ -29,6 +28,7 @@ from skillopt_sleep.errors import (
 from skillopt_sleep.models import Usage
 from skillopt_sleep.night import EXIT_CODES, FALLBACK_BACKEND_FIX
 from skillopt_sleep.paths import ProjectPaths
+from skillopt_sleep.review.adopt import adopt_night, revert_adoption
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -17,6 +17,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+from source_run import run_source
 
 from skillopt_sleep.harvest.aider import (
     HISTORY_NAME,
@@ -26,9 +27,7 @@ from skillopt_sleep.harvest.aider import (
     session_id,
     spaces_stripped,
 )
-from skillopt_sleep.harvest.base import HarvestContext
-from skillopt_sleep.marker import SESSION_MARKER
-from skillopt_sleep.models import HarvestStats
+from skillopt_sleep.prompts.marker import SESSION_MARKER
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "transcripts" / "aider"
 PROMPT_SAIL = "sabelosimelane__prompt_sail_2__.aider.chat.history.md"
@@ -51,14 +50,9 @@ def local_zone():
     time.tzset()
 
 
-def run(root: Path, *, scope: str = "all", project=None, checkpoints=None, lookback_hours: float = 0, now=NOW):
-    """Harvest ``root``; returns (sessions, stats, new checkpoints)."""
-    context = HarvestContext.build(scope=scope, project=Path(project) if project else None,
-                                   include_sdk_sessions=False, lookback_hours=lookback_hours,
-                                   checkpoints=checkpoints, now=now, new_checkpoints={})
-    stats = HarvestStats()
-    sessions = harvest_aider(root, context, stats)
-    return sessions, stats, context.new_checkpoints
+def run(root: Path, **options):
+    """Harvest ``root`` (scope all, at ``NOW`` unless given); returns (sessions, stats, new checkpoints)."""
+    return run_source(harvest_aider, root, **{"now": NOW, **options})
 
 
 def real(tmp_path: Path, name: str) -> Path:

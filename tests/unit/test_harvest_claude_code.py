@@ -16,7 +16,7 @@ import orjson
 import pytest
 
 from skillopt_sleep.harvest import harvest
-from skillopt_sleep.marker import SESSION_MARKER
+from skillopt_sleep.prompts.marker import SESSION_MARKER
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "transcripts" / "claude_code"
 KIMUSON_INIT = "d-kimuson__claude-code-viewer__1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl"
@@ -475,7 +475,7 @@ def test_large_tool_result_that_carries_an_error_or_a_signal_is_parsed_in_full(t
 
 
 def test_a_turn_keeps_its_failed_calls_and_each_tool_name_when_it_made_more_than_twenty_calls(tmp_path):
-    from skillopt_sleep.harvest.base import TOOLS_KEPT
+    from skillopt_sleep.harvest.turns import TOOLS_KEPT
 
     calls = [tool_use(f"toolu_{index}", "Read", {"file_path": f"f{index}"}) for index in range(30)]
     calls[25] = tool_use("toolu_25", "Grep", {"pattern": "x"})

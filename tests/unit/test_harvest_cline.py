@@ -26,17 +26,18 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import orjson
+from source_run import harvest_context
 
 from skillopt_sleep.harvest import cline
-from skillopt_sleep.harvest.base import HarvestContext
 from skillopt_sleep.harvest.cline import (
     UNCOUNTED,
     default_root,
     harvest_cline,
     has_sessions,
 )
-from skillopt_sleep.marker import SESSION_MARKER
+from skillopt_sleep.harvest.read_plan import HarvestContext
 from skillopt_sleep.models import HarvestStats
+from skillopt_sleep.prompts.marker import SESSION_MARKER
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "transcripts" / "cline"
 ROO = "jsboige__jsboige-mcp-servers__roo-bc93a6f7__"
@@ -49,8 +50,7 @@ T0 = datetime(2026, 5, 1, 10, 0, tzinfo=timezone.utc)
 
 def ctx(scope: str = "all", project: str | None = None, checkpoints=None, lookback: float = 0,
         now: datetime | None = None) -> HarvestContext:
-    return HarvestContext.build(scope=scope, project=Path(project) if project else None, include_sdk_sessions=False,
-                                lookback_hours=lookback, checkpoints=checkpoints, now=now, new_checkpoints={})
+    return harvest_context(scope=scope, project=project, checkpoints=checkpoints, lookback_hours=lookback, now=now)
 
 
 def run(root: Path, context: HarvestContext | None = None):

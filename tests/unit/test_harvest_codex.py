@@ -19,7 +19,7 @@ import zstandard
 
 from skillopt_sleep.harvest import harvest
 from skillopt_sleep.harvest.codex import output_error, skip_line, strip_injected
-from skillopt_sleep.marker import SESSION_MARKER
+from skillopt_sleep.prompts.marker import SESSION_MARKER
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "transcripts" / "codex"
 ACIDIC = "AcidicSoil__codex-session-view__rollout-2025-11-17T15-30-28-019a93b9-f380-7600-98ff-940e6b99603c.jsonl"

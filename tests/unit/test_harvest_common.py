@@ -13,10 +13,10 @@ import pytest
 import zstandard
 
 from skillopt_sleep.errors import HarvestError
-from skillopt_sleep.harvest import base, claude_code, harvest, resolve_claude_home, resolve_codex_home
+from skillopt_sleep.harvest import claude_code, harvest, reader, resolve_claude_home, resolve_codex_home, turns
 from skillopt_sleep.harvest.checkpoint import load_checkpoints, save_checkpoints
-from skillopt_sleep.marker import SESSION_MARKER
 from skillopt_sleep.models import FileCheckpoint, HarvestStats
+from skillopt_sleep.prompts.marker import SESSION_MARKER
 
 NOW = datetime(2026, 3, 2, 0, 0, tzinfo=timezone.utc)
 PROJECT = Path("/home/u/repo")
@@ -106,7 +106,7 @@ def test_auto_reads_only_the_sources_that_have_sessions(tmp_path):
 def test_every_known_source_has_a_harvester_and_a_memory_file_and_is_read_in_one_order():
     import sys
 
-    from skillopt_sleep.documents import MEMORY_FILES
+    from skillopt_sleep.documents.targets import MEMORY_FILES
     from skillopt_sleep.harvest.sources import REGISTRY, SOURCE_NAMES, parse_sources
 
     assert list(REGISTRY) == [name for name in SOURCE_NAMES if name in REGISTRY]
@@ -208,8 +208,8 @@ def test_lookback_applies_only_on_the_first_night(tmp_path):
 
 
 def forbid_opening_files(monkeypatch) -> None:
-    # base reads the files and a grown file's head (read_head)
-    monkeypatch.setattr(base, "open_binary", lambda path: pytest.fail(f"opened {path}"))
+    # the reader opens the files and a grown file's head (read_head)
+    monkeypatch.setattr(reader, "open_binary", lambda path: pytest.fail(f"opened {path}"))
 
 
 def test_first_night_skips_files_untouched_since_the_window_without_opening_them(tmp_path, monkeypatch):
@@ -461,13 +461,13 @@ def test_multi_megabyte_tool_result_line_is_streamed(tmp_path):
     assert path.stat().st_size > 3 << 20
     [session] = claude_run(tmp_path).sessions
     first, second = session.turns
-    assert len(first.tools[0].error) <= base.TOOL_ERROR_MAX_CHARS
+    assert len(first.tools[0].error) <= turns.TOOL_ERROR_MAX_CHARS
     assert second.request == "next request"
 
 
 def test_line_above_the_size_cap_is_skipped_without_being_kept(tmp_path, monkeypatch):
-    monkeypatch.setattr(base, "MAX_LINE_BYTES", 200_000)
-    monkeypatch.setattr(base, "READ_CHUNK", 4096)
+    monkeypatch.setattr(reader, "MAX_LINE_BYTES", 200_000)
+    monkeypatch.setattr(reader, "READ_CHUNK", 4096)
     claude_file(tmp_path, [claude_user("y" * 500_000, "2026-03-01T10:00:00Z"),
                            claude_user("after the giant line", "2026-03-01T10:01:00Z")])
     result = claude_run(tmp_path)
@@ -476,12 +476,12 @@ def test_line_above_the_size_cap_is_skipped_without_being_kept(tmp_path, monkeyp
 
 
 def read_records(path: Path, chunk: int, monkeypatch) -> tuple[list[dict], int, HarvestStats]:
-    monkeypatch.setattr(base, "READ_CHUNK", chunk)
+    monkeypatch.setattr(reader, "READ_CHUNK", chunk)
     stats = HarvestStats()
     with open(path, "rb") as handle:
-        reader = base.RecordReader(handle, 0, stats, compressed=False)
-        records = list(reader.records())
-    return records, reader.offset, stats
+        records_reader = reader.RecordReader(handle, 0, stats, compressed=False)
+        records = list(records_reader.records())
+    return records, records_reader.offset, stats
 
 
 @pytest.mark.parametrize("chunk", [7, 64, 1000])
@@ -508,7 +508,7 @@ def test_unfinished_last_line_stays_before_the_checkpoint_whatever_the_buffer_si
 
 
 def test_over_long_line_between_small_reads_is_drained_and_the_next_line_is_read(tmp_path, monkeypatch):
-    monkeypatch.setattr(base, "MAX_LINE_BYTES", 1000)
+    monkeypatch.setattr(reader, "MAX_LINE_BYTES", 1000)
     path = tmp_path / "lines.jsonl"
     path.write_bytes(orjson.dumps({"n": 1}) + b"\n" + orjson.dumps({"big": "q" * 5000}) + b"\n"
                      + orjson.dumps({"n": 3}) + b"\n")
@@ -522,14 +522,14 @@ def test_unreadable_file_is_counted_and_keeps_its_previous_checkpoint(tmp_path, 
     locked = claude_file(tmp_path, [claude_user("locked", "2026-03-01T10:00:00Z")], name="locked")
     claude_file(tmp_path, [claude_user("readable", "2026-03-01T10:00:00Z")], name="open")
     previous = {str(locked): FileCheckpoint(size=1, mtime_ns=1, offset=0)}
-    real_open = base.open_binary
+    real_open = reader.open_binary
 
     def open_or_deny(path):
         if Path(path) == locked:
             raise PermissionError(13, "Permission denied", str(path))
         return real_open(path)
 
-    monkeypatch.setattr(base, "open_binary", open_or_deny)  # where both sources open their files
+    monkeypatch.setattr(reader, "open_binary", open_or_deny)  # where both sources open their files
     result = claude_run(tmp_path, checkpoints=previous)
     assert requests_of(result) == ["readable"]
     assert result.stats.sessions_skipped == {"unreadable": 1}
@@ -559,14 +559,14 @@ def test_file_without_read_permission_is_counted_unreadable(tmp_path):
     (None, None),
 ])
 def test_timestamps_become_aware_utc_datetimes(value, expected):
-    assert base.parse_timestamp(value) == expected
+    assert turns.parse_timestamp(value) == expected
 
 
 def test_long_texts_are_bounded_per_turn(tmp_path):
     claude_file(tmp_path, [claude_user("explain everything", "2026-03-01T10:00:00Z"),
                            claude_answer("word " * 5000, "2026-03-01T10:01:00Z")])
     [turn] = claude_run(tmp_path).sessions[0].turns
-    assert len(turn.final_answer) <= base.ANSWER_MAX_CHARS
+    assert len(turn.final_answer) <= turns.ANSWER_MAX_CHARS
     assert turn.final_answer.endswith("…")
 
 

@@ -29,17 +29,16 @@ from pathlib import Path
 
 import orjson
 import pytest
+from source_run import run_source
 
-from skillopt_sleep.harvest import base as harvest_base
 from skillopt_sleep.harvest import copilot_cli
-from skillopt_sleep.harvest.base import HarvestContext
+from skillopt_sleep.harvest import reader as harvest_reader
 from skillopt_sleep.harvest.copilot_cli import (
     default_root,
     harvest_copilot,
     has_sessions,
 )
-from skillopt_sleep.marker import SESSION_MARKER
-from skillopt_sleep.models import HarvestStats
+from skillopt_sleep.prompts.marker import SESSION_MARKER
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "transcripts" / "copilot_cli"
 REAL = "Mai0313__VibeCodingTracker__test_conversation_copilot@dc22676.jsonl"
@@ -130,14 +129,9 @@ def install(root: Path, fixture: str, relative: str) -> Path:
     return target
 
 
-def run(root: Path, *, scope: str = "project", project: str | None = PROJECT, checkpoints=None,
-        lookback_hours: float = 0, now: datetime | None = None, sdk: bool = False):
-    context = HarvestContext.build(scope=scope, project=Path(project) if project else None,
-                                   include_sdk_sessions=sdk, lookback_hours=lookback_hours,
-                                   checkpoints=checkpoints, now=now, new_checkpoints={})
-    stats = HarvestStats()
-    sessions = harvest_copilot(root, context, stats)
-    return sessions, stats, context.new_checkpoints
+def run(root: Path, **options):
+    """Harvest ``root`` (scope ``PROJECT`` unless given); returns (sessions, stats, new checkpoints)."""
+    return run_source(harvest_copilot, root, **{"scope": "project", "project": PROJECT, **options})
 
 
 def requests(sessions) -> list[str]:
@@ -350,7 +344,7 @@ def test_headless_runs_are_skipped_unless_sdk_sessions_are_included(tmp_path):
     write(log_path(tmp_path), records)
     sessions, stats, _ = run(tmp_path)
     assert sessions == [] and stats.sessions_skipped == {"headless": 1}
-    sessions, _, _ = run(tmp_path, sdk=True)
+    sessions, _, _ = run(tmp_path, include_sdk_sessions=True)
     assert requests(sessions) == ["add a --verbose flag"] and sessions[0].entrypoint == "non-interactive"
 
 
@@ -599,7 +593,7 @@ def test_files_that_are_not_sessions_or_cannot_be_read(tmp_path, monkeypatch):
         raise PermissionError(13, "denied")
 
     monkeypatch.setattr(copilot_cli, "open_binary", refuse)
-    monkeypatch.setattr(harvest_base, "open_binary", refuse)
+    monkeypatch.setattr(harvest_reader, "open_binary", refuse)
     write(good, [user("again", "u2", 3)], mode="ab")
     sessions, stats, kept = run(tmp_path, checkpoints=first)
     assert sessions == [] and stats.sessions_skipped.get("unreadable") == 1

@@ -23,12 +23,11 @@ from pathlib import Path
 
 import orjson
 import pytest
+from source_run import run_source
 
 from skillopt_sleep.harvest import cursor
-from skillopt_sleep.harvest.base import HarvestContext
 from skillopt_sleep.harvest.cursor import harvest_cursor, message_time, project_folder_name, user_request
-from skillopt_sleep.marker import SESSION_MARKER
-from skillopt_sleep.models import HarvestStats
+from skillopt_sleep.prompts.marker import SESSION_MARKER
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "transcripts" / "cursor"
 REAL = "fnvtk__karuo-ai__cf7a11df-64d9-44aa-acce-4957276b62f0.txt"
@@ -46,14 +45,9 @@ FOLDER = "home-dev-repo"
 PROJECT = "/home/dev/repo"
 
 
-def run(root: Path, *, scope: str = "all", project=None, checkpoints=None, lookback_hours: float = 0, now=NOW):
-    """Harvest ``root``; returns (sessions, stats, new checkpoints)."""
-    context = HarvestContext.build(scope=scope, project=Path(project) if project else None,
-                                   include_sdk_sessions=False, lookback_hours=lookback_hours,
-                                   checkpoints=checkpoints, now=now, new_checkpoints={})
-    stats = HarvestStats()
-    sessions = harvest_cursor(root, context, stats)
-    return sessions, stats, context.new_checkpoints
+def run(root: Path, **options):
+    """Harvest ``root`` (scope all, at ``NOW`` unless given); returns (sessions, stats, new checkpoints)."""
+    return run_source(harvest_cursor, root, **{"now": NOW, **options})
 
 
 def transcripts(root: Path, folder: str) -> Path:

@@ -26,12 +26,11 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import orjson
+from source_run import run_source
 
 from skillopt_sleep.harvest import gemini_cli
-from skillopt_sleep.harvest.base import HarvestContext
 from skillopt_sleep.harvest.gemini_cli import UNCOUNTED, default_root, harvest_gemini, has_sessions
-from skillopt_sleep.marker import SESSION_MARKER
-from skillopt_sleep.models import HarvestStats
+from skillopt_sleep.prompts.marker import SESSION_MARKER
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "transcripts" / "gemini_cli"
 CURRENT = "Mai0313__VibeCodingTracker__test_conversation_gemini@dc22676.jsonl"
@@ -104,14 +103,9 @@ def write(path: Path, records: list[dict], mode: str = "wb") -> Path:
     return path
 
 
-def run(root: Path, *, scope: str = "project", project: str | None = PROJECT, checkpoints=None,
-        lookback_hours: float = 0, now: datetime | None = None):
-    context = HarvestContext.build(scope=scope, project=Path(project) if project else None,
-                                   include_sdk_sessions=False, lookback_hours=lookback_hours,
-                                   checkpoints=checkpoints, now=now, new_checkpoints={})
-    stats = HarvestStats()
-    sessions = harvest_gemini(root, context, stats)
-    return sessions, stats, context.new_checkpoints
+def run(root: Path, **options):
+    """Harvest ``root`` (scope ``PROJECT`` unless given); returns (sessions, stats, new checkpoints)."""
+    return run_source(harvest_gemini, root, **{"scope": "project", "project": PROJECT, **options})
 
 
 def requests(sessions) -> list[str]:

@@ -11,11 +11,13 @@ from pathlib import Path
 
 import orjson
 import pytest
+from source_run import harvest_context
 from typer.testing import CliRunner
 
 from skillopt_sleep.cli.app import app
-from skillopt_sleep.harvest import base, claude_code, harvest, sources, workers
-from skillopt_sleep.harvest.base import HarvestContext, compact_json
+from skillopt_sleep.harvest import claude_code, harvest, read_plan, reader, sources, turns, workers
+from skillopt_sleep.harvest.read_plan import HarvestContext
+from skillopt_sleep.harvest.turns import compact_json
 from skillopt_sleep.models import FileCheckpoint, HarvestStats
 
 NOW = datetime(2026, 3, 2, 0, 0, tzinfo=timezone.utc)
@@ -62,7 +64,7 @@ def test_a_tool_input_nested_1000_deep_is_harvested_and_the_next_night_goes_on(t
     assert {session["path"]: session["requests"] for session in preview["sessions"]} == {str(deep): 1, str(good): 1}
     first = _run(home)
     tools = {session.path: session.turns[0].tools[0] for session in first.sessions}
-    assert tools[str(deep)].input_head == "[" * base.JSON_DEPTH_KEPT + '"…"' + "]" * base.JSON_DEPTH_KEPT
+    assert tools[str(deep)].input_head == "[" * turns.JSON_DEPTH_KEPT + '"…"' + "]" * turns.JSON_DEPTH_KEPT
     assert tools[str(good)].input_head == '{"command":"ls"}'
     assert first.stats.errors == [] and first.checkpoints[str(deep)].offset == deep.stat().st_size
     second = _run(home, checkpoints=first.checkpoints)  # the next night: nothing new, nothing raised
@@ -74,7 +76,7 @@ def test_a_record_that_makes_the_parser_raise_is_skipped_counted_and_named(tmp_p
     bad = _session(home, "bad", "fix the parser", tool_name="DEEP")  # str() of it raises RecursionError
     good = _session(home, "good", "add a test")
     first = _run(home)
-    assert first.stats.malformed_lines == {base.RECORD_ERROR: 1}
+    assert first.stats.malformed_lines == {reader.RECORD_ERROR: 1}
     assert first.stats.errors == [f"record_error {bad}: RecursionError"]
     turns = {session.path: session.turns for session in first.sessions}
     assert turns[str(bad)][0].request == "fix the parser" and turns[str(bad)][0].final_answer == "Done."
@@ -99,7 +101,7 @@ def test_a_file_whose_reading_raises_is_skipped_named_and_not_read_again_until_i
     monkeypatch.setattr(claude_code, "Session", session)
     first = _run(home)
     assert [session.path for session in first.sessions] == [str(good)]
-    assert first.stats.sessions_skipped == {base.FILE_ERROR: 1}
+    assert first.stats.sessions_skipped == {read_plan.FILE_ERROR: 1}
     assert first.stats.errors == [f"file_error {bad}: ValueError"]
     assert first.stats.files_scanned == 2 and first.stats.sessions_harvested == 1 and first.stats.requests == 1
     assert first.stats.bytes_read == bad.stat().st_size + good.stat().st_size
@@ -110,12 +112,11 @@ def test_a_file_whose_reading_raises_is_skipped_named_and_not_read_again_until_i
     with bad.open("ab") as handle:  # changed: read again from the last good offset, and counted again
         handle.write(b"\n")
     third = _run(home, checkpoints=second.checkpoints)
-    assert third.stats.sessions_skipped == {base.FILE_ERROR: 1} and third.stats.files_unchanged == 1
+    assert third.stats.sessions_skipped == {read_plan.FILE_ERROR: 1} and third.stats.files_unchanged == 1
 
 
 def _context(count: int) -> HarvestContext:
-    return HarvestContext.build(scope="all", project=None, include_sdk_sessions=False, lookback_hours=0,
-                                checkpoints=None, now=NOW, new_checkpoints={}, workers=count)
+    return harvest_context(now=NOW, workers=count)
 
 
 def _raise_on_odd(path: Path, context: HarvestContext, stats: HarvestStats):
@@ -138,7 +139,7 @@ def test_worker_processes_contain_a_file_error_as_one_loop_does(tmp_path):
         counted[count] = (stats, context.new_checkpoints)
     stats, checkpoints = counted[1]
     assert counted[3] == counted[1]
-    assert stats.sessions_skipped == {base.FILE_ERROR: 3} and stats.files_scanned == 6
+    assert stats.sessions_skipped == {read_plan.FILE_ERROR: 3} and stats.files_scanned == 6
     assert sorted(checkpoints) == [str(tmp_path / f"{number}.jsonl") for number in (1, 3, 5)]
 
 
@@ -151,7 +152,7 @@ def test_interrupts_and_memory_errors_are_never_contained(tmp_path, error):
         raise error()
 
     with pytest.raises(error):
-        base.read_isolated(path, _context(1), HarvestStats(), read_one)
+        read_plan.read_isolated(path, _context(1), HarvestStats(), read_one)
 
 
 def test_a_source_that_raises_outside_its_files_keeps_its_checkpoints_and_the_others_are_read(tmp_path, monkeypatch):
@@ -189,7 +190,7 @@ class _Odd:
 ])
 def test_compact_json_never_raises_and_stays_bounded(value):
     text = compact_json(value)
-    assert isinstance(text, str) and len(text) <= base.TOOL_INPUT_MAX_CHARS + base._REDACT_MARGIN
+    assert isinstance(text, str) and len(text) <= turns.TOOL_INPUT_MAX_CHARS + turns._REDACT_MARGIN
     text.encode("utf-8")  # no lone surrogate left
 
 

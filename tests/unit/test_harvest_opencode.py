@@ -24,12 +24,12 @@ from pathlib import Path
 
 import orjson
 import pytest
+from source_run import run_source
 
 from skillopt_sleep.harvest import opencode
-from skillopt_sleep.harvest.base import HarvestContext
 from skillopt_sleep.harvest.opencode import harvest_opencode
-from skillopt_sleep.marker import SESSION_MARKER
-from skillopt_sleep.models import FileCheckpoint, HarvestStats
+from skillopt_sleep.models import FileCheckpoint
+from skillopt_sleep.prompts.marker import SESSION_MARKER
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "transcripts" / "opencode"
 REAL_DB = FIXTURES / "suhd550-dev__stunning-memory__opencode.REAL-DERIVED.events-seq0-119.db"
@@ -56,14 +56,9 @@ def install_tree(root: Path) -> Path:
     return root / "storage"
 
 
-def run(root: Path, *, scope: str = "all", project: Path | None = None,
-        checkpoints: dict[str, FileCheckpoint] | None = None, now: datetime | None = None,
-        lookback_hours: float = 0):
-    context = HarvestContext.build(scope=scope, project=project, include_sdk_sessions=False,
-                                   lookback_hours=lookback_hours, checkpoints=checkpoints, now=now, new_checkpoints={})
-    stats = HarvestStats()
-    sessions = harvest_opencode(root, context, stats)
-    return sessions, stats, context.new_checkpoints
+def run(root: Path, **options):
+    """Harvest ``root`` (scope all unless given); returns (sessions, stats, new checkpoints)."""
+    return run_source(harvest_opencode, root, **options)
 
 
 class Store:

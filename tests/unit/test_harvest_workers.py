@@ -16,9 +16,10 @@ import types
 from pathlib import Path
 
 import pytest
+from source_run import harvest_context
 
 from skillopt_sleep.harvest import harvest, workers
-from skillopt_sleep.harvest.base import HarvestContext
+from skillopt_sleep.harvest.read_plan import HarvestContext
 from skillopt_sleep.models import HarvestStats
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "transcripts"
@@ -78,8 +79,7 @@ def test_workers_return_what_one_loop_returns_cold_and_on_the_next_night(tmp_pat
 
 
 def _context(count: int = 0) -> HarvestContext:
-    return HarvestContext.build(scope="all", project=None, include_sdk_sessions=False, lookback_hours=0,
-                                checkpoints=None, now=None, new_checkpoints={}, workers=count)
+    return harvest_context(workers=count)
 
 
 def _exit_in_worker(path: Path, context: HarvestContext, stats: HarvestStats):

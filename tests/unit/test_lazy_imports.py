@@ -26,10 +26,10 @@ HEAVY = [
     "skillopt_sleep.backends.openai_compat",
     "skillopt_sleep.backends.local",
     "skillopt_sleep.night",
-    "skillopt_sleep.harvest.base",
-    "skillopt_sleep.report",
+    "skillopt_sleep.harvest.read_plan",
+    "skillopt_sleep.review.report",
     "skillopt_sleep.trainer",
-    "skillopt_sleep.redact",
+    "skillopt_sleep.redaction.redact",
 ]
 
 RUN = """

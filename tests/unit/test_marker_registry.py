@@ -8,13 +8,13 @@ from pathlib import Path
 import orjson
 import pytest
 
-from skillopt_sleep import marker
 from skillopt_sleep.backends.base import ChatMessage, ChatRequest
 from skillopt_sleep.backends.subprocess_call import MARKER_LINE, render_prompt
 from skillopt_sleep.engine.replay import system_prompt
 from skillopt_sleep.harvest import harvest
-from skillopt_sleep.marker import SESSION_MARKER, is_own_request, own_request_fragments
+from skillopt_sleep.prompts import marker
 from skillopt_sleep.prompts import render_prompt as render_template
+from skillopt_sleep.prompts.marker import SESSION_MARKER, is_own_request, own_request_fragments
 
 TRANSCRIPTS = Path(__file__).resolve().parents[1] / "fixtures" / "transcripts"
 REWORDED_OPENING = "You tune the written guidance of a coding assistant from replays of what its owner asked for."

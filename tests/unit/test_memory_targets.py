@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from skillopt_sleep.adopt import adopt_night, revert_adoption
-from skillopt_sleep.block import BLOCK_BEGIN, BLOCK_END, ensure_block
-from skillopt_sleep.documents import (
+from skillopt_sleep.documents.block import BLOCK_BEGIN, BLOCK_END, ensure_block
+from skillopt_sleep.documents.targets import (
     MDC_FRONTMATTER,
     MEMORY_FILES,
     load_documents,
@@ -24,6 +23,7 @@ from skillopt_sleep.documents import (
 from skillopt_sleep.engine.edits import apply_edits
 from skillopt_sleep.fsio import write_json_atomic
 from skillopt_sleep.models import Diagnostics, EditRecord
+from skillopt_sleep.review.adopt import adopt_night, revert_adoption
 from skillopt_sleep.state import ProjectPaths
 
 RULE = "we use pnpm in this repo, never npm."

@@ -244,7 +244,7 @@ def test_cli_pull_progress_on_a_terminal_shows_bytes_and_on_a_pipe_one_line_per_
     from rich.console import Console
 
     from skillopt_sleep.cli import models_cmd
-    from skillopt_sleep.progress import RichProgress
+    from skillopt_sleep.cli.progress_view import RichProgress
 
     wheels = make_wheels(tmp_path / "wheels", [1, 2])
     model = fake_model(2)

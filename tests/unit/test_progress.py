@@ -1,5 +1,6 @@
-"""``progress.py``: counts, stages and the estimate of the time left with a fake clock; the meter's observer; the
-rich display rendered to a string; and a night (mock backend) told to a recording ``Progress``."""
+"""``progress.py``: counts, stages and the estimate of the time left with a fake clock; the meter's observer; a
+night (mock backend) told to a recording ``Progress``. ``cli/progress_view.py``: the status line's fields and the
+rich display rendered to a string."""
 
 from __future__ import annotations
 
@@ -9,17 +10,10 @@ from transcripts import PNPM_CONVERSATIONS, write_claude_sessions
 
 from skillopt_sleep.backends.base import CallMeter, ChatMessage, ChatRequest
 from skillopt_sleep.backends.mock import MockBackend
+from skillopt_sleep.cli.progress_view import RichProgress, format_count, format_seconds, status_parts
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.night import run_night
-from skillopt_sleep.progress import (
-    NullProgress,
-    Progress,
-    ProgressState,
-    RichProgress,
-    format_count,
-    format_seconds,
-    watch_meter,
-)
+from skillopt_sleep.progress import NullProgress, Progress, ProgressState, watch_meter
 
 
 class FakeClock:
@@ -74,7 +68,7 @@ def test_stages_report_their_seconds_and_calls():
     state.set_calls(5, planned=12)
     clock.now += 3.0
     assert state.end_stage() == ("rollout", 3.0, 5)
-    assert state.parts()[0] == "done"
+    assert status_parts(state)[0] == "done"
 
 
 def test_the_estimate_follows_the_calls_from_the_moment_they_are_planned():
@@ -88,11 +82,11 @@ def test_the_estimate_follows_the_calls_from_the_moment_they_are_planned():
     clock.now += 10.0
     state.set_calls(5)
     assert state.remaining() == 30.0  # 2 s a call, 15 to go
-    assert state.parts() == ["harvest", "LLM calls 5/~20", "1:10 elapsed", "~0:30 left"]
+    assert status_parts(state) == ["harvest", "LLM calls 5/~20", "1:10 elapsed", "~0:30 left"]
     state.set_calls(4)  # a late report from a worker thread never goes backwards
     assert state.calls_done == 5
     state.set_calls(25)  # past the plan: the plan was low, the job is re-planned (25 + 10 %), never "25/~20"
-    assert state.calls_planned == 28 and "LLM calls 25/~28" in state.parts()
+    assert state.calls_planned == 28 and "LLM calls 25/~28" in status_parts(state)
 
 
 def test_tokens_and_a_new_plan_keep_the_pace_origin():
@@ -103,7 +97,7 @@ def test_tokens_and_a_new_plan_keep_the_pace_origin():
     state.set_calls(2, planned=8)  # re-planned after the LLM miner: the pace is still measured from the start
     state.tokens_used = 3400
     assert state.remaining() == 12.0
-    assert "3.4k tokens" in state.parts()
+    assert "3.4k tokens" in status_parts(state)
 
 
 def test_calls_past_the_plan_re_plan_and_never_read_above_it():
@@ -114,7 +108,7 @@ def test_calls_past_the_plan_re_plan_and_never_read_above_it():
     for done in range(1, 21):  # the live line once read "20/~9"
         clock.now += 1.0
         state.set_calls(done)
-        assert state.calls_done < state.calls_planned, state.parts()
+        assert state.calls_done < state.calls_planned, status_parts(state)
     assert state.calls_planned == 21  # last re-planned at 19 done: 19 + 10 % (rounded up) still to come
     state.set_calls(20, planned=5)  # a late plan below what is done is re-planned the same way: 20 + 2
     assert state.calls_planned == 22
@@ -152,14 +146,14 @@ def test_steps_measure_the_time_left_of_a_resumed_training_run():
     state = ProgressState(clock)
     state.set_steps(2, 6)  # resumed after step 2
     state.begin_stage("rollout")
-    assert state.parts()[0] == "step 3/6 rollout"
+    assert status_parts(state)[0] == "step 3/6 rollout"
     clock.now += 30.0
     state.set_steps(3, 6)
     assert state.remaining() == 90.0
     state.set_calls(40)  # calls without a plan do not take over from the steps
     assert state.remaining() == 90.0
     state.set_steps(6, 6)
-    assert state.remaining() == 0.0 and state.parts()[0] == "step 6/6 rollout"
+    assert state.remaining() == 0.0 and status_parts(state)[0] == "step 6/6 rollout"
 
 
 def test_a_download_reports_bytes_speed_and_the_time_left():
@@ -170,7 +164,7 @@ def test_a_download_reports_bytes_speed_and_the_time_left():
     state.set_transfer(250_000_000, 1_000_000_000)
     assert state.speed() == 25_000_000.0
     assert state.remaining() == 30.0
-    parts = state.parts()
+    parts = status_parts(state)
     assert "250.0 MB/1.00 GB" in parts and "25.0 MB/s" in parts and "~0:30 left" in parts
 
 

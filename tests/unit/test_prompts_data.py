@@ -48,7 +48,7 @@ def task(**fields) -> TaskRecord:
 def test_reflect_quotes_requests_answers_and_judge_rationales_and_keeps_the_users_rules_plain():
     results = [ReplayResult(task_id="t-1", sample=0, response=f"Sure. {PLANTED}", hard=0, soft=0.0,
                             fail_reason="missing 'pnpm'", rationale=PLANTED)]
-    prompt = build_prompt(tasks=[task()], results=results, skill="", memory="", edit_budget=2, targets=["memory"],
+    prompt = build_prompt(tasks=[task()], results=results, documents={}, edit_budget=2, targets=["memory"],
                           contrastive=False, context=f"Recalled: {PLANTED}")
     assert PLANTED[:60] in prompt and PLANTED[:60] not in outside_data(prompt)
     assert "- user rule: we use pnpm here, never npm" in outside_data(prompt)

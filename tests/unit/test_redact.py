@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from skillopt_sleep import redact as redact_module
-from skillopt_sleep.redact import redact, redact_text
+from skillopt_sleep.redaction import redact as redact_module
+from skillopt_sleep.redaction.redact import redact, redact_text
 
 # Synthetic secrets, built from pieces so no real-looking key sits in the source as one literal.
 GITHUB = "ghp_" + "a1B2c3D4e5F6g7H8i9J0" * 2   # 40 characters after the prefix

@@ -9,13 +9,14 @@ from skillopt_sleep.backends.mock import MockBackend
 from skillopt_sleep.engine.reflect import (
     MAX_TASKS_PER_CALL,
     RETRY_MESSAGE,
+    EditScope,
     build_prompt,
     edits_schema,
     is_code_fragment,
     reflect,
     reject_restatements,
 )
-from skillopt_sleep.engine.replay import replay_tasks
+from skillopt_sleep.engine.replay import Replayer, replay_tasks
 from skillopt_sleep.models import Check, EditRecord, Judge, ReplayResult, TaskEvidence, TaskRecord
 
 PNPM_JUDGE = Judge(checks=[Check(op="contains", value="pnpm"), Check(op="not_contains", value="npm install")])
@@ -43,13 +44,13 @@ def test_reflect_with_the_mock_optimizer_proposes_the_users_rule():
     task = make_task("t-1", "install the deps with npm", rules=["Use pnpm, not npm"],
                      reaction_text="no - use pnpm, not npm")
     meter = CallMeter(MockBackend())
-    results = replay_tasks([task], skill="", memory="", meter=meter)
-    outcome = reflect(tasks=[task], results=results, skill="", memory="", edit_budget=3, meter=meter)
+    results = replay_tasks([task], Replayer(meter), skill="", memory="")
+    outcome = reflect(tasks=[task], results=results, documents={}, scope=EditScope(edit_budget=3), meter=meter)
     assert outcome.error is None
     assert [(e.target, e.op, e.content) for e in outcome.edits] == [("memory", "append", "- Use pnpm, not npm")]
     assert outcome.edits[0].evidence == ["t-1"] and outcome.edits[0].status == "proposed"
     # the learned rule really fixes the task when replayed
-    [after] = replay_tasks([task], skill="", memory=outcome.edits[0].content, meter=meter)
+    [after] = replay_tasks([task], Replayer(meter), skill="", memory=outcome.edits[0].content)
     assert after.hard == 1
 
 
@@ -58,8 +59,8 @@ def test_reflect_prompt_holds_rules_reactions_failures_and_successes():
                         reaction_text="wrong tool, I said pnpm")
     passing = make_task("t-2", "format the code", rules=["Run black before committing"])
     prompt = build_prompt(tasks=[failing, passing], results=[result("t-1", 0, "npm i"), result("t-2", 1, "ok")],
-                          skill="SKILL BODY", memory="MEMORY BODY", edit_budget=2, targets=["memory"],
-                          contrastive=False)
+                          documents={"skill": "SKILL BODY", "memory": "MEMORY BODY"}, edit_budget=2,
+                          targets=["memory"], contrastive=False)
     assert "- user rule: Use pnpm, not npm" in prompt
     assert "User reaction (correction): wrong tool, I said pnpm" in prompt
     assert "### task t-1: FAIL" in prompt and "### task t-2: PASS" in prompt
@@ -76,7 +77,7 @@ def test_reflect_never_shows_held_out_tasks_or_failed_calls():
     reflect(tasks=[train, held_out, errored],
             results=[result("t-1", 0, "npm i"), result("t-2", 0, "x"),
                      ReplayResult(task_id="t-3", error="transient: timeout")],
-            skill="", memory="", edit_budget=1, meter=CallMeter(backend))
+            documents={}, scope=EditScope(edit_budget=1), meter=CallMeter(backend))
     prompt = backend.requests[0].messages[-1].content
     assert "install with npm please" in prompt
     assert "SECRET VALIDATION REQUEST" not in prompt
@@ -86,16 +87,16 @@ def test_reflect_never_shows_held_out_tasks_or_failed_calls():
 def test_reflect_prompt_is_bounded_for_a_small_model():
     tasks = [make_task(f"t-{n}", f"request {n} " + "word " * 2000, rules=[f"rule {n}"]) for n in range(30)]
     results = [result(t.id, 0, "answer " * 2000) for t in tasks]
-    prompt = build_prompt(tasks=tasks, results=results, skill="s" * 20_000, memory="m" * 20_000, edit_budget=3,
-                          targets=["memory", "skill"], contrastive=False)
+    prompt = build_prompt(tasks=tasks, results=results, documents={"skill": "s" * 20_000, "memory": "m" * 20_000},
+                          edit_budget=3, targets=["memory", "skill"], contrastive=False)
     assert prompt.count("### task ") <= MAX_TASKS_PER_CALL
     assert len(prompt) < 14_000  # ~3.5k tokens at 4 characters per token
 
 
 def test_reflect_returns_at_most_the_edit_budget():
     backend = MockBackend(scripted={"optimizer": [edit_reply("Use pnpm", "Use ruff", "Use uv", "Use tabs")]})
-    outcome = reflect(tasks=[make_task("t-1", "x")], results=[result("t-1", 0, "y")], skill="", memory="",
-                      edit_budget=2, meter=CallMeter(backend))
+    outcome = reflect(tasks=[make_task("t-1", "x")], results=[result("t-1", 0, "y")], documents={},
+                      scope=EditScope(edit_budget=2), meter=CallMeter(backend))
     assert [e.content for e in outcome.edits] == ["- Use pnpm", "- Use ruff"]
     assert [e.reason for e in outcome.rejected] == ["over the edit budget (2)"] * 2
     assert backend.requests[0].json_schema["properties"]["edits"]["maxItems"] == 2
@@ -103,8 +104,8 @@ def test_reflect_returns_at_most_the_edit_budget():
 
 def test_invalid_json_is_retried_once_then_reported():
     backend = MockBackend(scripted={"optimizer": ["I think you should use pnpm.", "Still prose, sorry." * 60]})
-    outcome = reflect(tasks=[make_task("t-1", "x")], results=[result("t-1", 0, "y")], skill="", memory="",
-                      edit_budget=2, meter=CallMeter(backend))
+    outcome = reflect(tasks=[make_task("t-1", "x")], results=[result("t-1", 0, "y")], documents={},
+                      scope=EditScope(edit_budget=2), meter=CallMeter(backend))
     assert backend.calls_by_role == {"optimizer": 2}
     assert backend.requests[1].messages[-1].content == RETRY_MESSAGE
     assert outcome.edits == [] and outcome.error and "not valid JSON" in outcome.error
@@ -114,16 +115,16 @@ def test_invalid_json_is_retried_once_then_reported():
 def test_a_fenced_json_reply_after_a_bad_one_is_accepted():
     fenced = "Here you go:\n```json\n" + edit_reply("Use pnpm, not npm") + "\n```\nHope it helps."
     backend = MockBackend(scripted={"optimizer": ["{broken", fenced]})
-    outcome = reflect(tasks=[make_task("t-1", "x")], results=[result("t-1", 0, "y")], skill="", memory="",
-                      edit_budget=2, meter=CallMeter(backend))
+    outcome = reflect(tasks=[make_task("t-1", "x")], results=[result("t-1", 0, "y")], documents={},
+                      scope=EditScope(edit_budget=2), meter=CallMeter(backend))
     assert outcome.error is None
     assert [e.content for e in outcome.edits] == ["- Use pnpm, not npm"]
 
 
 def test_edits_to_a_document_that_may_not_evolve_are_rejected_with_a_reason():
     backend = MockBackend(scripted={"optimizer": [edit_reply("Always run the tests", target="skill")]})
-    outcome = reflect(tasks=[make_task("t-1", "x")], results=[result("t-1", 0, "y")], skill="", memory="",
-                      edit_budget=2, meter=CallMeter(backend), evolve_skill=False)
+    outcome = reflect(tasks=[make_task("t-1", "x")], results=[result("t-1", 0, "y")], documents={},
+                      scope=EditScope(edit_budget=2, evolve_skill=False), meter=CallMeter(backend))
     assert outcome.edits == []
     assert "evolve_skill = false" in outcome.rejected[0].reason
     assert backend.requests[0].json_schema["properties"]["edits"]["items"]["properties"]["target"]["enum"] == [
@@ -132,8 +133,8 @@ def test_edits_to_a_document_that_may_not_evolve_are_rejected_with_a_reason():
 
 def test_mock_optimizer_targets_the_skill_when_memory_may_not_evolve():
     task = make_task("t-1", "install with npm", rules=["Use pnpm, not npm"])
-    outcome = reflect(tasks=[task], results=[result("t-1", 0, "npm i")], skill="", memory="", edit_budget=1,
-                      meter=CallMeter(MockBackend()), evolve_memory=False)
+    outcome = reflect(tasks=[task], results=[result("t-1", 0, "npm i")], documents={},
+                      scope=EditScope(edit_budget=1, evolve_memory=False), meter=CallMeter(MockBackend()))
     assert [(e.target, e.content) for e in outcome.edits] == [("skill", "- Use pnpm, not npm")]
 
 
@@ -185,8 +186,8 @@ def test_a_code_fragment_edit_is_rejected_but_a_rule_with_inline_code_is_kept():
     assert is_code_fragment(code)
     assert not is_code_fragment("Run `pytest -q` before committing; never skip failing tests.")
     backend = MockBackend(scripted={"optimizer": [edit_reply(code, "Run `pytest -q` before committing")]})
-    outcome = reflect(tasks=[make_task("t-1", "x")], results=[result("t-1", 0, "y")], skill="", memory="",
-                      edit_budget=3, meter=CallMeter(backend))
+    outcome = reflect(tasks=[make_task("t-1", "x")], results=[result("t-1", 0, "y")], documents={},
+                      scope=EditScope(edit_budget=3), meter=CallMeter(backend))
     assert [e.content for e in outcome.edits] == ["- Run `pytest -q` before committing"]
     assert "code" in outcome.rejected[0].reason
 
@@ -197,7 +198,7 @@ def test_contrastive_prompt_shows_a_passing_and_a_failing_sample():
                result("t-1", 0, "FAILING ANSWER with npm", sample=1),
                result("t-1", 1, "another pass", sample=2)]
     backend = MockBackend()
-    outcome = reflect(tasks=[task], results=results, skill="", memory="", edit_budget=2,
+    outcome = reflect(tasks=[task], results=results, documents={}, scope=EditScope(edit_budget=2),
                       meter=CallMeter(backend), contrastive=True)
     prompt = backend.requests[0].messages[-1].content
     assert "### task t-1: MIXED (2 of 3 samples passed)" in prompt
@@ -210,11 +211,11 @@ def test_contrastive_prompt_shows_a_passing_and_a_failing_sample():
 def test_contrastive_reflection_works_from_real_k_rollouts():
     task = make_task("t-1", "npm install the deps", rules=["Use pnpm, not npm"])
     meter = CallMeter(MockBackend())
-    results = replay_tasks([task], skill="", memory="Use pnpm, not npm", meter=meter, samples=8,
+    results = replay_tasks([task], Replayer(meter), skill="", memory="Use pnpm, not npm", samples=8,
                            temperature=1.0)
     assert {r.hard for r in results} == {0, 1}  # the simulator's sampling noise drops the rule sometimes
     backend = MockBackend()
-    reflect(tasks=[task], results=results, skill="", memory="", edit_budget=1, meter=CallMeter(backend),
+    reflect(tasks=[task], results=results, documents={}, scope=EditScope(edit_budget=1), meter=CallMeter(backend),
             contrastive=True)
     assert "MIXED" in backend.requests[0].messages[-1].content
 
@@ -230,8 +231,9 @@ def test_edits_schema_bounds_items_and_targets_and_requires_every_field():
 
 def test_reflect_makes_no_call_when_nothing_may_evolve():
     backend = MockBackend()
-    outcome = reflect(tasks=[make_task("t-1", "x")], results=[result("t-1", 0, "y")], skill="", memory="",
-                      edit_budget=2, meter=CallMeter(backend), evolve_skill=False, evolve_memory=False)
+    outcome = reflect(tasks=[make_task("t-1", "x")], results=[result("t-1", 0, "y")], documents={},
+                      scope=EditScope(edit_budget=2, evolve_skill=False, evolve_memory=False),
+                      meter=CallMeter(backend))
     assert outcome.error and backend.calls == 0
 
 
@@ -259,7 +261,7 @@ def test_a_transient_optimizer_failure_is_retried_once_then_reported_not_a_backe
             return super().chat(request)
 
     backend = CutJSON()
-    outcome = reflect(tasks=[make_task("t-1", "x")], results=[result("t-1", 0, "y")], skill="", memory="",
-                      edit_budget=2, meter=CallMeter(backend))
+    outcome = reflect(tasks=[make_task("t-1", "x")], results=[result("t-1", 0, "y")], documents={},
+                      scope=EditScope(edit_budget=2), meter=CallMeter(backend))
     assert backend.calls_by_role["optimizer"] == 2
     assert outcome.edits == [] and outcome.error and "call failed" in outcome.raw_head

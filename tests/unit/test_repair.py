@@ -14,8 +14,8 @@ from skillopt_sleep.backends.base import CallMeter
 from skillopt_sleep.backends.mock import MockBackend
 from skillopt_sleep.engine import repair
 from skillopt_sleep.engine.gate import decide
-from skillopt_sleep.engine.replay import ReplayCache
-from skillopt_sleep.engine.step import StepSettings, run_step
+from skillopt_sleep.engine.replay import ReplayCache, Replayer
+from skillopt_sleep.engine.step import StepInput, StepSettings, run_step
 from skillopt_sleep.models import Check, Judge, ReplayResult, TaskRecord
 
 MEMORY = "# Project notes\n\nHand-written: deploy after review.\n"
@@ -44,9 +44,10 @@ def run(*contents: str, **overrides):
     backend = MockBackend(scripted={"reflect": [reply(*contents)]})
     settings = StepSettings(**{"edit_budget": 3, "gate_samples": 2, "propose_user_rules": False, "workers": 1,
                                **overrides})
-    result = run_step(train=[tool_task("train")], val=[tool_task("val"), visitor_task()],
-                      documents={"memory": MEMORY}, settings=settings, meter=CallMeter(backend),
-                      cache=ReplayCache())
+    result = run_step(StepInput(train=[tool_task("train")], val=[tool_task("val"), visitor_task()],
+                                documents={"memory": MEMORY}), settings=settings,
+                      replayer=Replayer(CallMeter(backend), workers=settings.workers, cache=ReplayCache(),
+                                        seed=settings.seed))
     return result, backend
 
 

@@ -26,7 +26,7 @@ from skillopt_sleep.models import (
     Scores,
     TaskComparison,
 )
-from skillopt_sleep.report import (
+from skillopt_sleep.review.report import (
     SEGMENT_HALF_WIDTH,
     edit_diff,
     load_night,
@@ -94,17 +94,17 @@ def paths(tmp_path) -> ProjectPaths:
 
 def test_per_task_rows_average_the_scored_samples_and_ignore_failed_calls():
     view = night_view(diagnostics("n1"))
-    first, second = view["per_task"]
-    assert (first["baseline_hard"], first["candidate_hard"], first["candidate_soft"]) == (0.0, 1.0, 0.75)
-    assert second["candidate_hard"] == 1.0 and second["candidate_soft"] == 1.0  # the errored sample is not a 0
-    assert [t["outcome"] for t in view["per_task"]] == ["win", "tie"]
+    first, second = view.per_task
+    assert (first.baseline_hard, first.candidate_hard, first.candidate_soft) == (0.0, 1.0, 0.75)
+    assert second.candidate_hard == 1.0 and second.candidate_soft == 1.0  # the errored sample is not a 0
+    assert [t.outcome for t in view.per_task] == ["win", "tie"]
 
 
 def test_view_totals_cost_by_role_and_time_by_stage():
     view = night_view(diagnostics("n1"))
-    assert view["cost"]["target"]["tokens"] == 1200
-    assert view["totals"] == {"calls": 11, "tokens": 1800, "seconds": 3.1}
-    assert view["why"].startswith("candidate 0.8 > baseline 0.4")
+    assert view.cost["target"].tokens == 1200
+    assert view.totals.model_dump() == {"calls": 11, "tokens": 1800, "seconds": 3.1}
+    assert view.why.startswith("candidate 0.8 > baseline 0.4")
 
 
 def test_edit_diffs_mark_removed_anchor_lines_and_added_content():
@@ -195,7 +195,7 @@ def test_html_escapes_transcript_text_and_embeds_a_png_chart(paths):
 
 
 def test_without_matplotlib_the_html_shows_the_trend_as_a_table(paths, monkeypatch):
-    import skillopt_sleep.report as report
+    import skillopt_sleep.review.report as report
 
     save(paths, diagnostics("2025-01-01T000000Z", baseline=0.2, candidate=0.5))
     night_dir = save(paths, diagnostics("2025-01-02T000000Z", request=HOSTILE))
@@ -312,8 +312,8 @@ def with_blocked(night_id: str) -> Diagnostics:
 
 def test_the_view_lists_blocked_edits_with_their_token():
     view = night_view(with_blocked("2025-01-01T000000Z"))
-    assert [(b["target"], b["token"]) for b in view["blocked"]] == [("memory", "https://get.evil.example/i.sh")]
-    assert night_view(diagnostics("2025-01-01T000000Z"))["blocked"] == []
+    assert [(b.target, b.token) for b in view.blocked] == [("memory", "https://get.evil.example/i.sh")]
+    assert night_view(diagnostics("2025-01-01T000000Z")).blocked == []
 
 
 def test_html_and_terminal_show_blocked_edits(project, cli):

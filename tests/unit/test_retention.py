@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from skillopt_sleep.adopt import AdoptedDocument, Adoption, adoptions_path
 from skillopt_sleep.fsio import write_json_atomic
-from skillopt_sleep.retention import DELETING_PREFIX, prune_nights
+from skillopt_sleep.review.adopt import AdoptedDocument, Adoption, adoptions_path
+from skillopt_sleep.review.retention import DELETING_PREFIX, prune_nights
 from skillopt_sleep.state import ProjectPaths
 
 

@@ -7,9 +7,18 @@ from datetime import datetime, timedelta, timezone
 
 from skillopt_sleep.archive.rule_history import record_night, with_history
 from skillopt_sleep.archive.tasks import TaskArchive
+from skillopt_sleep.engine.step import StepResult
 from skillopt_sleep.engine.val_pool import select_val, touches
-from skillopt_sleep.models import Check, EditRecord, Judge, RuleStatement, TaskComparison, TaskRecord
-from skillopt_sleep.rulebook import rule_line, stated_rules
+from skillopt_sleep.mine.rulebook import rule_line, stated_rules
+from skillopt_sleep.models import (
+    Check,
+    EditRecord,
+    GateDecision,
+    Judge,
+    RuleStatement,
+    TaskComparison,
+    TaskRecord,
+)
 
 T0 = datetime(2026, 11, 18, tzinfo=timezone.utc)
 
@@ -26,8 +35,11 @@ def applied(rule_text: str, op: str = "append", anchor: str | None = None) -> Ed
 
 def night(archive, rules, night_id, *, edits, verdict="reject", clause=None, pending=False, adopted=False,
           per_task=(), val=(), documents_after=None):
-    record_night(archive, rules, night_id=night_id, edits=edits, verdict=verdict, clause=clause, pending=pending,
-                 adopted=adopted, per_task=list(per_task), val=list(val), replayed=list(val),
+    # a pending candidate changed a document (``pending.is_pending``)
+    gate = GateDecision(mode="on", metric="hard", verdict=verdict, reason="", per_task=list(per_task),
+                        details={"clause": clause, "pending": pending})
+    step = StepResult(edits=edits, val=list(val), changed=["memory"] if pending else [], gate=gate)
+    record_night(archive, rules, step, night_id=night_id, adopted=adopted, replayed=list(val),
                  documents_after=documents_after or {"memory": ""})
 
 
@@ -111,7 +123,7 @@ def test_an_archived_val_task_a_newer_user_rule_contradicts_is_stale_and_left_ou
 
 
 def test_a_rule_written_in_an_earlier_nights_words_counts_as_written(tmp_path):
-    from skillopt_sleep.rulebook import user_rule_edits
+    from skillopt_sleep.mine.rulebook import user_rule_edits
 
     archive = TaskArchive(tmp_path / "archive.sqlite3")
     pip = TaskRecord(id="t-1", source="claude", request="r", rules=["we don't use pip, add it with uv"], judge=Judge(

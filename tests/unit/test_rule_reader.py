@@ -17,8 +17,8 @@ from skillopt_sleep.mine.rule_reader import (
     planned_reader_calls,
     read_foreign_rules,
 )
+from skillopt_sleep.mine.rulebook import stated_rules
 from skillopt_sleep.models import Session, TaskRecord, Turn
-from skillopt_sleep.rulebook import stated_rules
 
 GLOSSES = {
     "Responde siempre en español": "Always respond in Spanish.",

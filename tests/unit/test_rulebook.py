@@ -1,18 +1,18 @@
-"""The user's rules as objects (skillopt_sleep/rulebook.py): one rule however phrased, proposed once, in the user's
+"""The user's rules as objects (skillopt_sleep/mine/rulebook.py): one rule however phrased, proposed once, in the user's
 words; a newer rule replaces the one it contradicts; the optimizer's restatements yield."""
 
 from __future__ import annotations
 
 from skillopt_sleep.checks import negative_word_regex
 from skillopt_sleep.engine.edits import apply_edits
-from skillopt_sleep.models import Check, Judge, TaskRecord
-from skillopt_sleep.rulebook import (
+from skillopt_sleep.mine.rulebook import (
     contradicted_line,
     restated_rule_reason,
     rule_line,
     stated_rules,
     user_rule_edits,
 )
+from skillopt_sleep.models import Check, Judge, TaskRecord
 
 
 def task(number: int, *rules: str, checks: dict[str, list[Check]] | None = None, split: str = "train",

@@ -158,8 +158,8 @@ def test_a_live_daemon_pid_file_is_reported_and_a_stale_one_is_not(project, bins
 
 
 def test_a_staged_headline_reads_as_what_became_of_it_so_status_and_adopt_agree(project, bins):
-    from skillopt_sleep.adopt import adoptable
-    from skillopt_sleep.staged import STAGED_NOTE
+    from skillopt_sleep.review.adopt import adoptable
+    from skillopt_sleep.review.staged import STAGED_NOTE
 
     paths = ProjectPaths(project)
     night_id = "2026-05-01T031700Z"

@@ -17,12 +17,13 @@ from transcripts import PNPM_CONVERSATIONS, write_claude_sessions
 from skillopt_sleep.backends.base import CallMeter
 from skillopt_sleep.backends.mock import MockBackend
 from skillopt_sleep.config import SleepConfig
-from skillopt_sleep.engine.reflect import TASK_HEADER, plan_minibatches
-from skillopt_sleep.engine.replay import ReplayCache, replay_tasks
-from skillopt_sleep.engine.step import StepSettings, planned_optimizer_calls, run_step
+from skillopt_sleep.engine.reflect import plan_minibatches
+from skillopt_sleep.engine.replay import ReplayCache, Replayer, replay_tasks
+from skillopt_sleep.engine.step import StepInput, StepSettings, planned_optimizer_calls, run_step
 from skillopt_sleep.errors import BackendError
 from skillopt_sleep.models import Check, Judge, TaskRecord
 from skillopt_sleep.night import run_night
+from skillopt_sleep.prompts import TASK_HEADER
 
 MEMORY = "# Project notes\n\nHand-written: deploy after review.\n"
 
@@ -46,9 +47,10 @@ def settings(**overrides) -> StepSettings:
 
 def step(train, val=(), *, backend=None, documents=None, context="", **overrides):
     backend = backend or MockBackend()
-    result = run_step(train=list(train), val=list(val), documents=documents or {"memory": MEMORY},
-                      settings=settings(**overrides), meter=CallMeter(backend), cache=ReplayCache(),
-                      context=context)
+    chosen = settings(**overrides)
+    replayer = Replayer(CallMeter(backend), workers=chosen.workers, cache=ReplayCache(), seed=chosen.seed)
+    result = run_step(StepInput(train=list(train), val=list(val), documents=documents or {"memory": MEMORY},
+                                context=context), settings=chosen, replayer=replayer)
     return result, backend
 
 
@@ -87,7 +89,7 @@ def test_a_single_minibatch_makes_one_reflect_call_and_no_merge_or_rank_call():
 
 def test_minibatches_put_failing_tasks_first_and_failure_only_drops_the_passing_ones():
     tasks = [passing_task(0), passing_task(1), rule_task(0), passing_task(2), rule_task(1)]
-    results = replay_tasks(tasks, skill="", memory="", meter=CallMeter(MockBackend()))
+    results = replay_tasks(tasks, Replayer(CallMeter(MockBackend())), skill="", memory="")
     batches = plan_minibatches(tasks, results, minibatch_size=2)
     assert [[t.id for t in b.tasks] for b in batches] == [["t-train-0", "t-train-1"], ["t-pass-0", "t-pass-1"],
                                                           ["t-pass-2"]]

@@ -25,10 +25,10 @@ from skillopt_sleep.backends.structured import (
     repair_cut_reply,
 )
 from skillopt_sleep.backends.subprocess_call import AttemptFailed, AttemptReply, chat_with_retries, structured_text
-from skillopt_sleep.changes import changes_sentence
 from skillopt_sleep.engine.reflect import request_edits
 from skillopt_sleep.errors import BackendError
 from skillopt_sleep.models import Diagnostics, RoleCost, Usage
+from skillopt_sleep.review.changes import changes_sentence
 
 EDITS_SCHEMA = {"title": "Edits", "type": "object", "properties": {"edits": {"type": "array"}}, "required": ["edits"]}
 FIRST_EDIT = {"op": "add", "target": "memory", "text": "Run the tests before committing."}

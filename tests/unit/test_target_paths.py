@@ -13,13 +13,13 @@ import pytest
 from transcripts import PNPM_CONVERSATIONS, write_claude_sessions
 from typer.testing import CliRunner
 
-from skillopt_sleep.adopt import adopt_night
-from skillopt_sleep.block import BLOCK_BEGIN, BLOCK_END
 from skillopt_sleep.cli.app import app
-from skillopt_sleep.documents import check_target, load_documents, stage_proposal
+from skillopt_sleep.documents.block import BLOCK_BEGIN, BLOCK_END
+from skillopt_sleep.documents.targets import check_target, load_documents, stage_proposal
 from skillopt_sleep.errors import ConfigError, SleepError
 from skillopt_sleep.fsio import write_json_atomic
 from skillopt_sleep.models import Diagnostics
+from skillopt_sleep.review.adopt import adopt_night
 from skillopt_sleep.state import ProjectPaths
 
 

@@ -5,8 +5,8 @@
 * the ``rules`` table of the task archive (``archive.rule_history``): the rules the user stated, with the nights and
   sessions that taught them, how often, held-out wins and losses, the last night a replayed task tested them, and
   the status the nights gave them (adopted, accepted, pending, rejected, stated, retired);
-* the managed blocks of the project's files (every agent's memory file, ``documents.MEMORY_FILES``, and the skill):
-  the file and line where each rule lives now. A managed-block line no stated rule matches was learned from the
+* the managed blocks of the project's files (every agent's memory file, ``documents.targets.MEMORY_FILES``, and the
+  skill): the file and line where each rule lives now. A managed-block line no stated rule matches was learned from the
   scored replays (``origin = "replays"``);
 * ``forgotten.json`` in the project's state dir: the rules removed with ``forget``.
 
@@ -35,9 +35,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from skillopt_sleep.adopt import adopt_night, load_adoptions, night_sort_key
-from skillopt_sleep.block import block_rule_lines
-from skillopt_sleep.documents import (
+from skillopt_sleep.documents.block import block_rule_lines
+from skillopt_sleep.documents.targets import (
     DEFAULT_SKILL_PATH,
     MEMORY_FILES,
     Document,
@@ -48,8 +47,9 @@ from skillopt_sleep.documents import (
 )
 from skillopt_sleep.errors import SleepError
 from skillopt_sleep.fsio import read_json, write_json_atomic
+from skillopt_sleep.mine.rulebook import StatedRule, line_keys, text_key
 from skillopt_sleep.models import EditRecord, TaskRecord
-from skillopt_sleep.rulebook import StatedRule, line_keys, text_key
+from skillopt_sleep.review.adopt import adopt_night, load_adoptions, night_sort_key
 from skillopt_sleep.state import ProjectPaths
 
 FORGOTTEN_FILE = "forgotten.json"
@@ -122,7 +122,7 @@ def _learned_id(line: str) -> str:
 
 def _demands(entry: dict[str, Any]) -> set[tuple[str, str]]:
     """What an archived or forgotten rule demands: its check keys and the words of its text and phrasings
-    (``rulebook.text_key``), the same identity ``rulebook.stating_line`` matches on."""
+    (``mine.rulebook.text_key``), the same identity ``mine.rulebook.stating_line`` matches on."""
     keys = {tuple(key) for key in entry.get("keys") or []}
     return keys | {text_key(phrasing) for phrasing in [entry.get("text"), *(entry.get("phrasings") or [])] if phrasing}
 
@@ -189,7 +189,7 @@ def list_rules(project: Path, paths: ProjectPaths, *, stale_after_nights: int = 
     the lines learned from replays in file order. Reads only; raises SleepError for an unreadable forgotten.json or
     a managed file outside the project."""
     from skillopt_sleep.archive.tasks import TaskArchive
-    from skillopt_sleep.report import night_ids
+    from skillopt_sleep.review.report import night_ids
 
     project = Path(project).expanduser().resolve()
     lines: list[RuleLocation] = []

@@ -26,8 +26,8 @@ import re
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from skillopt_sleep.block import BLOCK_BEGIN, BLOCK_END, BLOCK_HEADING, managed_block
 from skillopt_sleep.checks import check_key
+from skillopt_sleep.documents.block import BLOCK_BEGIN, BLOCK_END, BLOCK_HEADING, managed_block
 from skillopt_sleep.mine.lasting import RECURRENCE_TASKS, similar
 from skillopt_sleep.mine.statements import checks_for_rule
 from skillopt_sleep.models import Check, EditRecord, RuleScope, RuleStatement, TaskRecord

@@ -29,7 +29,13 @@ import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from skillopt_sleep.block import BLOCK_BEGIN, BLOCK_END, ensure_block, new_skill_document
+from skillopt_sleep.documents.block import (
+    ensure_block,
+    managed_block_segments,
+    managed_block_sha256,
+    new_skill_document,
+    raw_block,
+)
 from skillopt_sleep.errors import SleepError
 from skillopt_sleep.fsio import write_text_atomic
 from skillopt_sleep.hashing import sha256_text
@@ -84,44 +90,6 @@ def read_document(path: Path) -> str:
     """
     with open(path, encoding="utf-8", errors="replace", newline="") as handle:
         return handle.read()
-
-
-def managed_block_segments(text: str) -> tuple[str, str, str] | None:
-    """Split a document into ``(before, block, after)`` around its managed block, or None when it has none.
-
-    ``block`` runs from the first character of the ``BLOCK_BEGIN`` line to just after the ``BLOCK_END`` line
-    (its line break included), so ``before + block + after == text``. Raises SleepError when the markers are
-    malformed (not exactly one begin line followed by one end line).
-    """
-    lines = text.splitlines(keepends=True)
-    begins = [index for index, line in enumerate(lines) if line.strip() == BLOCK_BEGIN]
-    ends = [index for index, line in enumerate(lines) if line.strip() == BLOCK_END]
-    if not begins and not ends:
-        return None
-    if len(begins) != 1 or len(ends) != 1 or ends[0] < begins[0]:
-        raise SleepError(f"malformed managed block: {len(begins)} begin and {len(ends)} end marker(s); "
-                         f"expected one '{BLOCK_BEGIN}' line followed by one '{BLOCK_END}' line")
-    begin, end = begins[0], ends[0]
-    return "".join(lines[:begin]), "".join(lines[begin:end + 1]), "".join(lines[end + 1:])
-
-
-def managed_block_sha256(text: str) -> str | None:
-    """sha256 of the raw managed block of ``text`` (markers included), None when it has no (or a malformed)
-    block."""
-    try:
-        segments = managed_block_segments(text)
-    except SleepError:
-        return None
-    return sha256_text(segments[1]) if segments else None
-
-
-def _raw_block(text: str) -> str | None:
-    """The raw managed block of ``text`` (markers included), None when it has none or a malformed one."""
-    try:
-        segments = managed_block_segments(text)
-    except SleepError:
-        return None
-    return segments[1] if segments else None
 
 
 def written_agents(sources: list[str], targets: list[str] | None = None) -> list[str]:
@@ -191,7 +159,7 @@ def mirror_candidates(documents: dict[str, Document], candidate: dict[str, str])
 def is_within(path: Path, root: Path) -> bool:
     """True when ``path`` is ``root`` or lies below it, compared by path components (``/a/bc`` is not below
     ``/a/b``) and as given: resolve both first where symlinks must be followed. The one containment test of the
-    package (the managed targets here, the adopted and reverted files in ``adopt.py``)."""
+    package (the managed targets here, the adopted and reverted files in ``review/adopt.py``)."""
     return path.is_relative_to(root)
 
 
@@ -285,7 +253,7 @@ def stage_proposal(night_dir: Path, documents: dict[str, Document], candidate: d
     Each manifest entry: kind, target (absolute path), file (name under proposed/), live_sha256 (of the live
     file the proposal was computed from; None if it did not exist), live_block_sha256 (of that file's raw managed
     block; None if it had none), live_block (that raw block itself, markers included, or None: ``adopt`` re-applies
-    the night's change of the block onto a live file edited or adopted into since, ``block_merge.merge_block``),
+    the night's change of the block onto a live file edited or adopted into since, ``documents.merge.merge_block``),
     proposed_sha256. Returns the entries.
     """
     from skillopt_sleep.fsio import write_json_atomic
@@ -307,7 +275,7 @@ def stage_proposal(night_dir: Path, documents: dict[str, Document], candidate: d
             "file": name,
             "live_sha256": document.sha256,
             "live_block_sha256": managed_block_sha256(document.text) if document.exists else None,
-            "live_block": _raw_block(document.text) if document.exists else None,
+            "live_block": raw_block(document.text) if document.exists else None,
             "proposed_sha256": sha256_text(new_text),
         })
     if entries:

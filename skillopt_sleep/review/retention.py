@@ -11,7 +11,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from skillopt_sleep.adopt import night_sort_key, protected_nights
+from skillopt_sleep.review.adopt import night_sort_key, protected_nights
 from skillopt_sleep.state import ProjectPaths
 
 DELETING_PREFIX = ".deleting-"

@@ -9,7 +9,7 @@ agent CLI that strips or rewrites the first line): ``is_own_request`` also recog
 prompt templates. ``own_request_fragments`` derives it from the prompt registry (``skillopt_sleep.prompts``, user
 overrides included), so a reworded template moves its markers with it: every line of a template's literal text
 (between placeholders) that has at least ``MIN_FRAGMENT_CHARS`` characters, put in one form (``match_form``:
-``textnorm.normalize``, casefolded, whitespace collapsed). A user's request carries one only when it pastes a whole
+``text.normalize``, casefolded, whitespace collapsed). A user's request carries one only when it pastes a whole
 sentence-long line of our prompts.
 
 Imports point down: this module reads the registry (``prompts``, which imports only ``paths``); nothing below it
@@ -21,7 +21,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from skillopt_sleep import prompts
-from skillopt_sleep.textnorm import normalize
+from skillopt_sleep.text import normalize
 
 SESSION_MARKER = "[skillopt-sleep:replay]"
 
@@ -31,7 +31,7 @@ MIN_FRAGMENT_CHARS = 60
 
 
 def match_form(text: str) -> str:
-    """``text`` as markers are matched: ``textnorm.normalize`` (NFKC, no format characters), casefolded, every run
+    """``text`` as markers are matched: ``text.normalize`` (NFKC, no format characters), casefolded, every run
     of whitespace one space, ends stripped."""
     return " ".join(normalize(text).casefold().split())
 

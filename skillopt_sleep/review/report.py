@@ -1,6 +1,6 @@
 """What a night did, as data for the terminal view and as a self-contained HTML page.
 
-``load_night`` reads ``<night dir>/diagnostics.json``; ``night_view`` turns it into plain dicts (verdict and why,
+``load_night`` reads ``<night dir>/diagnostics.json``; ``night_view`` turns it into a ``NightView`` (verdict and why,
 scores, per-task table, edits with rationale and diff, errors, cost by role, time by stage); ``trend_points``
 summarises the last nights (verdict, baseline and candidate pass rates on the night's own val tasks, accepted
 edits, cost), ``score_chart_data`` lays them out (one baseline -> candidate segment per night, never a line across
@@ -21,14 +21,26 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from skillopt_sleep.adopt import load_adoptions, night_sort_key
-from skillopt_sleep.changes import changes_sentence, describe_change
 from skillopt_sleep.errors import DamagedFileError, SleepError
 from skillopt_sleep.fsio import load_json, read_json, write_text_atomic
 from skillopt_sleep.mine.provenance import blocked_token, is_blocked
 from skillopt_sleep.models import Diagnostics, EditRecord, ReplayResult
+from skillopt_sleep.review.adopt import load_adoptions, night_sort_key
+from skillopt_sleep.review.changes import changes_sentence, describe_change
+from skillopt_sleep.review.report_view import (
+    BlockedEdit,
+    ChangeView,
+    DocumentDiff,
+    EditView,
+    ErrorView,
+    HeldOutTask,
+    NightScores,
+    NightTotals,
+    NightView,
+    RoleCostView,
+)
+from skillopt_sleep.review.verdicts import verdict
 from skillopt_sleep.state import ProjectPaths
-from skillopt_sleep.verdicts import verdict
 
 #: Nights shown in the trend chart.
 TREND_NIGHTS = 30
@@ -94,12 +106,12 @@ def edit_diff(edit: EditRecord) -> str:
     return "\n".join(lines)
 
 
-def _document_diffs(night_dir: Path) -> list[dict[str, str]]:
+def _document_diffs(night_dir: Path) -> list[DocumentDiff]:
     path = night_dir / "proposed" / "manifest.json"
     try:
         manifest = load_json(path, what=f"night {night_dir.name}'s proposal manifest", default=None)
     except DamagedFileError as exc:  # the report still shows the rest of the night, and says why no diff is shown
-        return [{"file": path.name, "target": str(path), "diff": f"(no diff shown: {exc.message})"}]
+        return [DocumentDiff(file=path.name, target=str(path), diff=f"(no diff shown: {exc.message})")]
     manifest = manifest if isinstance(manifest, dict) else {}
     diffs = []
     for entry in manifest.get("documents", []) if isinstance(manifest.get("documents"), list) else []:
@@ -112,7 +124,7 @@ def _document_diffs(night_dir: Path) -> list[dict[str, str]]:
         text = diff_path.read_text("utf-8", errors="replace") if diff_path.is_file() else ""
         if len(text) > MAX_DIFF_CHARS:
             text = text[:MAX_DIFF_CHARS] + f"\n[... diff truncated; full diff: {diff_path} ...]\n"
-        diffs.append({"file": name, "target": str(entry.get("target", "")), "diff": text})
+        diffs.append(DocumentDiff(file=name, target=str(entry.get("target", "")), diff=text))
     return diffs
 
 
@@ -144,92 +156,75 @@ def _promoted_edits(diagnostics: Diagnostics, paths: ProjectPaths | None) -> tup
     return str(origin), [edit for edit in edits if edit.status == "applied"]
 
 
-def _edit_rows(edits: list[EditRecord]) -> list[dict[str, Any]]:
-    return [{"target": e.target, "op": e.op, "status": EDIT_STATUS_WORDS.get(e.status, e.status), "reason": e.reason,
-             "rationale": e.rationale, "evidence": list(e.evidence), "diff": edit_diff(e)} for e in edits]
+def _edit_rows(edits: list[EditRecord]) -> list[EditView]:
+    return [EditView(target=e.target, op=e.op, status=EDIT_STATUS_WORDS.get(e.status, e.status), reason=e.reason,
+                     rationale=e.rationale, evidence=list(e.evidence), diff=edit_diff(e)) for e in edits]
 
 
 def night_view(diagnostics: Diagnostics, night_dir: Path | None = None,
-               paths: ProjectPaths | None = None) -> dict[str, Any]:
-    """Plain data for one night's report, what changed in the user's files first.
-
-    Keys: night_id, status, outcome (``outcome_word``), headline (``changes.changes_sentence``), changes (one per
-    managed file: file, state written|staged|unchanged, added, removed, line: ``changes.describe_change``),
-    staged_from (the earlier night whose pending candidate was promoted tonight, else None), staged_edits (that
-    candidate's edits, else tonight's when accepted), summary, verdict, why, adoption (adopted|reverted|pending|None),
-    scores
-    (baseline/candidate/test: hard, soft, gate in [0, 1], n), per_task (val tasks: baseline_hard/soft,
-    candidate_hard/soft, outcome win|loss|tie|n/a), edits (target, op, status, reason, rationale, diff), blocked
-    (the edits the provenance screen stopped: target, content, token, reason),
-    document_diffs (file, target, diff), errors, failure, cost (role -> calls, tokens, seconds), stage_seconds
-    (stage -> seconds), totals (calls, tokens, seconds).
-    """
+               paths: ProjectPaths | None = None) -> NightView:
+    """One night's report (``report_view.NightView``, its fields documented there), what changed in the user's files
+    first. night_dir: where the proposed documents' diffs are read (None: none shown); paths: the project's state,
+    for the adoption record and a promoted candidate's edits (None: neither)."""
     gate = diagnostics.gate
     per_task = []
     for comparison in gate.per_task if gate else []:
-        per_task.append({
-            "task_id": comparison.task_id,
-            "request": comparison.request_head,
-            "baseline_hard": _mean(comparison.baseline, "hard"),
-            "baseline_soft": _mean(comparison.baseline, "soft"),
-            "candidate_hard": _mean(comparison.candidate, "hard"),
-            "candidate_soft": _mean(comparison.candidate, "soft"),
-            "outcome": comparison.outcome,
-        })
+        per_task.append(HeldOutTask(
+            task_id=comparison.task_id,
+            request=comparison.request_head,
+            baseline_hard=_mean(comparison.baseline, "hard"),
+            baseline_soft=_mean(comparison.baseline, "soft"),
+            candidate_hard=_mean(comparison.candidate, "hard"),
+            candidate_soft=_mean(comparison.candidate, "soft"),
+            outcome=comparison.outcome,
+        ))
     edits = _edit_rows(diagnostics.edits)
     staged_from, promoted = _promoted_edits(diagnostics, paths)
     staged_edits = (_edit_rows(promoted) if staged_from else
                     _edit_rows([e for e in diagnostics.edits if e.status == "applied"])
                     if any(c.state != "unchanged" for c in diagnostics.changes) else [])
-    blocked = [{"target": e.target, "content": e.content, "token": blocked_token(e.reason), "reason": e.reason}
+    blocked = [BlockedEdit(target=e.target, content=e.content, token=blocked_token(e.reason), reason=e.reason)
                for e in diagnostics.edits if is_blocked(e)]
-    cost = {role: {"calls": c.calls, "failed_calls": c.failed_calls, "cached_calls": c.cached_calls,
-                   "prompt_tokens": c.prompt_tokens, "completion_tokens": c.completion_tokens,
-                   "tokens": c.prompt_tokens + c.completion_tokens, "seconds": round(c.seconds, 3)}
+    cost = {role: RoleCostView(calls=c.calls, failed_calls=c.failed_calls, cached_calls=c.cached_calls,
+                               prompt_tokens=c.prompt_tokens, completion_tokens=c.completion_tokens,
+                               tokens=c.prompt_tokens + c.completion_tokens, seconds=round(c.seconds, 3))
             for role, c in diagnostics.cost.items()}
     adoption = None
     if paths is not None:
         for record in load_adoptions(paths):
             if record.night_id == diagnostics.night_id:
                 adoption = record.status
-    return {
-        "night_id": diagnostics.night_id,
-        "project": diagnostics.project,
-        "status": diagnostics.status,
-        "outcome": outcome_word(diagnostics),
-        "headline": changes_sentence(diagnostics),
-        "changes": [{**change.model_dump(), "line": describe_change(change)} for change in diagnostics.changes],
-        "staged_from": staged_from,
-        "staged_edits": staged_edits,
-        "summary": diagnostics.summary,
-        "started_at": diagnostics.started_at.isoformat(),
-        "verdict": gate.verdict if gate else None,
-        "why": gate.reason if gate else diagnostics.summary,
-        "adoption": adoption,
-        "edit_budget": diagnostics.edit_budget,
-        "tasks": dict(diagnostics.tasks),
-        "scores": {
-            "baseline": diagnostics.baseline.model_dump(),
-            "candidate": diagnostics.candidate.model_dump(),
-            "test": {name: scores.model_dump() for name, scores in diagnostics.test.items()},
-        },
-        "per_task": per_task,
-        "edits": edits,
-        "blocked": blocked,
-        "document_diffs": _document_diffs(night_dir) if night_dir else [],
-        "proposed": list(diagnostics.proposed),
-        "applied": list(diagnostics.applied),
-        "errors": [{"stage": str(e.get("stage") or e.get("role") or ""), "kind": str(e.get("kind") or ""),
-                    "message": str(e.get("message") or "")} for e in diagnostics.errors],
-        "failure": diagnostics.failure,
-        "cost": cost,
-        "stage_seconds": dict(diagnostics.stage_seconds),
-        "totals": {
-            "calls": sum(c["calls"] for c in cost.values()),
-            "tokens": sum(c["tokens"] for c in cost.values()),
-            "seconds": round(sum(diagnostics.stage_seconds.values()), 3),
-        },
-    }
+    return NightView(
+        night_id=diagnostics.night_id,
+        project=diagnostics.project,
+        status=diagnostics.status,
+        outcome=outcome_word(diagnostics),
+        headline=changes_sentence(diagnostics),
+        changes=[ChangeView(**change.model_dump(), line=describe_change(change)) for change in diagnostics.changes],
+        staged_from=staged_from,
+        staged_edits=staged_edits,
+        summary=diagnostics.summary,
+        started_at=diagnostics.started_at.isoformat(),
+        verdict=gate.verdict if gate else None,
+        why=gate.reason if gate else diagnostics.summary,
+        adoption=adoption,
+        edit_budget=diagnostics.edit_budget,
+        tasks=dict(diagnostics.tasks),
+        scores=NightScores(baseline=diagnostics.baseline, candidate=diagnostics.candidate, test=dict(diagnostics.test)),
+        per_task=per_task,
+        edits=edits,
+        blocked=blocked,
+        document_diffs=_document_diffs(night_dir) if night_dir else [],
+        proposed=list(diagnostics.proposed),
+        applied=list(diagnostics.applied),
+        errors=[ErrorView(stage=str(e.get("stage") or e.get("role") or ""), kind=str(e.get("kind") or ""),
+                          message=str(e.get("message") or "")) for e in diagnostics.errors],
+        failure=diagnostics.failure,
+        cost=cost,
+        stage_seconds=dict(diagnostics.stage_seconds),
+        totals=NightTotals(calls=sum(c.calls for c in cost.values()), tokens=sum(c.tokens for c in cost.values()),
+                           seconds=round(sum(diagnostics.stage_seconds.values()), 3)),
+    )
 
 
 # --------------------------------------------------------------------------- trend over nights
@@ -474,45 +469,44 @@ def _cell(value: Any, numeric: bool = False, css: str = "") -> str:
     return f'<td class="{classes}">{text}</td>' if classes else f"<td>{text}</td>"
 
 
-def render_html(view: dict[str, Any], points: list[dict[str, Any]], *, generated_at: datetime | None = None) -> str:
+def render_html(view: NightView, points: list[dict[str, Any]], *, generated_at: datetime | None = None) -> str:
     """A complete, self-contained HTML page (no external resource) for one night plus the trend chart.
 
     view: ``night_view(...)``; points: ``trend_points(...)`` (no chart when empty).
     """
     generated = (generated_at or datetime.now(timezone.utc)).isoformat(timespec="seconds")
-    outcome = view["outcome"]
+    outcome = view.outcome
     css = {"learned": "accepted", "waiting": "rejected", "rejected": "rejected", "failed": "failed",
            "interrupted": "failed"}.get(outcome, "other")
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>skillopt-sleep night {_e(view['night_id'])}</title><style>{_CSS}</style></head><body>",
-        f"<h1>skillopt-sleep night {_e(view['night_id'])}</h1>",
+        f"<title>skillopt-sleep night {_e(view.night_id)}</title><style>{_CSS}</style></head><body>",
+        f"<h1>skillopt-sleep night {_e(view.night_id)}</h1>",
         f'<p><span id="outcome" class="verdict {css}">{_e(outcome)}</span> '
-        f'<span id="headline">{_e(view["headline"])}</span></p>',
+        f'<span id="headline">{_e(view.headline)}</span></p>',
         "<h2>What changed in your files</h2>",
     ]
     state_words = {"written": "learned: written to the file", "staged": "staged: run 'skillopt-sleep adopt'",
                    "unchanged": "unchanged"}
-    if view["changes"]:
-        rows = [[_cell(c["file"]), _cell(state_words.get(c["state"], c["state"]),
-                                         css="win" if c["state"] == "written" else ""),
-                 _cell("\n".join(c["added"])), _cell("\n".join(c["removed"]))] for c in view["changes"]]
+    if view.changes:
+        rows = [[_cell(c.file), _cell(state_words.get(c.state, c.state), css="win" if c.state == "written" else ""),
+                 _cell("\n".join(c.added)), _cell("\n".join(c.removed))] for c in view.changes]
         parts.append(_table(["file", "tonight", "rules added", "rules removed"], rows, "changes"))
     else:
         parts.append('<p class="muted">no managed file was read tonight</p>')
-    if view["staged_from"]:
-        parts.append(f'<p id="staged-from">These rules are the candidate of night {_e(view["staged_from"])}: it '
+    if view.staged_from:
+        parts.append(f'<p id="staged-from">These rules are the candidate of night {_e(view.staged_from)}: it '
                      "waited for more evidence and won its re-test on tonight's held-out tasks.</p>")
     parts.append("<h2>Why</h2>")
-    verdict = f"gate {view['verdict']}: " if view["verdict"] else ""
-    parts.append(f'<p id="why">Tonight\'s own candidate &mdash; {_e(verdict)}{_e(view["why"])}</p>')
-    parts.append(f'<p class="muted">project {_e(view["project"])}; started {_e(view["started_at"])}; '
-                 f"adoption: {_e(view['adoption'] or 'not adopted')}; report generated {_e(generated)}</p>")
-    parts.append(f'<p class="muted" id="summary">{_e(view["summary"])}</p>')
-    if view["failure"]:
-        failure = view["failure"]
+    verdict = f"gate {view.verdict}: " if view.verdict else ""
+    parts.append(f'<p id="why">Tonight\'s own candidate &mdash; {_e(verdict)}{_e(view.why)}</p>')
+    parts.append(f'<p class="muted">project {_e(view.project)}; started {_e(view.started_at)}; '
+                 f"adoption: {_e(view.adoption or 'not adopted')}; report generated {_e(generated)}</p>")
+    parts.append(f'<p class="muted" id="summary">{_e(view.summary)}</p>')
+    if view.failure:
+        failure = view.failure
         parts.append(f'<p class="verdict failed">{_e(failure.get("reason"))} &mdash; fix: {_e(failure.get("fix"))}</p>')
 
     parts.append("<h2>Trend over the last nights</h2>")
@@ -526,74 +520,73 @@ def render_html(view: dict[str, Any], points: list[dict[str, Any]], *, generated
     else:
         parts.append('<p class="muted">no night with diagnostics yet</p>')
 
-    if view["staged_edits"]:
+    if view.staged_edits:
         parts.append("<h2>Rules staged or written tonight</h2>")
-        for number, edit in enumerate(view["staged_edits"], 1):
-            parts.append(f'<div class="staged-edit"><p><b>{number}. {_e(edit["op"])} &rarr; {_e(edit["target"])}'
-                         f'</b></p><p>{_e(edit["rationale"])}</p>{_diff_html(edit["diff"])}</div>')
+        for number, edit in enumerate(view.staged_edits, 1):
+            parts.append(f'<div class="staged-edit"><p><b>{number}. {_e(edit.op)} &rarr; {_e(edit.target)}'
+                         f'</b></p><p>{_e(edit.rationale)}</p>{_diff_html(edit.diff)}</div>')
 
     parts.append("<h2>Statistics</h2>")
-    scores = view["scores"]
+    scores = view.scores
     rows = []
-    for name, key in (("baseline (val)", "baseline"), ("candidate (val)", "candidate")):
-        s = scores[key]
-        rows.append([_cell(name), _cell(s["hard"], True), _cell(s["soft"], True), _cell(s["gate"], True),
-                     _cell(s["n"], True)])
-    for name, s in scores["test"].items():
-        rows.append([_cell(f"{name} (test)"), _cell(s["hard"], True), _cell(s["soft"], True),
-                     _cell(s["gate"], True), _cell(s["n"], True)])
+    for name, s in (("baseline (val)", scores.baseline), ("candidate (val)", scores.candidate)):
+        rows.append([_cell(name), _cell(s.hard, True), _cell(s.soft, True), _cell(s.gate, True),
+                     _cell(s.n, True)])
+    for name, s in scores.test.items():
+        rows.append([_cell(f"{name} (test)"), _cell(s.hard, True), _cell(s.soft, True),
+                     _cell(s.gate, True), _cell(s.n, True)])
     parts.append("<h3>Scores</h3>")
     parts.append(_table(["", "hard", "soft", "gate", "n"], rows, "scores"))
-    tasks = view["tasks"]
+    tasks = view.tasks
     parts.append(f'<p class="muted">tasks: train {_e(tasks.get("train", 0))}, val {_e(tasks.get("val", 0))}, '
-                 f'test {_e(tasks.get("test", 0))}; edit budget {_e(view["edit_budget"])}</p>')
+                 f'test {_e(tasks.get("test", 0))}; edit budget {_e(view.edit_budget)}</p>')
 
     parts.append("<h3>Held-out tasks</h3>")
-    if view["per_task"]:
-        rows = [[_cell(t["task_id"]), _cell(t["request"]), _cell(t["baseline_hard"], True),
-                 _cell(t["baseline_soft"], True), _cell(t["candidate_hard"], True), _cell(t["candidate_soft"], True),
-                 _cell(t["outcome"], css=t["outcome"] if t["outcome"] in ("win", "loss") else "")]
-                for t in view["per_task"]]
+    if view.per_task:
+        rows = [[_cell(t.task_id), _cell(t.request), _cell(t.baseline_hard, True),
+                 _cell(t.baseline_soft, True), _cell(t.candidate_hard, True), _cell(t.candidate_soft, True),
+                 _cell(t.outcome, css=t.outcome if t.outcome in ("win", "loss") else "")]
+                for t in view.per_task]
         parts.append(_table(["task", "request", "baseline hard", "baseline soft", "candidate hard",
                              "candidate soft", "outcome"], rows, "per-task"))
     else:
         parts.append('<p class="muted">no held-out comparison tonight</p>')
 
-    if view["blocked"]:
+    if view.blocked:
         parts.append("<h3>Blocked edits</h3>")
         parts.append('<p class="muted">These edits named something no user typed (or carried a secret): they never '
                      "reached a document. See docs/security.md.</p>")
-        rows = [[_cell(b["target"]), _cell(b["token"], css="loss"), _cell(b["content"]), _cell(b["reason"])]
-                for b in view["blocked"]]
+        rows = [[_cell(b.target), _cell(b.token, css="loss"), _cell(b.content), _cell(b.reason)]
+                for b in view.blocked]
         parts.append(_table(["document", "token", "edit", "reason"], rows, "blocked"))
 
     parts.append("<h3>Edits tonight's step proposed (applied to its candidate, not to your files)</h3>")
-    if view["edits"]:
-        for number, edit in enumerate(view["edits"], 1):
-            reason = f" ({_e(edit['reason'])})" if edit["reason"] else ""
-            parts.append(f'<div class="edit"><p><b>{number}. {_e(edit["op"])} &rarr; {_e(edit["target"])}</b>: '
-                         f'{_e(edit["status"])}{reason}</p><p>{_e(edit["rationale"])}</p>'
-                         f'{_diff_html(edit["diff"])}</div>')
+    if view.edits:
+        for number, edit in enumerate(view.edits, 1):
+            reason = f" ({_e(edit.reason)})" if edit.reason else ""
+            parts.append(f'<div class="edit"><p><b>{number}. {_e(edit.op)} &rarr; {_e(edit.target)}</b>: '
+                         f'{_e(edit.status)}{reason}</p><p>{_e(edit.rationale)}</p>'
+                         f'{_diff_html(edit.diff)}</div>')
     else:
         parts.append('<p class="muted">no edit proposed</p>')
-    for document in view["document_diffs"]:
-        parts.append(f"<h3>Staged change to {_e(document['target'])}</h3>{_diff_html(document['diff'])}")
+    for document in view.document_diffs:
+        parts.append(f"<h3>Staged change to {_e(document.target)}</h3>{_diff_html(document.diff)}")
 
     parts.append("<h3>Errors</h3>")
-    if view["errors"]:
-        rows = [[_cell(e["stage"]), _cell(e["kind"]), _cell(e["message"])] for e in view["errors"]]
+    if view.errors:
+        rows = [[_cell(e.stage), _cell(e.kind), _cell(e.message)] for e in view.errors]
         parts.append(_table(["stage / role", "kind", "message"], rows, "errors"))
     else:
         parts.append('<p class="muted">none</p>')
 
     parts.append("<h3>Cost by role</h3>")
-    rows = [[_cell(role), _cell(c["calls"], True), _cell(c["failed_calls"], True), _cell(c["cached_calls"], True),
-             _cell(c["prompt_tokens"], True), _cell(c["completion_tokens"], True), _cell(c["seconds"], True)]
-            for role, c in view["cost"].items()]
+    rows = [[_cell(role), _cell(c.calls, True), _cell(c.failed_calls, True), _cell(c.cached_calls, True),
+             _cell(c.prompt_tokens, True), _cell(c.completion_tokens, True), _cell(c.seconds, True)]
+            for role, c in view.cost.items()]
     parts.append(_table(["role", "calls", "failed", "cached", "prompt tokens", "completion tokens", "seconds"],
                         rows, "cost"))
     parts.append("<h3>Time by stage</h3>")
-    rows = [[_cell(stage), _cell(seconds, True)] for stage, seconds in view["stage_seconds"].items()]
+    rows = [[_cell(stage), _cell(seconds, True)] for stage, seconds in view.stage_seconds.items()]
     parts.append(_table(["stage", "seconds"], rows, "stages"))
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"

@@ -3,8 +3,9 @@
 The managed block is the run of lines between a ``BLOCK_BEGIN`` line and a ``BLOCK_END`` line. Everything outside it
 belongs to the user and is never changed, byte for byte (``engine/edits.py`` applies edits inside it). This module is
 the format: the markers and the heading (``BLOCK_HEADING``), locating the one block (``find_block``; malformed markers
-raise ValueError), reading it (``managed_block``, ``block_rule_lines``) and creating it (``ensure_block``,
-``new_skill_document``).
+raise ValueError), reading it (``managed_block``, ``block_rule_lines``), cutting a document around it
+(``managed_block_segments``: before, block, after; malformed markers raise SleepError; ``raw_block``,
+``managed_block_sha256``) and creating it (``ensure_block``, ``new_skill_document``).
 """
 
 from __future__ import annotations
@@ -12,6 +13,9 @@ from __future__ import annotations
 import re
 
 import yaml
+
+from skillopt_sleep.errors import SleepError
+from skillopt_sleep.hashing import sha256_text
 
 BLOCK_BEGIN = "<!-- skillopt-sleep:begin -->"
 BLOCK_END = "<!-- skillopt-sleep:end -->"
@@ -110,6 +114,44 @@ def block_rule_lines(document: str) -> list[tuple[int, str]]:
         elif inside and stripped and stripped != BLOCK_HEADING:
             out.append((number, stripped))
     return out
+
+
+def managed_block_segments(text: str) -> tuple[str, str, str] | None:
+    """Split a document into ``(before, block, after)`` around its managed block, or None when it has none.
+
+    ``block`` runs from the first character of the ``BLOCK_BEGIN`` line to just after the ``BLOCK_END`` line
+    (its line break included), so ``before + block + after == text``. Raises SleepError when the markers are
+    malformed (not exactly one begin line followed by one end line).
+    """
+    lines = text.splitlines(keepends=True)
+    begins = [index for index, line in enumerate(lines) if line.strip() == BLOCK_BEGIN]
+    ends = [index for index, line in enumerate(lines) if line.strip() == BLOCK_END]
+    if not begins and not ends:
+        return None
+    if len(begins) != 1 or len(ends) != 1 or ends[0] < begins[0]:
+        raise SleepError(f"malformed managed block: {len(begins)} begin and {len(ends)} end marker(s); "
+                         f"expected one '{BLOCK_BEGIN}' line followed by one '{BLOCK_END}' line")
+    begin, end = begins[0], ends[0]
+    return "".join(lines[:begin]), "".join(lines[begin:end + 1]), "".join(lines[end + 1:])
+
+
+def managed_block_sha256(text: str) -> str | None:
+    """sha256 of the raw managed block of ``text`` (markers included), None when it has no (or a malformed)
+    block."""
+    try:
+        segments = managed_block_segments(text)
+    except SleepError:
+        return None
+    return sha256_text(segments[1]) if segments else None
+
+
+def raw_block(text: str) -> str | None:
+    """The raw managed block of ``text`` (markers included), None when it has none or a malformed one."""
+    try:
+        segments = managed_block_segments(text)
+    except SleepError:
+        return None
+    return segments[1] if segments else None
 
 
 def ensure_block(document: str) -> str:

@@ -1,6 +1,6 @@
 """Adopt a night's staged proposal into the project, revert it, and list what was adopted.
 
-A night that passes the gate stages ``<night dir>/proposed/`` (see ``documents.stage_proposal``): the proposed
+A night that passes the gate stages ``<night dir>/proposed/`` (see ``documents.targets.stage_proposal``): the proposed
 documents, a diff beside each and ``manifest.json``. ``adopt_night`` writes them onto the live targets,
 ``revert_adoption`` puts the pre-adoption versions back, and both record what they did in the project's
 adoption records (``<project state dir>/adoptions.json``, format ``ADOPTIONS_FORMAT``)::
@@ -18,7 +18,7 @@ Safety rules:
   a manifest edited to point elsewhere, or a proposed file that does not match its recorded sha256 is refused.
 - When the live file is still the one the proposal was computed from (same sha256), the proposed file is written.
   When it changed since (the user edited it, or another night was adopted into it), the night's *change* of the
-  managed block is re-applied onto it (``block_merge.merge_block``: three-way, base = the block the night started
+  managed block is re-applied onto it (``documents.merge.merge_block``: three-way, base = the block the night started
   from, recorded in the manifest): the user's text outside the block is kept byte for byte, a rule line already
   there is not written twice, and a line the night replaced that someone changed since is a conflict, which refuses
   the adoption naming the file and the line (the night stays staged). So staged nights add up: ``adopt_all``
@@ -40,9 +40,9 @@ from typing import Callable, Iterable, Literal
 from filelock import FileLock
 from pydantic import BaseModel, Field, TypeAdapter
 
-from skillopt_sleep.block import ensure_block
-from skillopt_sleep.block_merge import merge_block
-from skillopt_sleep.documents import is_within, managed_block_segments, read_document, sha256_text, via_symlink
+from skillopt_sleep.documents.block import ensure_block, managed_block_segments
+from skillopt_sleep.documents.merge import merge_block
+from skillopt_sleep.documents.targets import is_within, read_document, via_symlink
 from skillopt_sleep.errors import (
     AdoptError,
     DamagedFileError,
@@ -53,8 +53,9 @@ from skillopt_sleep.errors import (
     TargetRefused,
 )
 from skillopt_sleep.fsio import load_json, open_atomic, write_json_atomic, write_text_atomic
+from skillopt_sleep.hashing import sha256_text
 from skillopt_sleep.lock import take_project_lock
-from skillopt_sleep.staged import adoptable_nights, night_sort_key, night_status
+from skillopt_sleep.review.staged import adoptable_nights, night_sort_key, night_status
 from skillopt_sleep.state import ProjectPaths
 
 #: The ``format`` of ``adoptions.json`` (users have these files: a change of format is a new value).

@@ -13,7 +13,7 @@ proposed file. ``merge_block`` is that three-way merge, line by line inside the 
 * a line the night *replaced* that the live block no longer holds, while its replacement is not there either, is
   a **conflict**: someone changed the same rule since. Conflicts are returned, and nothing is decided for them.
 
-Lines are compared by their words (``textnorm.normalize``, whitespace folded); inserted lines take the live file's
+Lines are compared by their words (``text.normalize``, whitespace folded); inserted lines take the live file's
 line endings. When the live block still says what the base block said, the result's block is the proposed one
 exactly.
 """
@@ -23,9 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 
-from skillopt_sleep.block import ensure_block, newline_of
-from skillopt_sleep.documents import managed_block_segments
-from skillopt_sleep.textnorm import normalize
+from skillopt_sleep.documents.block import ensure_block, managed_block_segments, newline_of
+from skillopt_sleep.text import normalize
 
 
 @dataclass

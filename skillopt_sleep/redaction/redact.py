@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Callable, Iterable, Pattern
 
-from skillopt_sleep import credential_args
+from skillopt_sleep.redaction import credential_args
 
 REDACTED_PREFIX = "[REDACTED:"
 

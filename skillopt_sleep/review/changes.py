@@ -14,13 +14,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from skillopt_sleep.block import block_rule_lines
+from skillopt_sleep.documents.block import block_rule_lines
 from skillopt_sleep.mine.provenance import is_blocked
 from skillopt_sleep.models import Diagnostics, FileChange
-from skillopt_sleep.staged import STAGED_NOTE
+from skillopt_sleep.review.staged import STAGED_NOTE
 
 if TYPE_CHECKING:
-    from skillopt_sleep.documents import Document
+    from skillopt_sleep.documents.targets import Document
 
 #: Most rule lines quoted in a one-line summary.
 QUOTED_RULES = 2
