@@ -325,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
 
-    from skillopt_sleep.backends.local import bundled_model_path
+    from skillopt_sleep.model_store import bundled_model_path
 
     model = args.model or bundled_model_path()
     if model is None or not Path(model).is_file():

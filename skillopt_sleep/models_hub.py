@@ -239,7 +239,7 @@ def download(file: HubFile, *, expected_sha256: str | None = None, local_dir: Pa
     require_hub()
     from huggingface_hub import hf_hub_download
 
-    from skillopt_sleep.model_store import file_sha256
+    from skillopt_sleep.hashing import file_sha256
 
     expected = (expected_sha256 or file.sha256 or "").lower()
     if not expected:

@@ -46,6 +46,7 @@ from skillopt_sleep.mine.llm_miner import make_llm_miner
 from skillopt_sleep.mine.provenance import UserText, blocked_summary, unsupported_lines
 from skillopt_sleep.mine.rule_reader import Reader, make_rule_reader, planned_reader_calls
 from skillopt_sleep.mine.rulebook import stated_rules
+from skillopt_sleep.model_store import PullResult
 from skillopt_sleep.models import Diagnostics, ReplayResult, Scores, TaskRecord
 from skillopt_sleep.notify import notify
 from skillopt_sleep.progress import NullProgress, Progress, watch_meter
@@ -346,6 +347,7 @@ class _Night:
         """Choose the backend (``ConfigError`` when none is available), load the documents, set the edit budget."""
         config, diagnostics = self.config, self.diagnostics
         choice = choose_backend(config, sources)
+        pulled = self.pull_model(choice)
         meter = CallMeter(choice.backend, Budget(
             max_calls=config.max_calls_per_night, max_tokens=config.max_tokens_per_night,
             max_minutes=config.max_minutes_per_night, max_usd=config.max_usd_per_night,
@@ -356,6 +358,10 @@ class _Night:
             "note": choice.note,
             "models": {role: choice.backend.model_for(role) for role in ("miner", "target", "judge", "optimizer")},
         }
+        if pulled is not None:
+            diagnostics.backend["model_pull"] = {"model": pulled.name, "source": pulled.source,
+                                                 "size_bytes": pulled.size_bytes, "seconds": round(pulled.seconds, 1),
+                                                 "path": str(pulled.path)}
         documents = load_documents(self.project, sources, skill_path=config.skill_path,
                                    memory_path=config.memory_path, evolve_skill=config.evolve_skill,
                                    evolve_memory=config.evolve_memory, targets=config.targets)
@@ -368,6 +374,21 @@ class _Night:
                       skill=documents["skill"].baseline_text if "skill" in documents else "",
                       memory=documents["memory"].baseline_text,
                       settings=StepSettings.from_config(config, edit_budget=edit_budget))
+
+    def pull_model(self, choice: BackendChoice) -> PullResult | None:
+        """First use of the embedded model: pull ``model_store.DEFAULT_MODEL`` when none is configured or pulled
+        (``LocalBackend.pull_default``), telling ``progress`` its origin, size and bytes. Returns what was pulled, or
+        None when nothing had to be. Raises ModelPullError (the night stops before any LLM call, nothing written)."""
+        if not getattr(choice.backend, "needs_pull", False):
+            return None
+        progress = self.stages.progress
+        progress.stage("pulling the default model")
+
+        def on_progress(stage: str, done: int, total: int, written: int) -> None:
+            if stage in ("downloading", "verifying"):
+                progress.transfer(written, None)
+
+        return choice.backend.pull_default(on_progress=on_progress, on_source=progress.note)
 
     # ---------------------------------------------------------------- learn: LLM mining, the step, test split
     def learn(self, harvested: HarvestResult, tasks: list[TaskRecord], setup: _Setup) -> _Learned:

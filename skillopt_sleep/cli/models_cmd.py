@@ -13,7 +13,7 @@ from typing import Annotated, Optional
 import typer
 
 from skillopt_sleep.cli.common import QuietOpt, emit_json, make_progress, print_table, stderr, stdout, user_errors
-from skillopt_sleep.model_store import CATALOG, FIND_LINKS_ENV, list_models, pull_model
+from skillopt_sleep.model_store import CATALOG, DEFAULT_MODEL, FIND_LINKS_ENV, list_models, pull_model
 
 models_app = typer.Typer(help="Download and list GGUF models for backend = local.", no_args_is_help=True,
                          rich_markup_mode=None)
@@ -82,7 +82,7 @@ def pull(
 
 @models_app.command("list")
 def list_(json_: Annotated[bool, typer.Option("--json", help="Print JSON to stdout.")] = False) -> None:
-    """List the catalog (installed or not), the bundled SmolLM2, and other GGUF files in the models dir."""
+    """List the catalog (installed or not), SmolLM2 when installed, and other GGUF files in the models dir."""
     with user_errors():
         rows = list_models()
     if json_:
@@ -90,7 +90,8 @@ def list_(json_: Annotated[bool, typer.Option("--json", help="Print JSON to stdo
         return
     from rich.table import Table
 
-    table = Table(title="models for backend = local (default *: the largest pulled model, else the bundled one)")
+    table = Table(title=f"models for backend = local (default *: the largest pulled model; none pulled: "
+                        f"{DEFAULT_MODEL}, pulled by the next night)")
     table.add_column("name", no_wrap=True)
     for header in ("source", "installed", "size", "default", "rules"):
         table.add_column(header)
@@ -100,12 +101,9 @@ def list_(json_: Annotated[bool, typer.Option("--json", help="Print JSON to stdo
         table.add_row(row["name"], row["source"], "yes" if row["installed"] else "no", _size(row["size_bytes"]),
                       "*" if row["default"] else "", follows, row["path"] or "-")
     print_table(table)
-    if not any(row["installed"] for row in rows):
-        stdout.print("no model installed: pip install 'skillopt-sleep[local]' or skillopt-sleep models pull "
-                     f"{next(iter(CATALOG))}", highlight=False)
-    elif not any(row["default"] for row in rows if row["source"] != "bundled") and CATALOG:
-        stdout.print(f"tip: SmolLM2-135M ignores system-prompt rules; skillopt-sleep models pull "
-                     f"{next(iter(CATALOG))} gives backend local a model that follows them", highlight=False)
+    if not any(row["installed"] for row in rows if row["source"] != "bundled"):
+        stdout.print(f"no model pulled yet: the next night with backend local pulls {DEFAULT_MODEL} first "
+                     f"(or now: skillopt-sleep models pull {DEFAULT_MODEL})", highlight=False)
 
 
 def register(app: typer.Typer) -> None:

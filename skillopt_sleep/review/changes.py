@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from skillopt_sleep.documents.block import block_rule_lines
 from skillopt_sleep.mine.provenance import is_blocked
-from skillopt_sleep.models import Diagnostics, FileChange
+from skillopt_sleep.models import Diagnostics, FileChange, Scores
 from skillopt_sleep.review.staged import STAGED_NOTE
 
 if TYPE_CHECKING:
@@ -52,10 +52,12 @@ def file_changes(project: Path, documents: dict[str, Document], staged: dict[str
         if after is None or new_text == document.text:
             out.append(FileChange(file=name, kind=kind, state="unchanged"))
             continue
+        added = [line for line in after if line not in before]
+        new_lines = new_text.splitlines()
         out.append(FileChange(
             file=name, kind=kind, state="written" if str(document.path) in written else "staged",
-            added=[line for line in after if line not in before],
-            removed=[line for line in before if line not in after]))
+            added=added, removed=[line for line in before if line not in after],
+            added_at=[new_lines.index(line) + 1 if line in new_lines else 0 for line in added]))
     return out
 
 
@@ -161,3 +163,40 @@ def changes_sentence(diagnostics: Diagnostics) -> str:
               if origin.get("action") == "promoted" else "")
     unchanged = [change for change in diagnostics.changes if change.state == "unchanged"]
     return "; ".join(describe_change(change) for change in changed + unchanged) + source
+
+
+def _bare(rule: str) -> str:
+    return rule.lstrip("-*+ ").strip().rstrip(".").strip().casefold()
+
+
+def _passed(scores: Scores) -> str:
+    return f"{round(scores.hard * scores.n)}/{scores.n}"
+
+
+def learned_lines(diagnostics: Diagnostics) -> list[str]:
+    """What a night that learned shows under its one-line summary, one string per line (empty when no file changed):
+    each rule line added, with the file and line it goes to (``CLAUDE.md:12``) and, when it is a rule the user
+    stated, how often and in which words; then the held-out val tasks passed before -> after (the gate's hard score
+    on the same tasks) and, for stated rules, their own train tasks won and lost."""
+    changed = [change for change in diagnostics.changes if change.added]
+    if not changed:
+        return []
+    stated = {_bare(rule.get("text", "")): rule for rule in diagnostics.mining.get("rules", [])}
+    lines = []
+    for change in changed:
+        where = "written to" if change.state == "written" else "staged for"
+        lines.append(f"{change.file} ({where} {'this file' if change.state == 'written' else 'skillopt-sleep adopt'}):")
+        for text, number in zip(change.added, change.added_at or [0] * len(change.added)):
+            lines.append(f"  line {number}: {text.strip()}" if number else f"  {text.strip()}")
+            rule = stated.get(_bare(text))
+            if rule:
+                lines.append(f"    you taught it: \"{rule['text']}\" ({rule.get('scope_reason') or rule.get('scope')})")
+    gate = diagnostics.gate
+    if gate is not None and gate.baseline.n:
+        lines.append(f"held-out: {_passed(gate.baseline)} val tasks passed before, {_passed(gate.candidate)} after "
+                     f"(hard score {gate.baseline.hard:.2f} -> {gate.candidate.hard:.2f}, the same tasks)")
+        own = gate.details.get("stated_rules") or {}
+        if own.get("own_tasks"):
+            lines.append(f"the rules' own tasks: {len(own.get('won', []))} won, {len(own.get('lost', []))} lost, "
+                         f"of {len(own['own_tasks'])}")
+    return lines

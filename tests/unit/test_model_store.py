@@ -12,7 +12,6 @@ import typer
 from typer.testing import CliRunner
 
 from skillopt_sleep import model_store
-from skillopt_sleep.backends import local
 from skillopt_sleep.cli.models_cmd import register
 from skillopt_sleep.errors import ModelPullError
 from skillopt_sleep.model_store import CatalogModel, PartsSpec, list_models, models_dir, pull_model
@@ -165,7 +164,7 @@ def bundled(tmp_path, monkeypatch):
     path = tmp_path / "site" / "SmolLM2-135M-Instruct.Q4_1.gguf"
     path.parent.mkdir()
     path.write_bytes(b"s" * 10)
-    monkeypatch.setattr(local, "bundled_model_path", lambda: path)
+    monkeypatch.setattr(model_store, "bundled_model_path", lambda: path)
     return path
 
 
@@ -188,11 +187,12 @@ def test_list_prefers_a_pulled_model_over_the_bundled_one(bundled):
     assert sum(row["default"] for row in rows.values()) == 1
 
 
-def test_list_without_pulled_models_marks_the_bundled_one_as_default(bundled):
+def test_list_without_pulled_models_marks_the_model_pulled_on_first_use_as_default(bundled):
     rows = by_name(list_models())
-    assert rows["qwen2.5-coder-1.5b"]["installed"] is False
-    assert rows["qwen2.5-coder-1.5b"]["path"].endswith("models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf")
-    assert rows["smollm2-135m"] == {**rows["smollm2-135m"], "installed": True, "default": True,
+    qwen = rows[model_store.DEFAULT_MODEL]
+    assert qwen["installed"] is False and qwen["default"] is True  # the next night pulls it first
+    assert qwen["path"].endswith("models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf")
+    assert rows["smollm2-135m"] == {**rows["smollm2-135m"], "installed": True, "default": False,
                                     "path": str(bundled), "size_bytes": 10}
 
 
@@ -230,11 +230,11 @@ def test_cli_pull_of_an_unknown_model_exits_1_with_one_line(app):
     assert "'nope' is not a model reference" in result.output
 
 
-def test_cli_list_table_shows_the_catalog_and_the_rule_following_tip(app, bundled):
+def test_cli_list_table_says_the_default_model_is_pulled_by_the_next_night(app, bundled):
     result = CliRunner().invoke(app, ["models", "list"])
     assert result.exit_code == 0, result.output
     assert "qwen2.5-coder-1.5b" in result.output and "smollm2-135m" in result.output
-    assert "ignores system-prompt rules" in result.output
+    assert "the next night with backend local pulls qwen2.5-coder-1.5b first" in " ".join(result.output.split())
 
 
 def test_cli_pull_progress_on_a_terminal_shows_bytes_and_on_a_pipe_one_line_per_part(app, tmp_path, monkeypatch,
@@ -269,3 +269,29 @@ def test_cli_pull_progress_on_a_terminal_shows_bytes_and_on_a_pipe_one_line_per_
     text = screen.getvalue()
     assert "fake: downloading part 1/2" in text or "fake: verifying sha256" in text
     assert "MB/" in text and "in all" in text
+
+
+def test_with_no_model_pulled_the_local_backend_pulls_the_default_first(tmp_path, monkeypatch):
+    from skillopt_sleep.backends.local import LocalBackend
+
+    wheels = make_wheels(tmp_path / "wheels", [1, 2])
+    monkeypatch.setitem(model_store.CATALOG, "fake", fake_model(2))
+    monkeypatch.setattr(model_store, "DEFAULT_MODEL", "fake")
+    monkeypatch.setenv(model_store.FIND_LINKS_ENV, str(wheels))
+    backend = LocalBackend()
+    assert backend.needs_pull and backend.model_path is None
+    told = []
+    result = backend.pull_default(on_source=told.append)
+    assert result.path == models_dir() / "fake-model.gguf" and result.path.is_file()
+    assert backend.model_path == result.path and not backend.needs_pull
+    assert told and "fake" in told[0]  # one line said what comes from where before the download
+    assert LocalBackend().model_path == result.path  # the next night loads it without pulling
+
+
+def test_a_configured_model_is_never_replaced_by_the_default_pull(tmp_path):
+    from skillopt_sleep.backends.local import LocalBackend
+
+    gguf = tmp_path / "mine.gguf"
+    gguf.write_bytes(b"x")
+    assert LocalBackend(model_path=gguf).needs_pull is False
+    assert LocalBackend(model_path=tmp_path / "missing.gguf").needs_pull is False  # a wrong path is reported
