@@ -26,7 +26,7 @@ import world  # noqa: E402
 #: The demo project's working directory, as the sessions record it (no real user's path).
 PROJECT = Path("/home/demo/webshop")
 #: (night, index) of each conversation in ``world.NIGHTS`` that the demo holds.
-SESSIONS = [(1, 0), (1, 1), (1, 2), (1, 3), (2, 0), (2, 1), (2, 2), (2, 3)]
+SESSIONS = [(1, 0), (1, 2), (2, 0), (2, 2), (1, 1), (3, 0), (3, 2), (3, 3)]
 
 
 def write_demo(out: Path) -> list[Path]:

@@ -39,7 +39,8 @@ else:  # pragma: no cover
 ENV_PREFIX = "SKILLOPT_SLEEP_"
 #: Environment variables with our prefix that are not config keys.
 _NON_KEY_ENV = {"CONFIG", "CONFIG_DIR", "STATE_DIR", "DATA_DIR", "HOME", "RAISE_ERRORS", "CRONTAB", "REPLAY",
-                "AGENT_CLIS"}  # AGENT_CLIS: the real agent CLIs of the tests (.ci/install-agent-clis)
+                "AGENT_CLIS",  # the real agent CLIs of the tests (.ci/install-agent-clis)
+                "MODELS_FIND_LINKS"}  # model_store.FIND_LINKS_ENV: an offline folder of the model's part wheels
 
 
 def _source_names() -> tuple[str, ...]:

