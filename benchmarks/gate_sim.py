@@ -35,7 +35,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from skillopt_sleep.engine.gate import DEFAULT_ALPHA, DEFAULT_MARGIN, decide, tasks_to_resample  # noqa: E402
+from skillopt_sleep.engine.gate import (  # noqa: E402
+    DEFAULT_ALPHA,
+    DEFAULT_MARGIN,
+    GateSettings,
+    decide,
+    tasks_to_resample,
+)
 from skillopt_sleep.models import ReplayResult  # noqa: E402
 
 EDITS = {"no-op": 0.0, "harmful": -0.06, "helpful": 0.10}
@@ -157,8 +163,9 @@ def simulate_night(rng: random.Random, *, tasks: int, samples: int, effect: floa
 
 
 def _decide(setting: GateSetting, baseline: list[ReplayResult], candidate: list[ReplayResult]):
-    return decide(mode="on", metric="hard", mixed_weight=0.0, rule=setting.rule, baseline=baseline,
-                  candidate=candidate, best_gate_score=None, margin=setting.margin, alpha=setting.alpha)
+    gate = GateSettings(mode="on", metric="hard", mixed_weight=0.0, rule=setting.rule, margin=setting.margin,
+                        alpha=setting.alpha)
+    return decide(gate, baseline=baseline, candidate=candidate, best_gate_score=None)
 
 
 def run_trial(rng: random.Random, *, tasks: int, samples: int, effect: float, world: World,

@@ -26,12 +26,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.gate_sim import EDITS, World, _replays, draw_val_set, edit_fraction  # noqa: E402
 from skillopt_sleep.engine import repair  # noqa: E402
-from skillopt_sleep.engine.gate import decide, replace_task_results, tasks_to_resample  # noqa: E402
+from skillopt_sleep.engine.gate import (  # noqa: E402
+    GateSettings,
+    decide,
+    replace_task_results,
+    tasks_to_resample,
+)
 from skillopt_sleep.models import EditRecord, ReplayResult, TaskRecord  # noqa: E402
 
 #: Two-edit candidates: (first edit, second edit), effects from ``gate_sim.EDITS``.
 PAIRS = [("no-op", "no-op"), ("harmful", "harmful"), ("helpful", "harmful"), ("helpful", "no-op")]
 ACCEPTED = ("accept", "accept_new_best")
+#: The gate the simulation decides with: the paired rule at its defaults, on hard scores.
+PAIRED = GateSettings(mode="on", metric="hard", mixed_weight=0.0, rule="paired")
 
 
 @dataclass(frozen=True)
@@ -74,8 +81,7 @@ def _flat(side: list[list[ReplayResult]], keep: set[str] | None = None) -> list[
 
 
 def _decide(baseline: list[ReplayResult], candidate: list[ReplayResult]):
-    return decide(mode="on", metric="hard", mixed_weight=0.0, rule="paired", baseline=baseline,
-                  candidate=candidate, best_gate_score=None)
+    return decide(PAIRED, baseline=baseline, candidate=candidate, best_gate_score=None)
 
 
 def run_trial(rng: random.Random, *, tasks: int, samples: int, pair: tuple[str, str], world: World) -> dict:

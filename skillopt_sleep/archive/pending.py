@@ -122,10 +122,8 @@ def retest_pending(pending: PendingCandidate, replayer: Replayer, *, documents: 
                              candidate_views=prompt_views(candidate), gate_samples=settings.gate_samples,
                              gate_temperature=settings.gate_temperature, metric=settings.gate_metric,
                              mixed_weight=settings.gate_mixed_weight)
-    gate = decide(mode=settings.gate_mode, metric=settings.gate_metric, mixed_weight=settings.gate_mixed_weight,
-                  rule=settings.gate_rule, baseline=evaluation.baseline, candidate=evaluation.candidate,
-                  best_gate_score=best_gate_score, request_heads={task.id: task.request[:120] for task in fresh},
-                  margin=settings.gate_margin, alpha=settings.gate_alpha)
+    gate = decide(settings.gate, baseline=evaluation.baseline, candidate=evaluation.candidate,
+                  best_gate_score=best_gate_score, request_heads={task.id: task.request[:120] for task in fresh})
     fresh_ids = [task.id for task in fresh]
     if gate.verdict in ("accept", "accept_new_best"):
         return PendingOutcome("promoted", f"re-tested on {len(fresh)} fresh val task(s): {gate.reason}", pending,

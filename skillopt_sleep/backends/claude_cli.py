@@ -65,7 +65,6 @@ from skillopt_sleep.backends.subprocess_call import (
     scratch_dirs,
     structured_text,
     system_prompt,
-    tail,
     timeout_failure,
     without_prompt_echo,
 )
@@ -245,11 +244,7 @@ def read_reply(outcome: ProcessOutcome, *, timeout_s: float, prompt: str = "",
         said = ""
         if result is not None:
             said = str(result.get("result") or result.get("error") or result.get("subtype") or "")
-        detail = "; ".join(part for part in (
-            f"result: {tail(said)}" if said else "",
-            f"stderr: {outcome.stderr_tail()}" if outcome.stderr.strip() else "",
-            f"stdout: {outcome.stdout_tail(200)}" if result is None and outcome.stdout.strip() else "",
-        ) if part) or "no output"
+        detail = outcome.failure_detail(said, said_label="result", show_stdout=result is None)
         evidence = without_prompt_echo(f"{said}\n{outcome.stderr}", prompt)
         check_endpoint_reached(evidence, endpoint, setting="claude_base_url", detail=detail)
         raise_if_refused("claude", detail, logged_out=matches_any(evidence, _AUTH_ERRORS),

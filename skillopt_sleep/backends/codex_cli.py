@@ -270,10 +270,7 @@ def read_reply(outcome: ProcessOutcome, last_message: str | None, *, timeout_s: 
         return last_message.strip()
     output = without_prompt_echo(f"{outcome.stderr}\n{outcome.stdout}", prompt)
     evidence = "\n".join(line for line in output.splitlines() if _ERROR_LINE.search(line))
-    detail = "; ".join(part for part in (
-        f"stderr: {outcome.stderr_tail()}" if outcome.stderr.strip() else "",
-        f"stdout: {outcome.stdout_tail(200)}" if outcome.stdout.strip() else "",
-    ) if part) or "no output"
+    detail = outcome.failure_detail()
     check_endpoint_reached(evidence, endpoint, setting="codex_base_url", detail=detail)
     raise_if_refused("codex", detail, logged_out=matches_any(evidence, _AUTH_ERRORS),
                      rejected=matches_any(evidence, _FATAL_ERRORS), login_fix=_LOGIN_FIX,

@@ -50,13 +50,13 @@ from skillopt_sleep.backends.subprocess_call import (
     compile_patterns,
     estimate_tokens,
     find_binary,
+    json_line_events,
     matches_any,
     raise_if_refused,
     render_prompt,
     run_contained,
     scratch_dirs,
     structured_text,
-    tail,
     timeout_failure,
     without_prompt_echo,
 )
@@ -178,22 +178,6 @@ def user_mcp_servers(copilot_home: Path) -> list[str]:
 # --------------------------------------------------------------------------- reading the CLI's output
 
 
-def parse_events(stdout: str) -> list[dict[str, Any]]:
-    """The JSON objects of ``copilot --output-format json`` stdout, one per line (other lines are skipped)."""
-    events = []
-    for line in stdout.splitlines():
-        line = line.strip()
-        if not line.startswith("{"):
-            continue
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(event, dict):
-            events.append(event)
-    return events
-
-
 def read_usage(path: str) -> Usage | None:
     """Tokens from a ``--usage-output-file`` JSON (summed over ``modelMetrics``), or None when there are none."""
     try:
@@ -231,7 +215,7 @@ def read_reply(outcome: ProcessOutcome, *, timeout_s: float, prompt: str = "") -
     otherwise. prompt: the prompt sent (an echo of it is not taken as evidence of an error kind)."""
     if outcome.timed_out:
         raise timeout_failure("copilot", timeout_s)
-    events = parse_events(outcome.stdout)
+    events = json_line_events(outcome.stdout)
     errors = [str(_data(event).get("message") or "") for event in events if event.get("type") == "session.error"]
     replies = [_data(event).get("content") for event in events if event.get("type") == "assistant.message"]
     replies = [reply for reply in replies if isinstance(reply, str) and reply.strip()]
@@ -240,11 +224,7 @@ def read_reply(outcome: ProcessOutcome, *, timeout_s: float, prompt: str = "") -
     if outcome.returncode == 0 and not errors and exit_code in (0, None) and replies:
         return replies[-1]
     said = "; ".join(error for error in errors if error)
-    detail = "; ".join(part for part in (
-        f"error: {tail(said)}" if said else "",
-        f"stderr: {outcome.stderr_tail()}" if outcome.stderr.strip() else "",
-        f"stdout: {outcome.stdout_tail(200)}" if not events and outcome.stdout.strip() else "",
-    ) if part) or "no output"
+    detail = outcome.failure_detail(said, show_stdout=not events)
     evidence = without_prompt_echo(f"{said}\n{outcome.stderr}\n{outcome.stdout if not events else ''}", prompt)
     raise_if_refused("copilot", detail, logged_out=matches_any(evidence, _AUTH_ERRORS),
                      rejected=matches_any(evidence, _FATAL_ERRORS), login_fix=_LOGIN_FIX,
@@ -259,5 +239,5 @@ def read_reply(outcome: ProcessOutcome, *, timeout_s: float, prompt: str = "") -
     raise AttemptFailed(f"empty reply from copilot: no assistant message ({detail})", "transient")
 
 
-__all__ = ["COPILOT_FLAGS", "TESTED_VERSION", "CopilotCLIBackend", "find_binary", "parse_events", "read_reply",
+__all__ = ["COPILOT_FLAGS", "TESTED_VERSION", "CopilotCLIBackend", "find_binary", "read_reply",
            "read_usage", "user_mcp_servers"]

@@ -51,7 +51,6 @@ from skillopt_sleep.backends.subprocess_call import (
     run_contained,
     scratch_dirs,
     structured_text,
-    tail,
     timeout_failure,
     without_prompt_echo,
 )
@@ -264,11 +263,7 @@ def read_reply(outcome: ProcessOutcome, *, timeout_s: float, prompt: str = "") -
             said = str(error.get("message") or error.get("type") or "")
         elif error:
             said = str(error)
-        detail = "; ".join(part for part in (
-            f"error: {tail(said)}" if said else "",
-            f"stderr: {outcome.stderr_tail()}" if outcome.stderr.strip() else "",
-            f"stdout: {outcome.stdout_tail(200)}" if result is None and outcome.stdout.strip() else "",
-        ) if part) or "no output"
+        detail = outcome.failure_detail(said, show_stdout=result is None)
         evidence = without_prompt_echo(f"{said}\n{outcome.stderr}\n{outcome.stdout if result is None else ''}",
                                        prompt)
         code = error.get("code") if isinstance(error, dict) else None

@@ -70,6 +70,7 @@ from skillopt_sleep.backends.subprocess_call import (
     compile_patterns,
     estimate_tokens,
     find_binary,
+    json_line_events,
     matches_any,
     raise_if_refused,
     render_prompt,
@@ -77,7 +78,6 @@ from skillopt_sleep.backends.subprocess_call import (
     scratch_dirs,
     structured_text,
     system_prompt,
-    tail,
     timeout_failure,
     without_prompt_echo,
 )
@@ -371,22 +371,6 @@ def _endpoint_problem(base_url: str) -> tuple[str, str] | None:
 # --------------------------------------------------------------------------- reading the CLI's output
 
 
-def parse_events(stdout: str) -> list[dict[str, Any]]:
-    """The JSON objects of ``opencode run --format json`` stdout, one per line (other lines are skipped)."""
-    events = []
-    for line in stdout.splitlines():
-        line = line.strip()
-        if not line.startswith("{"):
-            continue
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(event, dict):
-            events.append(event)
-    return events
-
-
 def _part(event: dict[str, Any]) -> dict[str, Any]:
     part = event.get("part")
     return part if isinstance(part, dict) else {}
@@ -445,17 +429,13 @@ def read_reply(outcome: ProcessOutcome, *, timeout_s: float, prompt: str = "",
     """
     if outcome.timed_out:
         raise timeout_failure("opencode", timeout_s)
-    events = parse_events(outcome.stdout)
+    events = json_line_events(outcome.stdout)
     errors = [_error_message(event) for event in events if event.get("type") == "error"]
     text = reply_text(events)
     if outcome.returncode == 0 and not errors and text:
         return text, read_usage(events)
     said = "; ".join(error for error in errors if error)
-    detail = "; ".join(part for part in (
-        f"error: {tail(said)}" if said else "",
-        f"stderr: {outcome.stderr_tail()}" if outcome.stderr.strip() else "",
-        f"stdout: {outcome.stdout_tail(200)}" if not events and outcome.stdout.strip() else "",
-    ) if part) or "no output"
+    detail = outcome.failure_detail(said, show_stdout=not events)
     evidence = without_prompt_echo(f"{said}\n{outcome.stderr}\n{outcome.stdout if not events else ''}", prompt)
     if endpoint and matches_any(evidence, _UNREACHABLE):
         fix = f"start the model server at {endpoint}, or fix opencode_base_url ('skillopt-sleep config show')"
@@ -480,4 +460,4 @@ def _shown(flags: tuple[str, ...]) -> list[str]:
 
 
 __all__ = ["AGENT_NAME", "ENDPOINT_PROVIDER", "OPENCODE_FLAGS", "TESTED_VERSION", "OpenCodeCLIBackend", "find_binary",
-           "opencode_logged_in", "parse_auth_list", "parse_events", "read_reply", "read_usage"]
+           "opencode_logged_in", "parse_auth_list", "read_reply", "read_usage"]

@@ -224,6 +224,16 @@ class ProcessOutcome:
     def stderr_tail(self, chars: int = TAIL_CHARS) -> str:
         return tail(self.stderr, chars)
 
+    def failure_detail(self, said: str = "", *, said_label: str = "error", show_stdout: bool = True) -> str:
+        """What a failed run showed, for an error message: ``"<said_label>: <said>; stderr: ...; stdout: ..."``
+        (each part only when not empty; stdout only when ``show_stdout``, its last 200 characters), or
+        ``"no output"``. said: what the CLI's own output said went wrong (tailed)."""
+        return "; ".join(part for part in (
+            f"{said_label}: {tail(said)}" if said else "",
+            f"stderr: {self.stderr_tail()}" if self.stderr.strip() else "",
+            f"stdout: {self.stdout_tail(200)}" if show_stdout and self.stdout.strip() else "",
+        ) if part) or "no output"
+
 
 def tail(text: str, chars: int = TAIL_CHARS) -> str:
     """The last ``chars`` characters of ``text``, whitespace-collapsed ("..." marks a cut)."""
@@ -397,6 +407,22 @@ def without_prompt_echo(text: str, prompt: str) -> str:
     """
     prompt_lines = {line.strip() for line in prompt.splitlines() if line.strip()}
     return "\n".join(line for line in text.splitlines() if line.strip() not in prompt_lines)
+
+
+def json_line_events(stdout: str) -> list[dict[str, Any]]:
+    """The JSON objects of a CLI's JSON-lines stdout, one per line (lines that are not a JSON object are skipped)."""
+    events = []
+    for line in stdout.splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict):
+            events.append(event)
+    return events
 
 
 def compile_patterns(*patterns: str) -> tuple[re.Pattern[str], ...]:

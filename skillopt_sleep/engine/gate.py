@@ -41,7 +41,8 @@ best; None = no best yet) and ``accept`` otherwise. Mode ``off`` accepts greedil
 
 Each rule is a ``GateRule`` object (``StrictRule``, ``PairedRule``; ``RULES`` maps the config names to them):
 ``decide`` checks clauses 1 and 2 and words the acceptance once, the rule compares the tasks and judges the rest.
-``decide`` also takes a ``GateRule`` of a library user's own.
+Its settings come as one ``GateSettings`` (mode, metric, rule, margin, alpha), whose rule may also be a ``GateRule``
+of a library user's own.
 """
 
 from __future__ import annotations
@@ -424,28 +425,62 @@ SUPPORTED_RULES = tuple(RULES)
 def rule_for(name: str, *, margin: int = DEFAULT_MARGIN, alpha: float = DEFAULT_ALPHA) -> GateRule:
     """The rule a config name stands for (``RULES``). Raises ValueError for an unknown name, or a margin or
     alpha out of range (margin: int >= 0, alpha: float in [0, 1], checked whatever the rule)."""
-    if name not in RULES:
-        raise ValueError(f"unknown gate rule {name!r}; supported: {', '.join(map(repr, SUPPORTED_RULES))}")
+    _check_rule_name(name)
     _check_margin_alpha(margin, alpha)
     return RULES[name](margin, alpha)
+
+
+def _check_rule_name(name: str) -> None:
+    if name not in RULES:
+        raise ValueError(f"unknown gate rule {name!r}; supported: {', '.join(map(repr, SUPPORTED_RULES))}")
 
 
 # --------------------------------------------------------------------------- decision
 
 
-def decide(*, mode: str, metric: str, mixed_weight: float, rule: str | GateRule, baseline: list[ReplayResult],
-           candidate: list[ReplayResult], best_gate_score: float | None,
-           request_heads: dict[str, str] | None = None, margin: int = DEFAULT_MARGIN,
-           alpha: float = DEFAULT_ALPHA) -> GateDecision:
-    """Decide whether tonight's candidate documents are accepted.
+@dataclass(frozen=True)
+class GateSettings:
+    """How ``decide`` judges: the gate keys of a night or a trainer step (``StepSettings.gate`` builds it from the
+    config keys ``gate_mode``, ``gate_metric``, ``gate_mixed_weight``, ``gate_rule``, ``gate_margin``, ``gate_alpha``).
 
     mode: ``"on"`` or ``"off"``; metric: ``"hard"``, ``"soft"`` or ``"mixed"``; mixed_weight: w in [0, 1];
-    rule: ``"strict"`` or ``"paired"`` (built by ``rule_for`` with margin and alpha), or any ``GateRule``
-    object (e.g. ``PairedRule(margin=2)`` or a rule of your own; margin and alpha are then only range-checked);
+    rule: ``"strict"`` or ``"paired"`` (built by ``rule_for`` with margin and alpha), or any ``GateRule`` object
+    (e.g. ``PairedRule(margin=2)`` or a rule of your own; margin and alpha are then only range-checked); margin:
+    int >= 0, least wins - losses (paired); alpha: float in [0, 1], largest sign-test p-value accepted (paired).
+    Raises ValueError for an unknown mode, rule name or metric, or a margin/alpha out of range.
+    """
+
+    mode: str
+    metric: str
+    mixed_weight: float
+    rule: str | GateRule
+    margin: int = DEFAULT_MARGIN
+    alpha: float = DEFAULT_ALPHA
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("on", "off"):
+            raise ValueError(f"unknown gate mode {self.mode!r}; supported: 'on', 'off'")
+        if isinstance(self.rule, str):
+            _check_rule_name(self.rule)
+        _check_margin_alpha(self.margin, self.alpha)  # for a rule object too: they are still settings of the gate
+        gate_score(0.0, 0.0, self.metric, self.mixed_weight)  # validates the metric name
+
+    @property
+    def gate_rule(self) -> GateRule:
+        """The rule object: ``rule`` itself, or the rule its name stands for (``rule_for``)."""
+        if isinstance(self.rule, str):
+            return rule_for(self.rule, margin=self.margin, alpha=self.alpha)
+        return self.rule
+
+
+def decide(settings: GateSettings, *, baseline: list[ReplayResult], candidate: list[ReplayResult],
+           best_gate_score: float | None, request_heads: dict[str, str] | None = None) -> GateDecision:
+    """Decide whether tonight's candidate documents are accepted.
+
+    settings: the gate's mode, metric, rule, margin and alpha (``GateSettings``, validated when built);
     baseline/candidate: val ``ReplayResult``s, any number of samples per task (may be empty when mode is off);
     best_gate_score: the all-time best mean gate score, or None; request_heads: task id -> request head for the
-    per-task report; margin: int >= 0, least wins - losses (paired); alpha: float in [0, 1], largest sign-test
-    p-value accepted (paired).
+    per-task report.
 
     The shared clauses come first (gate off, failed calls, no val task, coverage); the rule's ``judge`` decides
     the rest. Returns a ``GateDecision`` (``rule`` = the rule's name) whose ``reason`` states the numbers and
@@ -453,15 +488,10 @@ def decide(*, mode: str, metric: str, mixed_weight: float, rule: str | GateRule,
     ``coverage``, ``mean``, ``regression``, ``margin``, ``sign_test``, ``accepted`` or a custom rule's own),
     ``pending`` (rejected for lack of evidence only), ``wins``/``losses``/``ties``, and the rule's keys: for
     paired ``p_value``, ``margin``, ``alpha``, ``protected``, ``regressions``, ``flaky`` and ``llm_ties`` (task
-    id lists), for strict ``regressed_tasks``. Raises ValueError for an unknown mode, rule name or metric, or a
-    margin/alpha out of range.
+    id lists), for strict ``regressed_tasks``.
     """
-    if mode not in ("on", "off"):
-        raise ValueError(f"unknown gate mode {mode!r}; supported: 'on', 'off'")
-    gate_rule = rule_for(rule, margin=margin, alpha=alpha) if isinstance(rule, str) else rule
-    _check_margin_alpha(margin, alpha)  # for a rule object too: they are still decide's arguments
-    gate_score(0.0, 0.0, metric, mixed_weight)  # validates the metric name
-
+    mode, metric, mixed_weight = settings.mode, settings.metric, settings.mixed_weight
+    gate_rule = settings.gate_rule
     per_task = gate_rule.compare(baseline, candidate, metric, mixed_weight, request_heads)
     build = _DecisionBuilder(mode, metric, gate_rule.name, summarize(baseline, metric, mixed_weight),
                              summarize(candidate, metric, mixed_weight), per_task, best_gate_score)

@@ -67,7 +67,7 @@ from skillopt_sleep.engine import repair
 from skillopt_sleep.engine.aggregate import PatchList, dedupe_edits, merge_patches, rank_edits
 from skillopt_sleep.engine.edits import apply_edits
 from skillopt_sleep.engine.evaluate import Evaluation, replay_pair
-from skillopt_sleep.engine.gate import decide, summarize
+from skillopt_sleep.engine.gate import GateSettings, decide, summarize
 from skillopt_sleep.engine.reflect import (
     MAX_PASSING_TASKS,
     EditScope,
@@ -109,6 +109,12 @@ class StepSettings(NightStepConfig):
         """The settings of one step: the step and gate keys ``config`` holds, this step's ``edit_budget`` (not the
         config's maximum), ``values`` on top."""
         return super().from_config(config, edit_budget=edit_budget, **values)
+
+    @property
+    def gate(self) -> GateSettings:
+        """The gate keys as ``gate.decide`` takes them (mode, metric, mixed weight, rule, margin, alpha)."""
+        return GateSettings(mode=self.gate_mode, metric=self.gate_metric, mixed_weight=self.gate_mixed_weight,
+                            rule=self.gate_rule, margin=self.gate_margin, alpha=self.gate_alpha)
 
 
 #: Applied to the edits the step proposes itself (``StepInput.edit_filter``): returns those that may go on.
@@ -525,11 +531,8 @@ def _gate_stage(result: StepResult, inputs: StepInput, *, texts: dict[str, str],
                                    verdict="reject", reason="no edit changed a document: nothing to test",
                                    baseline=baseline)
     else:
-        gate = functools.partial(decide, mode=settings.gate_mode, metric=settings.gate_metric,
-                                 mixed_weight=settings.gate_mixed_weight, rule=settings.gate_rule,
-                                 best_gate_score=inputs.best_gate_score,
-                                 request_heads={task.id: task.request[:120] for task in pool},
-                                 margin=settings.gate_margin, alpha=settings.gate_alpha)
+        gate = functools.partial(decide, settings.gate, best_gate_score=inputs.best_gate_score,
+                                 request_heads={task.id: task.request[:120] for task in pool})
         tester = _Tester(val=pool, texts=texts, settings=settings, replayer=replayer, views=prompt_views, gate=gate)
         if settings.gate_mode == "on":
             evaluation, decision = tester.test(result.candidate)
@@ -552,7 +555,7 @@ def run_step(inputs: StepInput, *, settings: StepSettings, replayer: Replayer,
     ``replayer.meter``); on_stage: called as ``on_stage(stage, "begin" | "end")`` around each of the six stages
     (progress display).
     Raises ``BackendError`` / ``BudgetExhausted`` from the meter; ValueError for unknown gate settings (from
-    ``gate.decide``).
+    ``gate.GateSettings``).
     """
     meter, train = replayer.meter, inputs.train
     clock = StageClock(meter, on_stage, stages=STAGES)

@@ -12,18 +12,16 @@ def budget_at(schedule: str, night: int, *, max_budget=5, min_budget=1, horizon=
                             state=EditBudgetState(night=night))
 
 
-def test_constant_schedule_always_gives_the_max():
-    assert [budget_at("constant", night) for night in (0, 3, 100)] == [5, 5, 5]
-
-
-def test_linear_schedule_decays_from_max_to_min_over_the_horizon():
+@pytest.mark.parametrize(("schedule", "nights", "budgets"), [
+    ("constant", (0, 3, 100), [5, 5, 5]),
     # 5 - 4 * n / 4 for n = 0..4, then held at the min
-    assert [budget_at("linear", night) for night in range(7)] == [5, 4, 3, 2, 1, 1, 1]
-
-
-def test_cosine_schedule_decays_slowly_at_both_ends():
+    ("linear", range(7), [5, 4, 3, 2, 1, 1, 1]),
     # 1 + 4 * (1 + cos(pi * n / 4)) / 2 = 5, 4.41, 3, 1.59, 1 -> rounded half up
-    assert [budget_at("cosine", night) for night in range(6)] == [5, 4, 3, 2, 1, 1]
+    ("cosine", range(6), [5, 4, 3, 2, 1, 1]),
+], ids=["constant-always-gives-the-max", "linear-decays-from-max-to-min-over-the-horizon",
+        "cosine-decays-slowly-at-both-ends"])
+def test_a_fixed_schedule_gives_each_nights_budget(schedule, nights, budgets):
+    assert [budget_at(schedule, night) for night in nights] == budgets
 
 
 def test_cosine_stays_above_linear_in_the_first_half():

@@ -28,14 +28,11 @@ def qa(number: int, question: str, *answers: str) -> dict:
 # --------------------------------------------------------------------------- RolloutResult
 
 
-def test_rollout_result_rejects_a_hard_score_that_is_not_zero_or_one():
-    with pytest.raises(ValidationError, match="hard"):
-        RolloutResult(hard=2, soft=0.5)
-
-
-def test_rollout_result_rejects_a_soft_score_outside_zero_to_one():
-    with pytest.raises(ValidationError, match="soft"):
-        RolloutResult(hard=0, soft=1.5)
+@pytest.mark.parametrize(("hard", "soft", "field"), [(2, 0.5, "hard"), (0, 1.5, "soft")],
+                         ids=["a-hard-score-that-is-not-zero-or-one", "a-soft-score-outside-zero-to-one"])
+def test_rollout_result_rejects_a_score_out_of_range_naming_it(hard, soft, field):
+    with pytest.raises(ValidationError, match=field):
+        RolloutResult(hard=hard, soft=soft)
 
 
 def test_rollout_result_final_response_falls_back_to_the_last_assistant_message():

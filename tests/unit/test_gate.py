@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from skillopt_sleep.engine.gate import decide
+from skillopt_sleep.engine.gate import GateSettings, decide
 from skillopt_sleep.models import ReplayResult
 
 
@@ -14,7 +14,7 @@ def results(scores: dict[str, list[tuple[int, float]]]) -> list[ReplayResult]:
 
 
 def gate(baseline, candidate, *, best=None, metric="hard", weight=0.3, mode="on", heads=None):
-    return decide(mode=mode, metric=metric, mixed_weight=weight, rule="strict", baseline=baseline,
+    return decide(GateSettings(mode=mode, metric=metric, mixed_weight=weight, rule="strict"), baseline=baseline,
                   candidate=candidate, best_gate_score=best, request_heads=heads)
 
 
@@ -112,8 +112,8 @@ def test_gate_rejects_when_baseline_and_candidate_cover_different_tasks():
 
 def test_gate_refuses_unknown_rules_and_metrics():
     with pytest.raises(ValueError, match="unknown gate rule"):
-        decide(mode="on", metric="hard", mixed_weight=0.3, rule="lenient", baseline=BASE, candidate=BASE,
-               best_gate_score=None)
+        decide(GateSettings(mode="on", metric="hard", mixed_weight=0.3, rule="lenient"), baseline=BASE,
+               candidate=BASE, best_gate_score=None)
     with pytest.raises(ValueError, match="unknown gate metric"):
         gate(BASE, BASE, metric="f1")
 
@@ -134,8 +134,8 @@ from skillopt_sleep.engine.gate import (  # noqa: E402
 
 
 def paired(baseline, candidate, *, margin=1, alpha=0.25, metric="hard", weight=0.3, best=None):
-    return decide(mode="on", metric=metric, mixed_weight=weight, rule="paired", baseline=baseline,
-                  candidate=candidate, best_gate_score=best, margin=margin, alpha=alpha)
+    settings = GateSettings(mode="on", metric=metric, mixed_weight=weight, rule="paired", margin=margin, alpha=alpha)
+    return decide(settings, baseline=baseline, candidate=candidate, best_gate_score=best)
 
 
 def hard_only(outcomes: dict[str, list[int]]) -> list[ReplayResult]:
@@ -284,8 +284,8 @@ def test_a_flaky_task_resampled_stops_looking_like_a_win():
 def test_strict_rule_is_unchanged_by_the_paired_settings():
     base = hard_only({"t-a": [0], "t-b": [0]})
     cand = hard_only({"t-a": [1], "t-b": [0]})  # one win: strict accepts, paired at alpha 0.25 does not
-    strict = decide(mode="on", metric="hard", mixed_weight=0.3, rule="strict", baseline=base, candidate=cand,
-                    best_gate_score=None, margin=5, alpha=0.0)
+    strict = decide(GateSettings(mode="on", metric="hard", mixed_weight=0.3, rule="strict", margin=5, alpha=0.0),
+                    baseline=base, candidate=cand, best_gate_score=None)
     assert strict.verdict == "accept_new_best" and strict.details["clause"] == "accepted"
     assert "p_value" not in strict.details
     assert paired(base, cand, alpha=0.25).verdict == "reject"

@@ -1,4 +1,4 @@
-"""Gate rules are strategy objects: ``decide`` takes a config name or any ``GateRule`` object."""
+"""Gate rules are strategy objects: ``decide``'s ``GateSettings`` take a config name or any ``GateRule`` object."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from skillopt_sleep.engine.gate import (
     RULES,
     SUPPORTED_RULES,
     GateContext,
+    GateSettings,
     PairedRule,
     RuleVerdict,
     StrictRule,
@@ -54,8 +55,8 @@ class AlwaysAcceptRule(VetoRule):
 
 
 def gate(rule, baseline=BASE, candidate=BETTER, *, best=None, mode="on"):
-    return decide(mode=mode, metric="hard", mixed_weight=0.3, rule=rule, baseline=baseline, candidate=candidate,
-                  best_gate_score=best)
+    return decide(GateSettings(mode=mode, metric="hard", mixed_weight=0.3, rule=rule), baseline=baseline,
+                  candidate=candidate, best_gate_score=best)
 
 
 def test_a_custom_rule_object_decides_with_its_own_clause():
@@ -91,8 +92,8 @@ def test_a_custom_rule_acceptance_gets_the_shared_new_best_wording():
 def test_rule_objects_decide_like_their_config_names():
     cases = [("strict", StrictRule()), ("paired", PairedRule(margin=2, alpha=0.25))]
     for name, rule in cases:
-        by_name = decide(mode="on", metric="hard", mixed_weight=0.3, rule=name, baseline=BASE, candidate=BETTER,
-                         best_gate_score=0.5, margin=2, alpha=0.25)
+        by_name = decide(GateSettings(mode="on", metric="hard", mixed_weight=0.3, rule=name, margin=2, alpha=0.25),
+                         baseline=BASE, candidate=BETTER, best_gate_score=0.5)
         assert gate(rule, best=0.5) == by_name
     assert rule_for("paired", margin=2, alpha=0.25) == PairedRule(2, 0.25)
     assert isinstance(rule_for("strict"), StrictRule)
@@ -116,3 +117,28 @@ def test_a_paired_rule_object_refuses_a_margin_or_alpha_out_of_range():
         PairedRule(margin=-1)
     with pytest.raises(ValueError, match="alpha in"):
         PairedRule(alpha=1.5)
+
+
+@pytest.mark.parametrize(("values", "message"), [
+    ({"mode": "sideways"}, "unknown gate mode 'sideways'"),
+    ({"rule": "lenient"}, "unknown gate rule 'lenient'"),
+    ({"metric": "f1"}, "unknown gate metric"),
+    ({"margin": -1}, "margin must be >= 0"),
+    ({"rule": StrictRule(), "alpha": 1.5}, "alpha in"),  # a rule object's margin and alpha are range-checked too
+], ids=["mode", "rule", "metric", "margin", "alpha-with-a-rule-object"])
+def test_gate_settings_refuse_what_decide_cannot_judge_when_built(values, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        GateSettings(**{"mode": "on", "metric": "hard", "mixed_weight": 0.3, "rule": "paired", **values})
+
+
+def test_the_step_settings_carry_the_config_gate_keys_as_one_gate_settings():
+    from skillopt_sleep.config import SleepConfig
+    from skillopt_sleep.engine.step import StepSettings
+
+    config = SleepConfig(gate_mode="off", gate_metric="mixed", gate_mixed_weight=0.7, gate_rule="strict",
+                         gate_margin=3, gate_alpha=0.1)
+    settings = StepSettings.from_config(config, edit_budget=2).gate
+    assert settings == GateSettings(mode="off", metric="mixed", mixed_weight=0.7, rule="strict", margin=3, alpha=0.1)
+    assert settings.gate_rule == StrictRule()
+    assert StepSettings.from_config(SleepConfig(gate_margin=2, gate_alpha=0.25), edit_budget=1).gate.gate_rule == \
+        PairedRule(margin=2, alpha=0.25)

@@ -46,7 +46,7 @@ def test_the_night_view_keeps_its_keys_and_round_trips_as_json():
     assert list(data) == NIGHT_KEYS
     assert NightView.model_validate_json(view.model_dump_json()) == view
     assert data["totals"] == {"calls": 11, "tokens": 1800, "seconds": 3.1}
-    assert list(data["changes"][0]) == ["file", "kind", "state", "added", "removed", "line"]
+    assert list(data["changes"][0]) == ["file", "kind", "state", "added", "removed", "added_at", "line"]
 
 
 def test_the_views_document_their_fields():

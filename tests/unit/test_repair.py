@@ -13,7 +13,7 @@ import json
 from skillopt_sleep.backends.base import CallMeter
 from skillopt_sleep.backends.mock import MockBackend
 from skillopt_sleep.engine import repair
-from skillopt_sleep.engine.gate import decide
+from skillopt_sleep.engine.gate import GateSettings, decide
 from skillopt_sleep.engine.replay import ReplayCache, Replayer
 from skillopt_sleep.engine.step import StepInput, StepSettings, run_step
 from skillopt_sleep.models import Check, Judge, ReplayResult, TaskRecord
@@ -109,8 +109,8 @@ def results(task_id: str, *hards: int) -> list[ReplayResult]:
 
 
 def decision(baseline: list[ReplayResult], candidate: list[ReplayResult], alpha: float = 0.5):
-    return decide(mode="on", metric="hard", mixed_weight=0.3, rule="paired", baseline=baseline,
-                  candidate=candidate, best_gate_score=None, alpha=alpha)
+    return decide(GateSettings(mode="on", metric="hard", mixed_weight=0.3, rule="paired", alpha=alpha),
+                  baseline=baseline, candidate=candidate, best_gate_score=None)
 
 
 def test_wants_repair_needs_a_win_a_few_losses_on_two_samples_and_two_edits():

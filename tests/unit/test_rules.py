@@ -116,8 +116,16 @@ def test_use_x_not_y_requires_x_and_forbids_y_as_a_whole_word():
     assert not passes(checks, "Run pnpm install, or npm install if you prefer.")
 
 
-def test_use_pathlib_not_os_path_gives_contains_and_not_contains():
-    assert ops(checks_for_rule("use pathlib not os.path")) == [("contains", "pathlib"), ("not_contains", "os.path")]
+@pytest.mark.parametrize(("rule", "checks"), [
+    ("use pathlib not os.path", [("contains", "pathlib"), ("not_contains", "os.path")]),
+    ("Always answer in JSON", [("json_valid", None)]),
+    ("We use ruff in this repo", [("contains", "ruff")]),
+    # "requests" is also an English word: forbidding it would fail "send HTTP requests with httpx"
+    ("Prefer httpx over requests", [("contains", "httpx")]),
+], ids=["use-x-not-y-gives-contains-and-not-contains", "a-json-output-rule-gives-json-valid",
+        "we-use-x-requires-x", "prefer-x-over-y-only-requires-x"])
+def test_a_rule_gives_its_checks(rule, checks):
+    assert ops(checks_for_rule(rule)) == checks
 
 
 def test_use_x_instead_of_y_forbids_y():
@@ -153,10 +161,6 @@ def test_section_rule_gives_section_present_with_the_heading_text():
     assert ops(checks_for_rule("Add a section called Changelog")) == [("section_present", "Changelog")]
 
 
-def test_json_output_rule_gives_json_valid():
-    assert ops(checks_for_rule("Always answer in JSON")) == [("json_valid", None)]
-
-
 def test_forbid_rules_give_not_contains_for_literals():
     assert ops(checks_for_rule("Stop using moment.js")) == [("not_contains", "moment.js")]
     assert ops(checks_for_rule("No console.log in production code")) == [("not_contains", "console.log")]
@@ -167,15 +171,6 @@ def test_short_forbidden_word_is_matched_as_a_whole_word():
     checks = checks_for_rule("don't use var")
     assert passes(checks, "const value = 1; let variable = 2;")
     assert not passes(checks, "var value = 1;")
-
-
-def test_we_use_x_requires_x():
-    assert ops(checks_for_rule("We use ruff in this repo")) == [("contains", "ruff")]
-
-
-def test_prefer_x_over_y_only_requires_x():
-    # "requests" is also an English word: forbidding it would fail "send HTTP requests with httpx"
-    assert ops(checks_for_rule("Prefer httpx over requests")) == [("contains", "httpx")]
 
 
 @pytest.mark.parametrize("rule", ["Tabs, not spaces", "Never commit directly to main", "No emojis in commit messages",

@@ -67,14 +67,13 @@ def test_a_memory_path_that_is_a_directory_is_refused_naming_the_key(project, tm
     assert_refused_before_the_night(result, config, "memory_path", project, "is a directory")
 
 
-def test_a_memory_path_under_a_file_is_refused_naming_the_key(project, tmp_path):
-    result, config = night(project, tmp_path, 'memory_path = "CLAUDE.md/x.md"\n')
-    assert_refused_before_the_night(result, config, "memory_path", project, "which is a file")
-
-
-def test_a_memory_path_with_a_nul_byte_is_refused_naming_the_key(project, tmp_path):
-    result, config = night(project, tmp_path, 'memory_path = "CLAUDE\\u0000.md"\n')
-    assert_refused_before_the_night(result, config, "memory_path", project, "NUL byte")
+@pytest.mark.parametrize(("line", "why"), [
+    ('memory_path = "CLAUDE.md/x.md"\n', "which is a file"),
+    ('memory_path = "CLAUDE\\u0000.md"\n', "NUL byte"),
+], ids=["under-a-file", "with-a-nul-byte"])
+def test_a_memory_path_that_cannot_be_written_is_refused_naming_the_key(project, tmp_path, line, why):
+    result, config = night(project, tmp_path, line)
+    assert_refused_before_the_night(result, config, "memory_path", project, why)
 
 
 @pytest.mark.parametrize("value, words", [("x" * 5000, "a path may have at most 4096"),
