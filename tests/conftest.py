@@ -43,6 +43,12 @@ def hermetic_env(tmp_path, monkeypatch):
     monkeypatch.setenv("SKILLOPT_SLEEP_MODELS_FIND_LINKS", str(offline))
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    try:  # huggingface_hub reads its cache path at import: point it at this test's HOME, never the machine's cache
+        from huggingface_hub import constants
+    except ImportError:
+        pass
+    else:
+        monkeypatch.setattr(constants, "HF_HUB_CACHE", str(home / ".cache" / "huggingface" / "hub"))
     return home
 
 

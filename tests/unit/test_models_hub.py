@@ -4,6 +4,7 @@ client, ``HF_ENDPOINT`` pointed at it), a pre-filled Hugging Face cache, paths, 
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 
 import pytest
 import typer
@@ -173,6 +174,26 @@ def test_a_model_in_a_prefilled_hf_cache_resolves_with_no_server(hf_home, monkey
     blob.write_bytes(GGUF[:-1] + b"!")  # a damaged cached file is not taken as installed
     with pytest.raises(models_hub.HubUnreachable):
         pull_model(REPO)
+
+
+def test_models_list_names_cached_ggufs_by_a_reference_that_loads_them_offline(hf_home, monkeypatch):
+    from skillopt_sleep.model_store import list_models
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    repo_dir = hf_home / "hub" / f"models--{REPO.replace('/', '--')}"
+    snapshot = repo_dir / "snapshots" / COMMIT
+    snapshot.mkdir(parents=True)
+    (repo_dir / "refs").mkdir()
+    (repo_dir / "refs" / "main").write_text(COMMIT)
+    for name in ("Tiny-Coder-Q4_K_M.gguf", "Tiny-Coder-Q8_0.gguf", "README.md"):
+        blob = repo_dir / "blobs" / sha(name.encode())
+        blob.parent.mkdir(parents=True, exist_ok=True)
+        blob.write_bytes(name.encode())
+        (snapshot / name).symlink_to(blob)
+    rows = [row for row in list_models() if row["source"] == "hf-cache"]
+    assert [row["name"] for row in rows] == [f"hf.co/{REPO}:Tiny-Coder-Q4_K_M", f"hf.co/{REPO}:Tiny-Coder-Q8_0"]
+    for row in rows:  # each name is a model_path that loads that very file, with no network
+        assert row["installed"] and resolve_model_path(row["name"]) == Path(row["path"])
 
 
 def test_a_model_missing_from_the_cache_is_a_fatal_load_error_naming_the_pull_command(hf_home):
