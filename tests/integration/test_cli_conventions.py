@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from datetime import datetime, timezone
@@ -47,7 +48,10 @@ def test_dash_capital_v_prints_the_program_and_its_version(args):
 
 def test_shell_completion_is_offered():
     assert "--install-completion" in cli("--help").stdout
-    done = cli("--show-completion", "bash")
+    # typer finds the shell from the parent processes (shellingham): run it from bash, as a user would, whatever
+    # started pytest (a terminal, CI, a detached job)
+    done = subprocess.run(["bash", "-c", f"{shlex.quote(sys.executable)} -m skillopt_sleep --show-completion; exit $?"],
+                          capture_output=True, text=True, env={**os.environ, "COLUMNS": "80"}, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "_SKILLOPT_SLEEP_COMPLETE" in done.stdout and "complete " in done.stdout
 
