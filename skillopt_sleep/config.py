@@ -83,6 +83,12 @@ class StepConfig(BaseModel):
     propose_user_rules: bool = Field(True, description=(
         "Rule mining from corrections: propose the rules users stated in their corrections of failing train tasks, in "
         "their own words, as edits (first in line for the edit budget; the gate still decides)."))
+    rule_wording: Literal["compiled", "user"] = Field("compiled", description=(
+        "How a rule you stated is written into the memory. ``compiled``: as the short imperative its validated checks "
+        "demand, with the literals in backticks and one example from an answer you accepted (\"Use `pnpm`, never "
+        "`npm` (e.g. `pnpm add`).\"), when the rule reader reads that line back as the same checks and it passes "
+        "every screen; else in your words. ``user``: always in your words. Your words stay the rule's provenance in "
+        "``rules`` and the report."))
 
     # -- the gate
     gate_metric: Literal["hard", "soft", "mixed"] = Field("hard", description=(
@@ -105,6 +111,22 @@ class StepConfig(BaseModel):
         "When the gate rejects a candidate that won some val tasks and lost one to three, find the edits to blame "
         "(the candidate without each edit, replayed on the lost tasks) and gate the candidate without them once more "
         "(``engine/repair.py``). Costs about edits x lost tasks + val tasks extra target calls, only on such nights."))
+    gate_flip_samples: int = Field(4, ge=0, le=8, description=(
+        "The flip re-test: at temperature 0 a line added to a document can change a small model's answer to an "
+        "unrelated request. A val task the baseline passed in every sample and the candidate now fails (on at least "
+        "two samples per side, so never with ``gate_samples`` 1) is replayed "
+        "this many times per side at ``gate_flip_temperature``; it vetoes the candidate only if the candidate passes "
+        "it significantly less often (``gate_flip_alpha``), else it is recorded as a flip: it still counts as a lost "
+        "task but does not veto. 0 = off: every such task vetoes."))
+    gate_flip_temperature: float = Field(0.7, ge=0, le=2, description=(
+        "Sampling temperature of the flip re-test (sample i uses seed + i)."))
+    gate_flip_alpha: float = Field(0.25, ge=0, le=1, description=(
+        "Flip re-test: largest one-sided Fisher exact p-value (candidate passes fewer samples than the baseline) that "
+        "confirms a regression. At 4 samples per side, 0.25 confirms a drop of two passes (4 vs 2) and calls a drop "
+        "of one (4 vs 3) a flip; 0.5 confirms any drop."))
+    gate_flip_max_tasks: int = Field(2, ge=0, le=12, description=(
+        "Most val tasks one step (and the pending candidate's re-test) re-tests for a flip: at most this x "
+        "``gate_flip_samples`` x 2 extra target calls. A regressed task beyond it vetoes as before."))
 
     # -- calls and sampling
     workers: int = Field(4, ge=1, le=64, description="Concurrent replay calls.")
@@ -309,6 +331,21 @@ class SleepConfig(NightStepConfig, EditBudgetConfig):
         "After a night that wrote or staged a change, show a desktop notification (``notify-send``; skipped silently "
         "where it does not exist)."))
 
+    # -- team rules (``skillopt_sleep/team``)
+    team_repo: str | None = Field(None, description=(
+        "Where team rules are shared: None = the project's own git repository (``.skillopt-sleep/team/rules/``, "
+        "travelling with ``git pull``); else a separate rules repository, a path or git URL, cloned under the state "
+        "dir (``team init --repo``)."))
+    team_member_id: str | None = Field(None, description=(
+        "Your id in team rule files: 3 to 32 lower-case letters, digits and dashes, never a name or e-mail. None = a "
+        "random id made once and kept in the state dir."))
+    team_min_stated: int = Field(2, ge=1, description=(
+        "``team publish`` shares an adopted rule that won held-out tasks once you stated it this many times (or it "
+        "has been adopted for ``team_min_nights`` nights)."))
+    team_min_nights: int = Field(3, ge=1, description=(
+        "``team publish``: nights a rule must have been adopted to be shared without ``team_min_stated`` "
+        "statements."))
+
     # -- budgets
     max_calls_per_night: int = Field(400, ge=0, description="All roles together; 0 = unlimited.")
     max_tokens_per_night: int = Field(400_000, ge=0, description=(
@@ -353,6 +390,15 @@ class SleepConfig(NightStepConfig, EditBudgetConfig):
         problem = None if value is None else target_path_problem(value)
         if problem:
             raise ValueError(problem)
+        return value
+
+    @field_validator("team_member_id")
+    @classmethod
+    def _member_id(cls, value: str | None) -> str | None:
+        import re
+
+        if value is not None and not re.fullmatch(r"[a-z0-9][a-z0-9-]{2,31}", value):
+            raise ValueError("a member id is 3 to 32 lower-case letters, digits and dashes (never a name or e-mail)")
         return value
 
     @field_validator("gate_max_val")

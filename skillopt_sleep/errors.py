@@ -12,7 +12,7 @@ Exit codes (README's "Exit codes" paragraph says the same):
 ====  =============================================================================================================
 0     success: a completed night (accepted, rejected, or nothing to learn), a command that did its job
 1     ``SleepError`` (``ConfigError``, ``HarvestError``, ``ScheduleError``, ``ModelPullError``, the adopt errors,
-      ...): a bad config or a refused request; also a pydantic validation error
+      ``TeamError``, ...): a bad config or a refused request; also a pydantic validation error
 2     ``BackendError``: the LLM backend failed (the night stops, nothing is staged); typer also exits 2 for a
       bad command-line option
 3     ``BudgetExhausted``: a per-night budget was reached (``train`` keeps its completed steps)
@@ -131,6 +131,12 @@ class ModelPullError(SleepError):
     """A model could not be pulled (pip failed, a wheel lacks its part, or the sha256 does not match)."""
 
 
+class TeamError(SleepError):
+    """A team-rules operation failed: a ``git`` command (the message names it and its stderr), a rule file that does
+    not parse (the message names the file and the key), or a publish that was refused. Nothing half-written: rule
+    files are written atomically, and a branch is created only with its commit."""
+
+
 class AdoptError(SleepError):
     """Adopting or reverting a night's proposal was refused; nothing was written."""
 
@@ -181,5 +187,5 @@ class Interrupted(BaseException):  # noqa: N818 - named for what happened, like 
 __all__ = [
     "INTERNAL_ERROR_EXIT_CODE", "AdoptError", "BackendError", "BudgetExhausted", "ConfigError", "DamagedFileError",
     "HarvestError", "Interrupted", "LiveFileChanged", "LockedError", "ModelPullError", "NothingToAdopt",
-    "ProposalTampered", "ScheduleError", "SleepError", "TargetRefused",
+    "ProposalTampered", "ScheduleError", "SleepError", "TargetRefused", "TeamError",
 ]

@@ -655,7 +655,8 @@ def mining_report(mined: MineResult) -> dict:
         "rejected_checks": rejected[:MAX_REPORTED_CHECKS],
         "rejected_checks_total": len(rejected),
         "rules": [{"text": rule.text, "stated": rule.stated, "checks": len(rule.checks), "scope": rule.scope,
-                   "scope_reason": rule.scope_reason} for rule in stated_rules(tasks)],
+                   "scope_reason": rule.scope_reason, "keys": [list(key) for key in rule.keys]}
+                  for rule in stated_rules(tasks)],
         "miner_calls": mined.miner_calls,
         "reader_calls": mined.reader_calls,
         "reader_rules": mined.reader_rules,

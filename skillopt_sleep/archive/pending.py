@@ -121,9 +121,11 @@ def retest_pending(pending: PendingCandidate, replayer: Replayer, *, documents: 
     evaluation = replay_pair(fresh, replayer, baseline_views=prompt_views(documents),
                              candidate_views=prompt_views(candidate), gate_samples=settings.gate_samples,
                              gate_temperature=settings.gate_temperature, metric=settings.gate_metric,
-                             mixed_weight=settings.gate_mixed_weight)
+                             mixed_weight=settings.gate_mixed_weight, flip_samples=settings.gate_flip_samples,
+                             flip_temperature=settings.gate_flip_temperature, flip_tasks=settings.gate_flip_max_tasks)
     gate = decide(settings.gate, baseline=evaluation.baseline, candidate=evaluation.candidate,
-                  best_gate_score=best_gate_score, request_heads={task.id: task.request[:120] for task in fresh})
+                  best_gate_score=best_gate_score, request_heads={task.id: task.request[:120] for task in fresh},
+                  perturbed_baseline=evaluation.perturbed_baseline, perturbed_candidate=evaluation.perturbed_candidate)
     fresh_ids = [task.id for task in fresh]
     if gate.verdict in ("accept", "accept_new_best"):
         return PendingOutcome("promoted", f"re-tested on {len(fresh)} fresh val task(s): {gate.reason}", pending,

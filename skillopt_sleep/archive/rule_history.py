@@ -32,8 +32,8 @@ from skillopt_sleep.checks import check_key
 from skillopt_sleep.engine.gate import EVIDENCE_CLAUSES
 from skillopt_sleep.engine.step import StepResult
 from skillopt_sleep.mine.lasting import similar
-from skillopt_sleep.mine.rulebook import StatedRule, line_keys, rule_line, stating_line, text_key
-from skillopt_sleep.models import EditRecord, TaskRecord
+from skillopt_sleep.mine.rulebook import StatedRule, line_keys, rule_edit, stating_line, text_key
+from skillopt_sleep.models import TaskRecord
 
 #: A rule's scope only widens across nights: once lasting, always lasting.
 _SCOPE_RANK = {"one_off": 0, "candidate": 1, "lasting": 2}
@@ -91,11 +91,6 @@ def with_history(rules: list[StatedRule], archive: TaskArchive | None) -> list[S
     return out
 
 
-def _edit_of(rule: StatedRule, edits: list[EditRecord]) -> EditRecord | None:
-    line = rule_line(rule.text)
-    return next((edit for edit in edits if edit.content == line), None)
-
-
 def _tests(task: TaskRecord, keys: set[tuple[str, str]]) -> bool:
     return any(check_key(check) in keys for check in task.judge.checks)
 
@@ -134,7 +129,7 @@ def record_night(archive: TaskArchive, rules: list[StatedRule], step: StepResult
             entry["scope"], entry["scope_reason"] = rule.scope, rule.scope_reason
         if any(_tests(task, keys) for task in replayed):
             entry["last_exercised"] = night_id
-        edit = _edit_of(rule, edits)
+        edit = rule_edit(rule, edits)
         status = entry["status"]
         if edit is not None and edit.status == "applied":
             if accepted:

@@ -130,7 +130,8 @@ class MockBackend:
       document + memory): a rule is any non-empty line of the system prompt that is not a heading, an HTML
       comment, a ``---`` line, a ``name:``/``description:`` line, ``(none)``, or a fixed line of the
       ``target_system.md`` template (bullets are stripped). A rule applies when it shares a content word with
-      the request (3+ letters, not a stopword, a trailing ``s`` ignored) or starts with "always"/"never".
+      the request (3+ letters, not a stopword, a trailing ``s`` ignored), starts with "always"/"never", or names a
+      literal in backticks (a rule compiled from its checks, "Use `pnpm`, never `npm`.", is meant for every request).
       For each applied rule it appends ``Following the rule: <positive form>.`` and removes every forbidden word
       (see ``parse_rule``) from the whole answer, as a whole word, case-insensitively. So with "Use pnpm, not
       npm" in memory, "install the deps with npm" is answered without "npm" and with "pnpm"; without the rule
@@ -254,7 +255,7 @@ class MockBackend:
         asked_stems = _stems(asked)
         forbidden: set[str] = set()
         for rule in self.rule_lines(system):
-            general = rule.lower().startswith(("always", "never"))
+            general = rule.lower().startswith(("always", "never")) or "`" in rule
             if not general and not (_stems(rule) & asked_stems):
                 continue
             if request.temperature > 0 and _unit_hash(request.seed, rule) < request.temperature / 2:

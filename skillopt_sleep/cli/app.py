@@ -8,7 +8,16 @@ from typing import Annotated, Optional
 
 import typer
 
-from skillopt_sleep.cli import adopt_cmd, config_cmd, models_cmd, report_cmd, rules_cmd, schedule_cmd, train_cmd
+from skillopt_sleep.cli import (
+    adopt_cmd,
+    config_cmd,
+    models_cmd,
+    report_cmd,
+    rules_cmd,
+    schedule_cmd,
+    team_cmd,
+    train_cmd,
+)
 from skillopt_sleep.cli.common import (
     ConfigOpt,
     JsonOpt,
@@ -188,6 +197,7 @@ report_cmd.register(app)
 app.add_typer(config_cmd.app, name="config")
 models_cmd.register(app)
 train_cmd.register(app)
+team_cmd.register(app)
 
 
 def main() -> None:

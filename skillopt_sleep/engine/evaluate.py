@@ -9,7 +9,11 @@ candidate's re-test), so that every test samples the same way:
    samples that disagree). Each gets a second sample per side first. When both sides reproduce their first answer
    word for word, the backend is deterministic for that prompt (a greedy decoder at temperature 0): more samples
    would only repeat it, so the task stops at two (``Evaluation.settled``);
-3. the other named tasks get ``gate_samples`` samples per side (``gate_temperature``).
+3. the other named tasks get ``gate_samples`` samples per side (``gate_temperature``);
+4. the flip re-test: ``gate.tasks_to_perturb`` names the tasks the candidate now regresses (at most ``flip_tasks``);
+   each is replayed ``flip_samples`` times per side at ``flip_temperature`` (sample i with seed + i, so the samples
+   differ and are cached apart from the temperature-0 ones), for ``gate.decide`` to tell a flip from a regression
+   (``Evaluation.perturbed_baseline`` / ``perturbed_candidate``). Off when ``flip_samples`` or ``flip_tasks`` is 0.
 
 Raises ``BackendError`` / ``BudgetExhausted`` from the meter.
 """
@@ -18,7 +22,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from skillopt_sleep.engine.gate import replace_task_results, tasks_to_resample
+from skillopt_sleep.engine.gate import replace_task_results, tasks_to_perturb, tasks_to_resample
 from skillopt_sleep.engine.replay import Replayer, replay_tasks
 from skillopt_sleep.models import ReplayResult, TaskRecord
 
@@ -26,7 +30,8 @@ from skillopt_sleep.models import ReplayResult, TaskRecord
 class Evaluation(BaseModel):
     """The val replays of one test. baseline / candidate: every val task, resampled tasks with their samples;
     resampled: the task ids that got more than one sample; settled: those that stopped at two samples because
-    both sides repeated their answers exactly."""
+    both sides repeated their answers exactly; perturbed: the regressed task ids re-tested under perturbation,
+    with their samples in perturbed_baseline / perturbed_candidate (not in baseline / candidate)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -34,6 +39,9 @@ class Evaluation(BaseModel):
     candidate: list[ReplayResult] = Field(default_factory=list)
     resampled: list[str] = Field(default_factory=list)
     settled: list[str] = Field(default_factory=list)
+    perturbed: list[str] = Field(default_factory=list)
+    perturbed_baseline: list[ReplayResult] = Field(default_factory=list)
+    perturbed_candidate: list[ReplayResult] = Field(default_factory=list)
 
 
 def _repeats(results: list[ReplayResult], task_id: str) -> bool:
@@ -44,19 +52,38 @@ def _repeats(results: list[ReplayResult], task_id: str) -> bool:
 
 def replay_pair(val: list[TaskRecord], replayer: Replayer, *, baseline_views: dict[str, str],
                 candidate_views: dict[str, str], gate_samples: int, gate_temperature: float, metric: str,
-                mixed_weight: float) -> Evaluation:
+                mixed_weight: float, flip_samples: int = 0, flip_temperature: float = 0.0,
+                flip_tasks: int = 0) -> Evaluation:
     """Replay ``val`` with the baseline and the candidate documents through ``replayer`` (module docstring).
 
     baseline_views / candidate_views: ``{"skill": text, "memory": text}`` as the target sees them
-    (``documents.targets.prompt_view``); gate_samples: samples per side for a task that could be noise (1 = none).
+    (``documents.targets.prompt_view``); gate_samples: samples per side for a task that could be noise (1 = none);
+    flip_samples / flip_temperature / flip_tasks: the flip re-test's samples per side, temperature and most tasks
+    (step 4; 0 samples or 0 tasks = no re-test).
     """
     out = Evaluation(baseline=replay_tasks(val, replayer, **baseline_views),
                      candidate=replay_tasks(val, replayer, **candidate_views))
+    _resample(out, val, replayer, baseline_views=baseline_views, candidate_views=candidate_views,
+              gate_samples=gate_samples, gate_temperature=gate_temperature, metric=metric, mixed_weight=mixed_weight)
+    if flip_samples > 0:
+        wanted = set(tasks_to_perturb(out.baseline, out.candidate, limit=flip_tasks))
+        flipped = [task for task in val if task.id in wanted]
+        if flipped:
+            out.perturbed = [task.id for task in flipped]
+            out.perturbed_baseline = replay_tasks(flipped, replayer, **baseline_views, samples=flip_samples,
+                                                  temperature=flip_temperature)
+            out.perturbed_candidate = replay_tasks(flipped, replayer, **candidate_views, samples=flip_samples,
+                                                   temperature=flip_temperature)
+    return out
+
+
+def _resample(out: Evaluation, val: list[TaskRecord], replayer: Replayer, *, baseline_views: dict[str, str],
+              candidate_views: dict[str, str], gate_samples: int, gate_temperature: float, metric: str,
+              mixed_weight: float) -> None:
+    """Steps 2 and 3 of the module docstring, on ``out`` in place."""
     wanted = set(tasks_to_resample(out.baseline, out.candidate, metric=metric, mixed_weight=mixed_weight,
                                    gate_samples=gate_samples))
     noisy = [task for task in val if task.id in wanted]
-    if not noisy:
-        return out
     for samples in sorted({2, gate_samples}):
         if not noisy:
             break
@@ -69,4 +96,3 @@ def replay_pair(val: list[TaskRecord], replayer: Replayer, *, baseline_views: di
             settled = [task.id for task in noisy if _repeats(baseline, task.id) and _repeats(candidate, task.id)]
             out.settled.extend(settled)
             noisy = [task for task in noisy if task.id not in settled]
-    return out

@@ -22,7 +22,7 @@ lost in the mirror case, tied otherwise. When an LLM judge scored the task, only
 soft-only rise is a tie. The candidate is accepted only when
 
 3. no protected task regresses: a task the baseline passed in every sample (hard 1) must not have a
-   candidate sample with hard 0 (clause ``regression``),
+   candidate sample with hard 0 (clause ``regression``), unless the flip re-test calls it a flip (below),
 4. wins - losses >= ``margin`` (clause ``margin``), and
 5. a one-sided exact sign test over the won and lost tasks gives p <= ``alpha`` (clause ``sign_test``):
    p = P(X >= wins) for X ~ Binomial(wins + losses, 1/2) (``sign_test_p_value``; ties are left out).
@@ -31,6 +31,17 @@ Flaky tasks and extra samples (the step's job, before it calls ``decide``): repl
 side, then ask ``tasks_to_resample(baseline, candidate, ...)`` which tasks need more samples (a win, a loss or
 a regression that rests on one sample each, or a task whose samples disagree: ``flaky_task_ids``); replay
 those tasks with ``gate_samples`` samples on both sides and merge them with ``replace_task_results``.
+
+Flips (the step's job too, after the resampling): at temperature 0 a line added to a document can change a small
+model's answer to an unrelated request, so one protected task can fail at temperature 0 whatever the edit's worth.
+``tasks_to_perturb`` names the regressed tasks whose regression held on at least ``FLIP_MIN_SAMPLES`` samples per
+side (at most a limit); the step replays each with ``gate_flip_samples``
+samples per side at ``gate_flip_temperature`` and passes them to ``decide`` (``perturbed_baseline``,
+``perturbed_candidate``). Such a task still vetoes only when the candidate passes it significantly less often under
+perturbation: a one-sided Fisher exact test (``flip_p_value``) gives p <= ``flip_alpha``. Otherwise it is a flip
+(``details["flips"]``): its outcome stands (a loss when every candidate sample failed: it counts against
+``margin`` and the sign test, as a win that is a flip counts for them), but it does not veto. Both rules honour it
+(``GateContext.regressed``). A regressed task without perturbed samples on both sides vetoes as before.
 
 A candidate that is not worse but lacks the evidence (blocked by ``margin`` or ``sign_test`` with
 wins >= losses) gets verdict ``reject`` with ``details["pending"] = True``: the night may keep it and re-test
@@ -41,8 +52,8 @@ best; None = no best yet) and ``accept`` otherwise. Mode ``off`` accepts greedil
 
 Each rule is a ``GateRule`` object (``StrictRule``, ``PairedRule``; ``RULES`` maps the config names to them):
 ``decide`` checks clauses 1 and 2 and words the acceptance once, the rule compares the tasks and judges the rest.
-Its settings come as one ``GateSettings`` (mode, metric, rule, margin, alpha), whose rule may also be a ``GateRule``
-of a library user's own.
+Its settings come as one ``GateSettings`` (mode, metric, rule, margin, alpha, flip_alpha), whose rule may also be a
+``GateRule`` of a library user's own.
 """
 
 from __future__ import annotations
@@ -64,6 +75,18 @@ EPSILON = 1e-9
 DEFAULT_MARGIN = 1
 DEFAULT_ALPHA = 0.5
 DEFAULT_SAMPLES = 4
+#: Defaults of the flip re-test (config keys ``gate_flip_samples``, ``gate_flip_temperature``, ``gate_flip_alpha``,
+#: ``gate_flip_max_tasks``), chosen with ``benchmarks/gate_sim.py`` (``--flips``). With 4 samples per side, alpha
+#: 0.25 confirms a regression when the candidate passes at least two fewer (4 vs 2, p = 0.21; 3 vs 1, p = 0.24) and
+#: calls one fewer a flip (4 vs 3, p = 0.5).
+DEFAULT_FLIP_SAMPLES = 4
+DEFAULT_FLIP_TEMPERATURE = 0.7
+DEFAULT_FLIP_ALPHA = 0.25
+DEFAULT_FLIP_MAX_TASKS = 2
+#: Least scored samples per side a regression must rest on to be re-tested for a flip: a one-sample regression is as
+#: often flaky noise as a flip, and excusing those doubled the no-op acceptance at ``gate_samples = 1`` in the
+#: simulation, so with one sample the gate stays as it was (like ``repair.MIN_SAMPLES``).
+FLIP_MIN_SAMPLES = 2
 #: Clauses of a rejection that are evidence against the candidate's edits (a failed call, missing coverage or no
 #: val task is not: those say nothing about the edits).
 EVIDENCE_CLAUSES = ("mean", "regression", "margin", "sign_test")
@@ -252,6 +275,61 @@ def replace_task_results(results: list[ReplayResult], replacement: list[ReplayRe
     return merged
 
 
+# --------------------------------------------------------------------------- flips
+
+
+def flip_p_value(baseline_passes: int, baseline_samples: int, candidate_passes: int, candidate_samples: int) -> float:
+    """One-sided Fisher exact test that the candidate passes a task less often than the baseline.
+
+    Given the passes of both sides together, the candidate's passes follow a hypergeometric law under "same pass
+    rate"; p = P(candidate passes <= ``candidate_passes``). Exact and deterministic given the counts, valid at any
+    sample count (a binomial test against the baseline's observed rate would treat that rate as known, and 4 of 4
+    as a certainty). Counts are scored samples (no error). Returns a float in (0, 1]; 1.0 when a side has no
+    sample. Raises ValueError when a count is negative or passes exceed samples.
+    """
+    if not (0 <= baseline_passes <= baseline_samples and 0 <= candidate_passes <= candidate_samples):
+        raise ValueError(f"passes must be in [0, samples], got {baseline_passes}/{baseline_samples} and "
+                         f"{candidate_passes}/{candidate_samples}")
+    if not baseline_samples or not candidate_samples:
+        return 1.0
+    total, passes = baseline_samples + candidate_samples, baseline_passes + candidate_passes
+    tail = sum(comb(passes, k) * comb(total - passes, candidate_samples - k) for k in range(candidate_passes + 1))
+    return tail / comb(total, candidate_samples)
+
+
+def tasks_to_perturb(baseline: list[ReplayResult], candidate: list[ReplayResult], *, limit: int) -> list[str]:
+    """Val task ids the step should re-test under perturbation before ``decide``: the regressed tasks
+    (``is_regression``) with at least ``FLIP_MIN_SAMPLES`` scored samples per side, in baseline order, at most
+    ``limit`` (<= 0: none)."""
+    if limit <= 0:
+        return []
+    regressed = []
+    for task_id in _task_ids(baseline, candidate):
+        base, cand = _by_task(baseline, task_id), _by_task(candidate, task_id)
+        if (min(len(_scored(base)), len(_scored(cand))) >= FLIP_MIN_SAMPLES
+                and is_regression(TaskComparison(task_id=task_id, baseline=base, candidate=cand))):
+            regressed.append(task_id)
+    return regressed[:limit]
+
+
+def flip_test(task_id: str, baseline: list[ReplayResult], candidate: list[ReplayResult],
+              alpha: float) -> dict[str, Any] | None:
+    """The flip re-test of one regressed task from its perturbed samples (any order, other tasks ignored).
+
+    Returns ``{"task", "baseline_passes", "candidate_passes", "samples", "p_value", "flip"}`` (samples: scored
+    samples per side, the smaller side's count when they differ; flip: p > alpha, the task does not veto), or
+    None when a side has no scored perturbed sample (the regression stands).
+    """
+    base, cand = _scored(_by_task(baseline, task_id)), _scored(_by_task(candidate, task_id))
+    if not base or not cand:
+        return None
+    base_passes = sum(1 for result in base if result.hard == 1)
+    cand_passes = sum(1 for result in cand if result.hard == 1)
+    p_value = flip_p_value(base_passes, len(base), cand_passes, len(cand))
+    return {"task": task_id, "baseline_passes": base_passes, "candidate_passes": cand_passes,
+            "samples": min(len(base), len(cand)), "p_value": p_value, "flip": p_value > alpha}
+
+
 # --------------------------------------------------------------------------- rules
 
 
@@ -261,7 +339,9 @@ class GateContext:
 
     baseline/candidate: the val ``ReplayResult``s; per_task: the rule's own ``compare`` of them; baseline_scores/
     candidate_scores: ``summarize`` of each side; metric/mixed_weight: the gate score's settings; numbers: the
-    summary every reason ends with ("val hard score 0.667 vs baseline 0.333 (delta ..., 3 tasks, ...)").
+    summary every reason ends with ("val hard score 0.667 vs baseline 0.333 (delta ..., 3 tasks, ...)");
+    perturbed_baseline/perturbed_candidate: the flip re-test's samples of regressed tasks (module docstring;
+    empty: none); flip_alpha: the flip test's alpha.
     """
 
     baseline: list[ReplayResult]
@@ -272,14 +352,26 @@ class GateContext:
     metric: str
     mixed_weight: float
     numbers: str
+    perturbed_baseline: list[ReplayResult] = field(default_factory=list)
+    perturbed_candidate: list[ReplayResult] = field(default_factory=list)
+    flip_alpha: float = DEFAULT_FLIP_ALPHA
 
     def count(self, outcome: Outcome) -> int:
         """How many val tasks of ``per_task`` have this outcome."""
         return sum(1 for comparison in self.per_task if comparison.outcome == outcome)
 
+    def flip_tests(self) -> list[dict[str, Any]]:
+        """``flip_test`` of every regressed task with perturbed samples on both sides, in ``per_task`` order."""
+        tests = (flip_test(comparison.task_id, self.perturbed_baseline, self.perturbed_candidate, self.flip_alpha)
+                 for comparison in self.per_task if is_regression(comparison))
+        return [test for test in tests if test is not None]
+
     def regressed(self) -> list[str]:
-        """Ids of the tasks the candidate regressed (``is_regression``), in ``per_task`` order."""
-        return [comparison.task_id for comparison in self.per_task if is_regression(comparison)]
+        """Ids of the tasks the candidate regressed (``is_regression``) that the flip re-test did not call a flip,
+        in ``per_task`` order."""
+        flips = {test["task"] for test in self.flip_tests() if test["flip"]}
+        return [comparison.task_id for comparison in self.per_task
+                if is_regression(comparison) and comparison.task_id not in flips]
 
 
 @dataclass(frozen=True)
@@ -384,6 +476,9 @@ class PairedRule:
                                                     f"{context.numbers}", details)
         evidence = (f"wins - losses {wins - losses} (margin {self.margin}), sign test p = {p_value:.3f} "
                     f"(alpha {self.alpha:g}), {len(details['protected'])} protected task(s)")
+        flips = [test["task"] for test in context.flip_tests() if test["flip"]]
+        if flips:
+            evidence += f", {len(flips)} flip(s) not confirmed under perturbation ({', '.join(flips[:5])})"
         if wins - losses >= self.margin and p_value <= self.alpha:
             return RuleVerdict.accept(f"paired improvement ({evidence})", details)
         clause = "margin" if wins - losses < self.margin else "sign_test"
@@ -446,8 +541,10 @@ class GateSettings:
     mode: ``"on"`` or ``"off"``; metric: ``"hard"``, ``"soft"`` or ``"mixed"``; mixed_weight: w in [0, 1];
     rule: ``"strict"`` or ``"paired"`` (built by ``rule_for`` with margin and alpha), or any ``GateRule`` object
     (e.g. ``PairedRule(margin=2)`` or a rule of your own; margin and alpha are then only range-checked); margin:
-    int >= 0, least wins - losses (paired); alpha: float in [0, 1], largest sign-test p-value accepted (paired).
-    Raises ValueError for an unknown mode, rule name or metric, or a margin/alpha out of range.
+    int >= 0, least wins - losses (paired); alpha: float in [0, 1], largest sign-test p-value accepted (paired);
+    flip_alpha: float in [0, 1], largest flip-test p-value that confirms a regression (``flip_p_value``; config
+    key ``gate_flip_alpha``). Raises ValueError for an unknown mode, rule name or metric, or a margin/alpha/
+    flip_alpha out of range.
     """
 
     mode: str
@@ -456,6 +553,7 @@ class GateSettings:
     rule: str | GateRule
     margin: int = DEFAULT_MARGIN
     alpha: float = DEFAULT_ALPHA
+    flip_alpha: float = DEFAULT_FLIP_ALPHA
 
     def __post_init__(self) -> None:
         if self.mode not in ("on", "off"):
@@ -463,6 +561,8 @@ class GateSettings:
         if isinstance(self.rule, str):
             _check_rule_name(self.rule)
         _check_margin_alpha(self.margin, self.alpha)  # for a rule object too: they are still settings of the gate
+        if not 0.0 <= self.flip_alpha <= 1.0:
+            raise ValueError(f"gate flip_alpha must be in [0, 1], got {self.flip_alpha}")
         gate_score(0.0, 0.0, self.metric, self.mixed_weight)  # validates the metric name
 
     @property
@@ -474,13 +574,16 @@ class GateSettings:
 
 
 def decide(settings: GateSettings, *, baseline: list[ReplayResult], candidate: list[ReplayResult],
-           best_gate_score: float | None, request_heads: dict[str, str] | None = None) -> GateDecision:
+           best_gate_score: float | None, request_heads: dict[str, str] | None = None,
+           perturbed_baseline: list[ReplayResult] | None = None,
+           perturbed_candidate: list[ReplayResult] | None = None) -> GateDecision:
     """Decide whether tonight's candidate documents are accepted.
 
     settings: the gate's mode, metric, rule, margin and alpha (``GateSettings``, validated when built);
     baseline/candidate: val ``ReplayResult``s, any number of samples per task (may be empty when mode is off);
     best_gate_score: the all-time best mean gate score, or None; request_heads: task id -> request head for the
-    per-task report.
+    per-task report; perturbed_baseline/perturbed_candidate: the flip re-test's samples of regressed tasks (module
+    docstring, "Flips"; None: no re-test, every regression vetoes).
 
     The shared clauses come first (gate off, failed calls, no val task, coverage); the rule's ``judge`` decides
     the rest. Returns a ``GateDecision`` (``rule`` = the rule's name) whose ``reason`` states the numbers and
@@ -488,7 +591,8 @@ def decide(settings: GateSettings, *, baseline: list[ReplayResult], candidate: l
     ``coverage``, ``mean``, ``regression``, ``margin``, ``sign_test``, ``accepted`` or a custom rule's own),
     ``pending`` (rejected for lack of evidence only), ``wins``/``losses``/``ties``, and the rule's keys: for
     paired ``p_value``, ``margin``, ``alpha``, ``protected``, ``regressions``, ``flaky`` and ``llm_ties`` (task
-    id lists), for strict ``regressed_tasks``.
+    id lists), for strict ``regressed_tasks``; with perturbed samples, ``flip_tests`` (every ``flip_test``) and
+    ``flips`` (those that did not veto).
     """
     mode, metric, mixed_weight = settings.mode, settings.metric, settings.mixed_weight
     gate_rule = settings.gate_rule
@@ -502,7 +606,12 @@ def decide(settings: GateSettings, *, baseline: list[ReplayResult], candidate: l
     if shared is not None:
         return build.rejected(shared)
     context = GateContext(baseline, candidate, per_task, build.baseline, build.candidate, metric, mixed_weight,
-                          build.numbers(len(_task_ids(baseline))))
+                          build.numbers(len(_task_ids(baseline))), list(perturbed_baseline or []),
+                          list(perturbed_candidate or []), settings.flip_alpha)
+    tests = context.flip_tests()
+    if tests:
+        build.details["flip_tests"] = tests
+        build.details["flips"] = [test for test in tests if test["flip"]]
     judged = gate_rule.judge(context)
     return build.accepted(judged, context.numbers) if judged.accepted else build.rejected(judged)
 

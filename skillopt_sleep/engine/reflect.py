@@ -206,6 +206,7 @@ _CODE_START = re.compile(
     r"public |private |if\s*\(|for\s*\(|while\s*\(|[}\])]|\$ |>>> )"
 )
 _CODE_CHARS = set("{}[]()<>=;$|&\\*`/")
+_INLINE_CODE = re.compile(r"`([^`\n]+)`")
 
 
 def looks_like_code(line: str) -> bool:
@@ -213,7 +214,8 @@ def looks_like_code(line: str) -> bool:
 
     A line (markdown bullet stripped) is code when it starts with a fence, a keyword (``def``, ``import``,
     ``const``, ``if (``...), a closing bracket or a shell/REPL prompt (``$ ``, ``>>> ``); when it ends with
-    ``;`` or ``{``; or when more than 15% of its characters are code punctuation (``{}[]()<>=;$|&\\*`/``).
+    ``;`` or ``{``; or when more than 15% of its characters are code punctuation (``{}[]()<>=;$|&\\*`/``), the
+    backticks that delimit inline code in prose aside ("Use `pnpm`, never `npm`." is a rule).
     """
     text = line.strip()
     text = re.sub(r"^([-*+]|\d+[.)])\s+", "", text)
@@ -221,7 +223,7 @@ def looks_like_code(line: str) -> bool:
         return False
     if _CODE_START.match(text) or text.endswith((";", "{")):
         return True
-    punctuation = sum(1 for char in text if char in _CODE_CHARS)
+    punctuation = sum(1 for char in _INLINE_CODE.sub(r"\1", text) if char in _CODE_CHARS)
     return len(text) >= 4 and punctuation / len(text) > 0.15
 
 

@@ -20,7 +20,9 @@ step works on is one ``StepInput``, what it may do one ``StepSettings``, how it 
    package an edit names must come from what users typed; then restatements, code, the optimizer's own
    instructions, targets that may not evolve). Every screen runs with the gate on or off.
    Then the users' own rules (``propose_user_rules``; ``rules``, default ``mine.rulebook.stated_rules(train)``) are put
-   first, one edit per rule no document states yet, in their words (``mine.rulebook.user_rule_edits``); an optimizer
+   first, one edit per rule no document states yet (``mine.rulebook.user_rule_edits``), compiled from its checks when
+   the compiled line reads back as the same checks and passes these screens as it is, else in their words
+   (``rule_wording``, ``mine.rulebook.written_line``); an optimizer
    edit that restates one of them, or a line a document already holds, yields (``mine.rulebook.restated_rule_reason``).
 4. select: when more than L = ``edit_budget`` edits remain, the users' rules come first (most stated first) and
    one ``rank.md`` call orders the others for the room left (an invalid reply keeps the merged order, recorded in
@@ -30,7 +32,11 @@ step works on is one ``StepInput``, what it may do one ``StepSettings``, how it 
    ``gate_max_val``; archived tasks a newer user rule contradicts are stale and left out). Gate on: the candidate
    and the baseline are replayed on them with the paired protocol (``evaluate.replay_pair``: once per side, then up
    to ``gate_samples`` per side for a task whose outcome could be noise, stopping at two when both sides repeat
-   their answers), and ``gate.decide`` rules. Gate repair (``gate_repair``, ``engine/repair.py``): when the gate
+   their answers; then the flip re-test: a protected task the candidate now fails on two samples or more is replayed
+   ``gate_flip_samples``
+   times per side at ``gate_flip_temperature``, at most ``gate_flip_max_tasks`` tasks a step), and ``gate.decide``
+   rules (a regression the re-test does not confirm is a flip: a lost task, no veto). Gate repair (``gate_repair``,
+   ``engine/repair.py``): when the gate
    rejects a candidate that won some val tasks and lost one to three, leave-one-out replays of the lost tasks find
    the edits to blame; the candidate without them is gated once more (``gate.details["repair"]``). The users' own
    rules (``gate_stated_rules = "own_tasks"``): a candidate made only of them that the gate left pending with no loss
@@ -112,9 +118,11 @@ class StepSettings(NightStepConfig):
 
     @property
     def gate(self) -> GateSettings:
-        """The gate keys as ``gate.decide`` takes them (mode, metric, mixed weight, rule, margin, alpha)."""
+        """The gate keys as ``gate.decide`` takes them (mode, metric, mixed weight, rule, margin, alpha, flip
+        alpha)."""
         return GateSettings(mode=self.gate_mode, metric=self.gate_metric, mixed_weight=self.gate_mixed_weight,
-                            rule=self.gate_rule, margin=self.gate_margin, alpha=self.gate_alpha)
+                            rule=self.gate_rule, margin=self.gate_margin, alpha=self.gate_alpha,
+                            flip_alpha=self.gate_flip_alpha)
 
 
 #: Applied to the edits the step proposes itself (``StepInput.edit_filter``): returns those that may go on.
@@ -326,12 +334,14 @@ def build_candidate(texts: dict[str, str], selected: list[EditRecord]) -> tuple[
 
 class _Tester:
     """Test candidates built from edits against the step's baseline on the gate's val tasks (one protocol:
-    ``evaluate.replay_pair``, then ``gate.decide``)."""
+    ``evaluate.replay_pair``, then ``gate.decide``). The step's tests share one flip re-test allowance
+    (``gate_flip_max_tasks`` tasks; ``flips_left``)."""
 
     def __init__(self, *, val: list[TaskRecord], texts: dict[str, str], settings: StepSettings, replayer: Replayer,
                  views: Callable[[dict[str, str]], dict[str, str]], gate: Callable[..., GateDecision]):
         self.val, self.texts, self.settings = val, texts, settings
         self.replayer, self.views, self.gate = replayer, views, gate
+        self.flips_left = settings.gate_flip_max_tasks
 
     def replay(self, tasks: list[TaskRecord], edits: list[EditRecord], samples: int) -> list[ReplayResult]:
         """``repair.Replay``: the candidate built from ``edits`` replayed on ``tasks``."""
@@ -343,8 +353,13 @@ class _Tester:
         evaluation = replay_pair(self.val, self.replayer, baseline_views=self.views(self.texts),
                                  candidate_views=self.views(candidate), gate_samples=self.settings.gate_samples,
                                  gate_temperature=self.settings.gate_temperature,
-                                 metric=self.settings.gate_metric, mixed_weight=self.settings.gate_mixed_weight)
-        decision = self.gate(baseline=evaluation.baseline, candidate=evaluation.candidate)
+                                 metric=self.settings.gate_metric, mixed_weight=self.settings.gate_mixed_weight,
+                                 flip_samples=self.settings.gate_flip_samples,
+                                 flip_temperature=self.settings.gate_flip_temperature, flip_tasks=self.flips_left)
+        self.flips_left -= len(evaluation.perturbed)
+        decision = self.gate(baseline=evaluation.baseline, candidate=evaluation.candidate,
+                             perturbed_baseline=evaluation.perturbed_baseline,
+                             perturbed_candidate=evaluation.perturbed_candidate)
         if evaluation.resampled:
             decision.details["resampled_tasks"] = evaluation.resampled
         if evaluation.settled:
@@ -484,6 +499,22 @@ def _annotate(decision: GateDecision, val: list[TaskRecord], origins: dict[str, 
             comparison.rules = list(dict.fromkeys(check.rule for check in task.judge.checks if check.rule))
 
 
+def _edit_screen(scope: EditScope, target: str) -> Callable[[str], str | None]:
+    """The screens every edit passes (``screen_edits``: provenance first), as one test of a line appended to
+    ``target``: why they would reject it, or that they would rewrite it (clean it), or None. A compiled rule line
+    must pass it as it is (``mine.rulebook.written_line``)."""
+
+    def screen(content: str) -> str | None:
+        probe = EditRecord(target=target, op="append", content=content)
+        accepted, rejected = screen_edits([probe], [], edit_budget=1, evolve_skill=scope.evolve_skill,
+                                          evolve_memory=scope.evolve_memory, screen=scope.screen)
+        if rejected:
+            return rejected[0].reason
+        return None if accepted[0].content == content else "the screens would rewrite it"
+
+    return screen
+
+
 def _user_rules_stage(merged: list[EditRecord], *, stated: list[StatedRule], texts: dict[str, str],
                       settings: StepSettings, scope: EditScope, edit_filter: EditFilter | None,
                       rejected: list[EditRecord]) -> tuple[list[EditRecord], list[EditRecord]]:
@@ -492,7 +523,8 @@ def _user_rules_stage(merged: list[EditRecord], *, stated: list[StatedRule], tex
     out are added to ``rejected``."""
     proposed_rules: list[EditRecord] = []
     if settings.propose_user_rules and scope.targets:
-        proposed_rules = user_rule_edits(stated, texts, target=scope.targets[0])
+        proposed_rules = user_rule_edits(stated, texts, target=scope.targets[0], wording=settings.rule_wording,
+                                         screen=_edit_screen(scope, scope.targets[0]))
         if edit_filter is not None:
             proposed_rules = edit_filter(proposed_rules)
         proposed_rules, rules_rejected = screen_edits(proposed_rules, [], edit_budget=len(proposed_rules),

@@ -24,7 +24,8 @@ Output: ``MineResult`` with the ``TaskRecord``s a night replays, labels and lear
 | ``result`` | ``MineResult``: the tasks and the counts that explain them |
 | ``tasks`` | ``mine_tasks``: candidates -> groups -> ``TaskRecord``s with validated judges, rules and splits |
 | ``provenance`` | what an edit may name: only what users typed (the screen every edit passes) |
-| ``rulebook`` | the user's rules as objects: one rule however phrased, proposed once, in the user's words |
+| ``compile`` | a rule as the short imperative its checks demand, with an example from an accepted answer |
+| ``rulebook`` | the user's rules as objects: one rule however phrased, proposed once, compiled or in the user's words |
 | ``preview`` | ``skillopt-sleep harvest``: what a night would read and mine, changing nothing |
 
 The check vocabulary it stands on is ``skillopt_sleep.checks``; nothing here imports the engine.

@@ -1,4 +1,4 @@
-"""The user's rules as first-class objects: one rule however it was phrased, proposed once, in the user's words.
+"""The user's rules as first-class objects: one rule however it was phrased, proposed once, in the form that works.
 
 A *rule* is a standing instruction the user stated in their own messages (``TaskRecord.rules`` holds the
 phrasings). Its identity is what it demands: the keys (``validation.check_key``) of the checks validated for it in
@@ -10,11 +10,15 @@ validated check is identified by its words (``text_key``).
   replayable: their corrections still count; never a val or test task, which would leak the held-out evidence),
   each with its phrasings, tasks, sessions and how often it was stated (task recurrence).
 * ``document_rules(text)``: the lines of a document and what each demands (``rules.checks_for_rule`` of the line).
-* ``user_rule_edits(rules, documents, target)``: one edit per *lasting* rule not yet in any document (a candidate waits
-  to be stated again, a one-off never is one: ``mine/lasting.py``): ``append`` the rule in
-  the user's most frequent phrasing as one bullet, or ``replace`` the managed-block line it contradicts (a newer
-  rule "we moved from yarn to pnpm" replaces "- always use yarn."). Rules come most-stated first (across nights,
-  ``StatedRule.stated_total``), so recurrence orders the edit budget.
+* ``user_rule_edits(rules, documents, target, wording, screen)``: one edit per *lasting* rule not yet in any document
+  (a candidate waits to be stated again, a one-off never is one: ``mine/lasting.py``): ``append`` the rule as one
+  bullet, or ``replace`` the managed-block line it contradicts (a newer rule "we moved from yarn to pnpm" replaces
+  "- always use yarn."). Rules come most-stated first (across nights, ``StatedRule.stated_total``), so recurrence
+  orders the edit budget. The bullet (``written_line``) is the rule compiled from its checks ("Use `pnpm`, never
+  `npm` (e.g. `pnpm add`).", ``mine/compile.py``) when that line is ``admissible`` (the rule reader reads it back as
+  the same checks) and passes the screens; else, and with ``wording = "user"``, the user's most frequent phrasing.
+  The user's words stay the rule's provenance: its text, the edit's rationale (``rule_rationale``), and every
+  later night recognises either line as the rule (``stating_line``, ``rule_edit``: they compare what lines demand).
 * ``restated_rule_reason(content, rules, documents)``: why an optimizer edit only restates a user-stated rule or a
   line the documents already hold (the user's words win; a rule is never written twice).
 """
@@ -23,16 +27,23 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from skillopt_sleep.checks import check_key
 from skillopt_sleep.documents.block import BLOCK_BEGIN, BLOCK_END, BLOCK_HEADING, managed_block
+from skillopt_sleep.mine.compile import compile_rule
 from skillopt_sleep.mine.lasting import RECURRENCE_TASKS, similar
 from skillopt_sleep.mine.statements import checks_for_rule
 from skillopt_sleep.models import Check, EditRecord, RuleScope, RuleStatement, TaskRecord
 
 Key = tuple[str, str]
+#: How a rule is worded in a document (config ``rule_wording``): compiled from its checks, or the user's words.
+RuleWording = Literal["compiled", "user"]
+#: A screen an edit's content passes: why it may not be written, or None.
+Screen = Callable[[str], str | None]
 
 _BULLET = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s+")
 
@@ -78,6 +89,9 @@ class StatedRule(BaseModel):
     stated_total: int = 0
     scope: RuleScope = "lasting"
     scope_reason: str = ""
+    accepted_answers: list[str] = Field(default_factory=list)
+    """The answers the user accepted in its tasks (``TaskEvidence.accepted_answer``), in the order of ``task_ids``:
+    where a compiled line takes its example from (``compile.compile_rule``)."""
 
     @property
     def key_set(self) -> set[Key]:
@@ -137,12 +151,13 @@ def stated_rules(tasks: list[TaskRecord]) -> list[StatedRule]:
                     for name in ("keys", "tasks", "sessions"):
                         target[name] |= other[name]
                     target["phrasings"].extend(other["phrasings"])
+                    target["accepted"].update(other["accepted"])
                     target["statements"].extend(other["statements"])
                     target["checks"].extend(other["checks"])
                     target["stated"] += other["stated"]
             else:
                 target = {"keys": set(), "tasks": set(), "sessions": set(), "phrasings": [], "checks": [],
-                          "statements": [], "stated": 0, "order": len(groups)}
+                          "statements": [], "stated": 0, "order": len(groups), "accepted": {}}
                 groups.append(target)
             target["keys"] |= keys
             target["phrasings"].append(phrasing)
@@ -151,6 +166,8 @@ def stated_rules(tasks: list[TaskRecord]) -> list[StatedRule]:
                                     if all(check_key(check) != check_key(known) for known in target["checks"]))
             if task.id not in target["tasks"]:
                 target["stated"] += task.recurrence
+            if task.evidence.accepted_answer:
+                target["accepted"][task.id] = task.evidence.accepted_answer
             target["tasks"].add(task.id)
             target["sessions"] |= set(task.session_ids)
     out: list[StatedRule] = []
@@ -164,7 +181,8 @@ def stated_rules(tasks: list[TaskRecord]) -> list[StatedRule]:
                               phrasings=list(dict.fromkeys(group["phrasings"])), checks=group["checks"],
                               task_ids=sorted(group["tasks"]), session_ids=sorted(group["sessions"]),
                               stated=group["stated"], stated_total=group["stated"], scope=scope,
-                              scope_reason=reason))
+                              scope_reason=reason,
+                              accepted_answers=[group["accepted"][task_id] for task_id in sorted(group["accepted"])]))
     out.sort(key=lambda rule: (-rule.stated_total, -rule.stated, rule.text))
     return out
 
@@ -213,11 +231,53 @@ def contradicted_line(rule: StatedRule, block: str) -> str | None:
     return None
 
 
-def user_rule_edits(rules: list[StatedRule], documents: dict[str, str], *, target: str) -> list[EditRecord]:
+def admissible(line: str, rule: StatedRule) -> bool:
+    """A line may state ``rule`` in other words than the user's: read back by the deterministic rule reader
+    (``line_keys``), it demands what the rule demands, no more and no less (its check keys, text keys aside; a
+    ``has`` key is also demanded by a longer literal that holds it, ``has "ruff format"`` demands ``has "ruff"``, and
+    a ``not`` key by a shorter one it holds, ``not "os"`` demands ``not "os.path"``). A rule known only by its words
+    never is."""
+    demanded = {key for key in rule.key_set if key[0] != "text"}
+    read = {key for key in line_keys(line) if key[0] != "text"}
+
+    def implied(kind: str, value: str) -> bool:
+        return (kind, value) in read or any(
+            kind == other_kind and (value in other if kind == "has" else other in value)
+            for other_kind, other in read if kind in ("has", "not"))
+
+    return bool(demanded) and read <= demanded and all(implied(*key) for key in demanded)
+
+
+def written_line(rule: StatedRule, *, wording: RuleWording = "compiled", screen: Screen | None = None) -> str:
+    """The document line a rule is written as: with ``wording = "compiled"``, the compiled imperative
+    (``compile.compile_rule``) with its example from the accepted answers, else without it, the first that is
+    ``admissible`` and that ``screen`` (the screens every edit passes; a reason refuses) lets through; otherwise, and
+    with ``wording = "user"``, the user's most frequent phrasing (``rule_line(rule.text)``)."""
+    if wording == "compiled":
+        for examples in (rule.accepted_answers, []):
+            body = compile_rule(rule, examples)
+            if body is None:
+                break
+            line = rule_line(body)
+            if admissible(line, rule) and (screen is None or screen(line) is None):
+                return line
+    return rule_line(rule.text)
+
+
+def rule_rationale(rule: StatedRule) -> str:
+    """Why a rule's edit is proposed, with the user's words it came from: ``stated by the user 4 time(s) (2
+    tonight); you said: "we use pnpm in this repo, never npm"``."""
+    tonight = f" ({rule.stated} tonight)" if rule.stated != rule.stated_total else ""
+    return f'stated by the user {rule.stated_total} time(s){tonight}; you said: "{rule.text}"'
+
+
+def user_rule_edits(rules: list[StatedRule], documents: dict[str, str], *, target: str,
+                    wording: RuleWording = "compiled", screen: Screen | None = None) -> list[EditRecord]:
     """One edit per stated rule that no document states yet (module docstring), in the order of ``rules``.
 
     documents: kind -> text (``skill``, ``memory``); target: the document a new rule is appended to. A rule that
-    contradicts a line of a managed block replaces that line in its document.
+    contradicts a line of a managed block replaces that line in its document. wording, screen: how each rule is
+    worded (``written_line``; config ``rule_wording``); the rationale keeps the user's words (``rule_rationale``).
     """
     edits: list[EditRecord] = []
     written: set[Key] = set()
@@ -226,8 +286,8 @@ def user_rule_edits(rules: list[StatedRule], documents: dict[str, str], *, targe
             continue  # a candidate waits to be stated again; a one-off is never a memory line
         written |= rule.key_set
         evidence = list(rule.task_ids)
-        rationale = f"stated by the user {rule.stated_total} time(s)" + (
-            f" ({rule.stated} tonight)" if rule.stated != rule.stated_total else "")
+        rationale = rule_rationale(rule)
+        content = written_line(rule, wording=wording, screen=screen)
         replaced = None
         for kind, text in documents.items():
             line = contradicted_line(rule, managed_block(text))
@@ -236,12 +296,21 @@ def user_rule_edits(rules: list[StatedRule], documents: dict[str, str], *, targe
                 break
         if replaced is not None:
             kind, line = replaced
-            edits.append(EditRecord(target=kind, op="replace", anchor=line.strip(), content=rule_line(rule.text),
+            edits.append(EditRecord(target=kind, op="replace", anchor=line.strip(), content=content,
                                     rationale=f"{rationale}; replaces the rule it contradicts", evidence=evidence))
         else:
-            edits.append(EditRecord(target=target, op="append", content=rule_line(rule.text), rationale=rationale,
+            edits.append(EditRecord(target=target, op="append", content=content, rationale=rationale,
                                     evidence=evidence))
     return edits
+
+
+def rule_edit(rule: StatedRule, edits: list[EditRecord]) -> EditRecord | None:
+    """The edit of ``edits`` that writes ``rule`` (in the user's words or compiled: its content states what the rule
+    demands, ``stating_line``'s test), an applied one first; None when there is none."""
+    wanted = rule.key_set | {text_key(phrasing) for phrasing in rule.phrasings} | {text_key(rule.text)}
+    stating = [edit for edit in edits if edit.op != "delete" and edit.content
+               and _overlaps(wanted, line_keys(edit.content))]
+    return next((edit for edit in stating if edit.status == "applied"), stating[0] if stating else None)
 
 
 def restated_rule_reason(content: str, rules: list[StatedRule], documents: dict[str, str]) -> str | None:

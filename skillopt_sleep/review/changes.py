@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING
 
 from skillopt_sleep.documents.block import block_rule_lines
 from skillopt_sleep.mine.provenance import is_blocked
-from skillopt_sleep.models import Diagnostics, FileChange, Scores
+from skillopt_sleep.mine.rulebook import line_keys
+from skillopt_sleep.models import Diagnostics, FileChange, ReplayResult
 from skillopt_sleep.review.staged import STAGED_NOTE
 
 if TYPE_CHECKING:
@@ -169,31 +170,51 @@ def _bare(rule: str) -> str:
     return rule.lstrip("-*+ ").strip().rstrip(".").strip().casefold()
 
 
-def _passed(scores: Scores) -> str:
-    return f"{round(scores.hard * scores.n)}/{scores.n}"
+def _taught_by(line: str, rules: list[dict]) -> dict | None:
+    """The stated rule (a ``Diagnostics.mining["rules"]`` entry) an added line writes: the one in the same words, else
+    the one whose check keys (``keys``) the line demands (``rulebook.line_keys``: a line compiled from the rule's
+    checks, "Use `pnpm`, never `npm`."), else None."""
+    same_words = next((rule for rule in rules if _bare(rule.get("text", "")) == _bare(line)), None)
+    if same_words is not None:
+        return same_words
+    demanded = {key for key in line_keys(line) if key[0] != "text"}
+    return next((rule for rule in rules if demanded & {tuple(key) for key in rule.get("keys") or []}), None)
+
+
+def _tasks_passed(results: list[list[ReplayResult]]) -> int:
+    """How many val tasks passed: every scored sample of the task hard 1 (samples that failed to run are left out)."""
+    passed = 0
+    for samples in results:
+        scored = [result.hard for result in samples if result.error is None]
+        passed += bool(scored) and all(hard == 1 for hard in scored)
+    return passed
 
 
 def learned_lines(diagnostics: Diagnostics) -> list[str]:
     """What a night that learned shows under its one-line summary, one string per line (empty when no file changed):
     each rule line added, with the file and line it goes to (``CLAUDE.md:12``) and, when it is a rule the user
-    stated, how often and in which words; then the held-out val tasks passed before -> after (the gate's hard score
-    on the same tasks) and, for stated rules, their own train tasks won and lost."""
+    stated (in their words or compiled from its checks: ``_taught_by``), how often and in which words; then the
+    held-out val tasks passed before -> after (the gate's hard score on the same tasks) and, for stated rules, their
+    own train tasks won and lost."""
     changed = [change for change in diagnostics.changes if change.added]
     if not changed:
         return []
-    stated = {_bare(rule.get("text", "")): rule for rule in diagnostics.mining.get("rules", [])}
+    stated = diagnostics.mining.get("rules", [])
     lines = []
     for change in changed:
         where = "written to" if change.state == "written" else "staged for"
         lines.append(f"{change.file} ({where} {'this file' if change.state == 'written' else 'skillopt-sleep adopt'}):")
         for text, number in zip(change.added, change.added_at or [0] * len(change.added)):
             lines.append(f"  line {number}: {text.strip()}" if number else f"  {text.strip()}")
-            rule = stated.get(_bare(text))
+            rule = _taught_by(text, stated)
             if rule:
                 lines.append(f"    you taught it: \"{rule['text']}\" ({rule.get('scope_reason') or rule.get('scope')})")
     gate = diagnostics.gate
-    if gate is not None and gate.baseline.n:
-        lines.append(f"held-out: {_passed(gate.baseline)} val tasks passed before, {_passed(gate.candidate)} after "
+    if gate is not None and gate.per_task:
+        tasks = len(gate.per_task)
+        before = _tasks_passed([comparison.baseline for comparison in gate.per_task])
+        after = _tasks_passed([comparison.candidate for comparison in gate.per_task])
+        lines.append(f"held-out: {before}/{tasks} val tasks passed before, {after}/{tasks} after "
                      f"(hard score {gate.baseline.hard:.2f} -> {gate.candidate.hard:.2f}, the same tasks)")
         own = gate.details.get("stated_rules") or {}
         if own.get("own_tasks"):

@@ -47,7 +47,7 @@ from skillopt_sleep.documents.targets import (
 )
 from skillopt_sleep.errors import SleepError
 from skillopt_sleep.fsio import read_json, write_json_atomic
-from skillopt_sleep.mine.rulebook import StatedRule, line_keys, text_key
+from skillopt_sleep.mine.rulebook import StatedRule, line_keys, rule_line, text_key
 from skillopt_sleep.models import EditRecord, TaskRecord
 from skillopt_sleep.review.adopt import adopt_night, load_adoptions, night_sort_key
 from skillopt_sleep.state import ProjectPaths
@@ -297,10 +297,14 @@ def forget_rule(project: Path, paths: ProjectPaths, rule_id: str, *, skill_path:
     try:
         entry = next((e for e in archive.rules() if e["id"] == rule_id), None)
         archived_keys = list(entry["keys"]) if entry else []
-        for location in rule.locations:  # the optimizer is not re-tested on the same words
-            edit = EditRecord(target=location.kind.split(":")[0], op="append", content=location.text)
-            archive.add_rejected_edit(key=rejected_edit_key(edit), night_id=change_id, target=edit.target,
-                                      op="append", anchor=None, content=location.text, reason=FORGOTTEN_REASON)
+        # the optimizer is not re-tested on the same words: the lines removed, and the user's words of the rule (a
+        # line compiled from its checks is not how the user, nor the optimizer, phrases it)
+        words = [rule.text, *((entry or {}).get("phrasings") or [])] if rule.origin == "you" else []
+        for location in rule.locations:
+            for content in dict.fromkeys([location.text, *(rule_line(text) for text in words if text)]):
+                edit = EditRecord(target=location.kind.split(":")[0], op="append", content=content)
+                archive.add_rejected_edit(key=rejected_edit_key(edit), night_id=change_id, target=edit.target,
+                                          op="append", anchor=None, content=content, reason=FORGOTTEN_REASON)
     finally:
         archive.close()
     forgotten[rule_id] = {"text": rule.text, "keys": archived_keys, "at": moment.isoformat(), "change": change_id}

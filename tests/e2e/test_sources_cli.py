@@ -88,8 +88,8 @@ def test_run_now_learns_the_rule_from_the_agents_sessions_and_writes_its_memory_
 
     # the decision and the edit
     assert diagnostics["status"] == "accepted", diagnostics["summary"]
-    # the morning line leads with what changed in the agent's file, in the user's words
-    assert diagnostics["summary"].startswith(f'{MEMORY_FILES[source]}: learned 1 rule ("{RULE}.")')
+    # the morning line leads with what changed in the agent's file: the rule compiled from its checks
+    assert diagnostics["summary"].startswith(f'{MEMORY_FILES[source]}: learned 1 rule ("Use `pnpm`, never `npm`.")')
     assert "LEARNED" in diagnostics["summary"]
     assert [(c["file"], c["state"]) for c in diagnostics["changes"]] == [(MEMORY_FILES[source], "written")]
     applied = [edit for edit in diagnostics["edits"] if edit["status"] == "applied"]

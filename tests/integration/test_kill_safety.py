@@ -173,7 +173,7 @@ def test_an_uninterrupted_night_adopts_the_rule_and_records_it(setup):
     assert completed.returncode == 0, completed.stdout + completed.stderr
     assert "LEARNED" in completed.stdout
     text = setup.claude_md().decode()
-    assert text.startswith(ORIGINAL) and "never npm" in text
+    assert text.startswith(ORIGINAL) and "- Use `pnpm`, never `npm`" in text
     [adoption] = load_adoptions(setup.paths)
     assert adoption.status == "adopted"
 

@@ -73,6 +73,29 @@ def test_rules_lists_the_learned_rule_with_where_it_lives_and_what_taught_it(wor
     assert ours["id"] in table and "CLAUDE.md:" in table and "adopted" in table
 
 
+def test_a_compiled_rule_is_listed_in_the_users_words_at_the_line_it_lives(world, tmp_path, monkeypatch):
+    project, state, run = world
+    # requests that name npm (the simulator follows a line that shares a word with the request), fixed with pnpm
+    conversations = [(f"{request} with npm", answer, correction) for request, answer, correction in PNPM_CONVERSATIONS]
+    write_claude_sessions(tmp_path / "claude-c", project, conversations, fixed_answer="Run `pnpm install`.")
+    diagnostics = run(tmp_path / "claude-c", rule_wording="compiled")
+    assert diagnostics.status == "accepted", diagnostics.summary
+    line = "- Use `pnpm`, never `npm` (e.g. `pnpm install`)."
+    text = (project / "CLAUDE.md").read_text(encoding="utf-8")
+    assert line in text.splitlines() and RULE not in text
+    [ours] = json.loads(cli(project, state, monkeypatch, "rules", "--json"))["rules"]
+    assert (ours["origin"], ours["status"], ours["text"]) == ("you", "adopted", RULE)
+    assert ours["locations"] == [{"file": "CLAUDE.md", "kind": "memory", "line": text.splitlines().index(line) + 1,
+                                  "text": line}]
+    # a second night of the same rule proposes nothing new
+    write_claude_sessions(tmp_path / "claude-c2", project, conversations[:3], fixed_answer="Run `pnpm install`.",
+                          hours_ago=1.0)
+    again = run(tmp_path / "claude-c2", rule_wording="compiled")
+    assert [rule["text"] for rule in again.mining["rules"]] == [RULE]
+    assert not [edit for edit in again.edits if edit.rationale.startswith("stated by the user")]
+    assert (project / "CLAUDE.md").read_text(encoding="utf-8").count("pnpm") == text.count("pnpm")
+
+
 def test_forget_removes_one_rule_atomically_and_revert_brings_it_back(world, tmp_path, monkeypatch):
     project, state, _ = learn(world, tmp_path)
     before = (project / "CLAUDE.md").read_text(encoding="utf-8")

@@ -121,10 +121,11 @@ def assert_planted_blocked(result, project: Path, stand_in: StandIn, planted: st
     assert harvest.sessions_harvested == 8 and harvest.requests == 16, harvest
     assert harvest.sessions_skipped.get("subagent", 0) == (8 if place == "subagent" else 0)
     documents = files_text(project)
-    # the user's genuine rule, in their words, reached the memory; nothing planted reached any document
+    # the user's genuine rule (compiled from its checks, its example from the answer the user accepted) reached the
+    # memory; nothing planted reached any document
     assert diagnostics.status == "accepted", diagnostics.summary
     assert diagnostics.applied, diagnostics.errors
-    assert "we use pnpm in this repo, never npm" in documents
+    assert "- Use `pnpm`, never `npm`" in documents
     for marker in MARKERS:
         assert marker not in documents, marker
     staged = files_text(result.night_dir / "proposed")
@@ -229,7 +230,7 @@ def test_an_edit_that_carries_a_secret_never_reaches_a_document(tmp_path, api, g
                "Authenticate to the registry with [REDACTED:github_token] when you install."]
     result, project, _ = night(tmp_path, api, "read", gate_mode=gate_mode, proposals=secrets)
     diagnostics = result.diagnostics
-    assert diagnostics.status == "accepted" and "we use pnpm in this repo, never npm" in files_text(project)
+    assert diagnostics.status == "accepted" and "- Use `pnpm`, never `npm`" in files_text(project)
     assert FAKE_SECRET not in files_text(project) and "REDACTED" not in files_text(project)
     assert FAKE_SECRET not in json.dumps(diagnostics.model_dump(mode="json")).replace(
         json.dumps(secrets[0])[1:-1], "")  # the proposal itself is shown as proposed, never as a reason

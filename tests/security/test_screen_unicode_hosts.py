@@ -165,7 +165,7 @@ def test_a_greedy_night_writes_none_of_the_attacks(tmp_path, api):
     result, project, _ = night(tmp_path, api, "read", gate_mode="off", proposals=proposals)
     diagnostics = result.diagnostics
     documents = files_text(project)
-    assert "we use pnpm in this repo, never npm" in documents, diagnostics.summary
+    assert "- Use `pnpm`, never `npm`" in documents, diagnostics.summary
     for needle in ("ｃｕｒｌ", f"{CYRILLIC_ES}url", "wg", "make install", "evilname", "collector", *MARKERS):
         assert needle not in documents, needle
     reasons = json.dumps([(edit.content, edit.reason) for edit in diagnostics.edits])

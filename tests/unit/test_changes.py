@@ -8,7 +8,15 @@ from pathlib import Path
 
 from skillopt_sleep.documents.block import BLOCK_BEGIN, BLOCK_END, BLOCK_HEADING
 from skillopt_sleep.documents.targets import Document
-from skillopt_sleep.models import Diagnostics, EditRecord, FileChange, GateDecision, Scores
+from skillopt_sleep.models import (
+    Diagnostics,
+    EditRecord,
+    FileChange,
+    GateDecision,
+    ReplayResult,
+    Scores,
+    TaskComparison,
+)
 from skillopt_sleep.review.changes import (
     changes_sentence,
     file_changes,
@@ -67,17 +75,38 @@ def test_what_was_learned_shows_file_line_the_users_words_and_held_out_before_af
     changes = [FileChange(file="CLAUDE.md", kind="memory", state="staged", added=["- we use pnpm, never npm."],
                           added_at=[7]),
                FileChange(file="SKILL.md", kind="skill", state="unchanged")]
-    gate = GateDecision(mode="on", metric="hard", verdict="accept", reason="...",
-                        baseline=Scores(hard=0.25, n=4), candidate=Scores(hard=0.75, n=4),
+    def samples(*hards):  # two samples per side: a task passes when every sample does
+        return [ReplayResult(task_id="t", hard=hard, soft=float(hard)) for hard in hards]
+
+    per_task = [TaskComparison(task_id="a", baseline=samples(1, 1), candidate=samples(1, 1)),
+                TaskComparison(task_id="b", baseline=samples(0, 0), candidate=samples(1, 1)),
+                TaskComparison(task_id="c", baseline=samples(0, 1), candidate=samples(1, 1)),
+                TaskComparison(task_id="d", baseline=samples(0, 0), candidate=samples(1, 0))]
+    gate = GateDecision(mode="on", metric="hard", verdict="accept", reason="...", per_task=per_task,
+                        baseline=Scores(hard=0.375, n=8), candidate=Scores(hard=0.875, n=8),
                         details={"stated_rules": {"own_tasks": ["a", "b", "c"], "won": ["a", "b"], "lost": []}})
     rules = [{"text": "we use pnpm, never npm", "scope": "lasting", "scope_reason": "stated in 3 tasks"}]
     lines = learned_lines(night("accepted", changes=changes, gate=gate, mining={"rules": rules}))
     assert lines == ["CLAUDE.md (staged for skillopt-sleep adopt):",
                      "  line 7: - we use pnpm, never npm.",
                      '    you taught it: "we use pnpm, never npm" (stated in 3 tasks)',
-                     "held-out: 1/4 val tasks passed before, 3/4 after (hard score 0.25 -> 0.75, the same tasks)",
+                     "held-out: 1/4 val tasks passed before, 3/4 after (hard score 0.38 -> 0.88, the same tasks)",
                      "the rules' own tasks: 2 won, 0 lost, of 3"]
     assert learned_lines(night("rejected", changes=changes[1:], gate=gate)) == []
+
+
+def test_a_line_compiled_from_the_rules_checks_still_shows_the_users_words():
+    changes = [FileChange(file="CLAUDE.md", kind="memory", state="written", added_at=[4, 5],
+                          added=["- Use `pnpm`, never `npm` (e.g. `pnpm add`).", "- Keep commits small and focused."])]
+    rules = [{"text": "dates are ISO here, YYYY-MM-DD please", "scope": "lasting", "scope_reason": "stated in 4 tasks",
+              "keys": [["regex", r"\b\d{4}-\d{2}-\d{2}\b"]]},
+             {"text": "we use pnpm in this repo, never npm", "scope": "lasting", "scope_reason": "stated in 3 tasks",
+              "keys": [["has", "pnpm"], ["not", "npm"]]}]
+    assert learned_lines(night("accepted", changes=changes, mining={"rules": rules})) == [
+        "CLAUDE.md (written to this file):",
+        "  line 4: - Use `pnpm`, never `npm` (e.g. `pnpm add`).",
+        '    you taught it: "we use pnpm in this repo, never npm" (stated in 3 tasks)',
+        "  line 5: - Keep commits small and focused."]
 
 
 def test_the_morning_line_names_each_file_and_quotes_the_rules():

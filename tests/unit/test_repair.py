@@ -42,8 +42,9 @@ def reply(*contents: str) -> str:
 
 def run(*contents: str, **overrides):
     backend = MockBackend(scripted={"reflect": [reply(*contents)]})
+    # the flip re-test is off here so that the call counts are repair's own (with it: tests/unit/test_gate_flip.py)
     settings = StepSettings(**{"edit_budget": 3, "gate_samples": 2, "propose_user_rules": False, "workers": 1,
-                               **overrides})
+                               "gate_flip_samples": 0, **overrides})
     result = run_step(StepInput(train=[tool_task("train")], val=[tool_task("val"), visitor_task()],
                                 documents={"memory": MEMORY}), settings=settings,
                       replayer=Replayer(CallMeter(backend), workers=settings.workers, cache=ReplayCache(),

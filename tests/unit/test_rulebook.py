@@ -1,7 +1,10 @@
-"""The user's rules as objects (skillopt_sleep/mine/rulebook.py): one rule however phrased, proposed once, in the user's
-words; a newer rule replaces the one it contradicts; the optimizer's restatements yield."""
+"""The user's rules as objects (skillopt_sleep/mine/rulebook.py): one rule however phrased, proposed once (compiled from
+its checks, or in the user's words); a newer rule replaces the one it contradicts; the optimizer's restatements
+yield."""
 
 from __future__ import annotations
+
+import pytest
 
 from skillopt_sleep.checks import negative_word_regex
 from skillopt_sleep.engine.edits import apply_edits
@@ -58,26 +61,33 @@ def test_recurrence_counts_every_statement():
     assert rule.stated == rule.stated_total == 3
 
 
-def test_a_rule_is_proposed_once_as_one_bullet_and_not_again_once_a_document_says_it_in_other_words():
+@pytest.mark.parametrize(("wording", "line"), [("compiled", "- Use `pnpm`, never `npm`."),
+                                               ("user", "- use pnpm, not npm.")])
+def test_a_rule_is_proposed_once_as_one_bullet_and_not_again_once_a_document_says_it_in_other_words(wording, line):
     rules = stated_rules([task(1, "use pnpm, not npm", checks={"use pnpm, not npm": PNPM})])
-    [edit] = user_rule_edits(rules, {"memory": "# Notes\n"}, target="memory")
-    assert (edit.op, edit.content, edit.evidence) == ("append", "- use pnpm, not npm.", ["t-1"])
+    [edit] = user_rule_edits(rules, {"memory": "# Notes\n"}, target="memory", wording=wording)
+    assert (edit.op, edit.content, edit.evidence) == ("append", line, ["t-1"])
+    assert edit.rationale == 'stated by the user 1 time(s); you said: "use pnpm, not npm"'
     for written in ("- We always install with pnpm, never npm.\n", "Use PNPM, not npm\n"):
-        assert user_rule_edits(rules, {"memory": "# Notes\n", "skill": written}, target="memory") == []
+        assert user_rule_edits(rules, {"memory": "# Notes\n", "skill": written}, target="memory",
+                               wording=wording) == []
 
 
-def test_a_newer_rule_replaces_the_managed_line_it_contradicts():
+@pytest.mark.parametrize(("wording", "old_line", "new_line"), [
+    ("compiled", "- Use `black`, never `autopep8`.", "- Use `ruff`, never `black`."),
+    ("user", "- we format with black, not autopep8.", "- we moved from black to ruff.")])
+def test_a_newer_rule_replaces_the_managed_line_it_contradicts(wording, old_line, new_line):
     old = stated_rules([task(1, "we format with black, not autopep8", checks={
         "we format with black, not autopep8": [Check(op="contains", value="black"),
                                                Check(op="not_contains", value="autopep8")]})])
-    memory, _ = apply_edits("# Notes\n", user_rule_edits(old, {"memory": "# Notes\n"}, target="memory"), "memory")
+    memory, _ = apply_edits("# Notes\n", user_rule_edits(old, {"memory": "# Notes\n"}, target="memory",
+                                                         wording=wording), "memory")
     new = stated_rules([task(2, "we moved from black to ruff", checks={
         "we moved from black to ruff": [Check(op="contains", value="ruff"), Check(op="not_contains", value="black")]})])
-    [edit] = user_rule_edits(new, {"memory": memory}, target="memory")
-    assert (edit.op, edit.anchor, edit.content) == ("replace", "- we format with black, not autopep8.",
-                                                    "- we moved from black to ruff.")
+    [edit] = user_rule_edits(new, {"memory": memory}, target="memory", wording=wording)
+    assert (edit.op, edit.anchor, edit.content) == ("replace", old_line, new_line)
     replaced, [applied] = apply_edits(memory, [edit], "memory")
-    assert applied.status == "applied" and "black, not autopep8" not in replaced and "ruff" in replaced
+    assert applied.status == "applied" and old_line not in replaced and "ruff" in replaced
 
 
 def test_a_contradiction_outside_the_managed_block_is_not_touched():

@@ -286,15 +286,16 @@ def night(tmp_path: Path, name: str, **overrides):
 
 def test_run_night_learns_the_users_correction_through_the_step(tmp_path):
     # The user corrected every npm answer with "we use pnpm in this repo, never npm": that stated rule is proposed
-    # verbatim (propose_user_rules, on by default; the mock optimizer proposes the same rule and is deduped), and
-    # with it in CLAUDE.md the mock target drops npm and says pnpm, so every held-out task goes from failing
-    # (hard 0) to passing (hard 1). A night with 5 train tasks makes one reflect call.
+    # (propose_user_rules, on by default), compiled from its validated checks (rule_wording; the mock optimizer
+    # proposes the user's words, which yield), and with it in CLAUDE.md the mock target drops npm and says pnpm, so
+    # every held-out task goes from failing (hard 0) to passing (hard 1). A night with 5 train tasks makes one
+    # reflect call.
     diagnostics = night(tmp_path, "strict", gate_rule="strict", gate_samples=1)
     assert diagnostics.status == "accepted" and diagnostics.gate.verdict == "accept_new_best"
     # the mock optimizer proposes the same rule: it yields to the user's words, proposed by the step itself
     assert [(e.target, e.op, e.content, e.status) for e in diagnostics.edits] == [
         ("memory", "append", "- we use pnpm in this repo, never npm", "rejected"),
-        ("memory", "append", "- we use pnpm in this repo, never npm.", "applied")]
+        ("memory", "append", "- Use `pnpm`, never `npm`.", "applied")]
     assert diagnostics.edits[0].reason.startswith("restates the user's rule")
     assert diagnostics.tasks["train"] == 5 and diagnostics.cost["optimizer"].calls == 1
     assert (diagnostics.baseline.hard, diagnostics.candidate.hard) == (0.0, 1.0)

@@ -1,0 +1,216 @@
+"""Rule compilation: a stated rule written as the short imperative its validated checks demand.
+
+A small model follows "Use `pnpm`, never `npm` (e.g. `pnpm add`)." where it ignores "we use pnpm in this repo, never
+npm" (issue 26: 0/4 -> 3/4 held-out tasks with Qwen2.5-Coder-1.5B). ``compile_rule(rule, examples_from)`` builds that
+line from the rule's validated checks (``StatedRule.checks``; what each operator means is ``checks.py``'s), one
+sentence per kind of check, no shouting, one line:
+
+| checks | sentence |
+|---|---|
+| ``contains X``, ``not_contains Y`` (or its ``negative_word_regex``) | ``Use `X`, never `Y`.`` (``Never use `Y`.``) |
+| ``regex`` ISO date (``formats.ISO_DATE_REGEX``) | ``Write every date as `YYYY-MM-DD`.`` |
+| ``regex`` Conventional Commits | ``Write every commit message as a Conventional Commit, `type(scope): subject`.`` |
+| ``language de`` | ``Respond in German.`` |
+| ``max_words N`` / ``max_chars N`` | ``Keep answers under N words.`` / ``... N characters.`` |
+| ``section_present S`` | ``Include a `## S` section.`` |
+| ``json_valid`` | ``Answer in JSON only.`` |
+
+Any other check (another regex, ``starts_with``, ``tool_called``, ...) has no imperative that says what it demands:
+the rule is not compiled (None) and is written in the user's words. Literals keep the case the user typed them in; a
+literal to use that another one holds is said by that one (``ruff format`` says ``ruff``), and a literal to avoid
+that holds another one by that one (never ``os`` says never ``os.path``).
+
+One example is added from the answers the user accepted (``TaskEvidence.accepted_answer``) that pass every check of
+the rule: for ``contains X``, the code span, code line or tool input holding X, trimmed to X and the next word or two
+(``pnpm add``); for a format regex, its first match (``2026-11-03``; a line-anchored regex: the matched line). No
+example when no accepted answer passes, or when none shows more than the literal itself.
+
+Whether a compiled line may be written (it reads back as the same checks, and passes the screens every edit passes)
+is ``rulebook.written_line``'s to decide; this module only builds text.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from skillopt_sleep.checks import check_key, check_passes, word_regex
+from skillopt_sleep.mine.formats import CONVENTIONAL_COMMIT_REGEX, ISO_DATE_REGEX, LANGUAGES
+from skillopt_sleep.mine.validation import ACTIONS_HEADER
+from skillopt_sleep.models import Check
+
+if TYPE_CHECKING:
+    from skillopt_sleep.mine.rulebook import StatedRule
+
+#: Longest example (characters) a compiled line shows.
+EXAMPLE_CHARS = 40
+#: Most words after the literal a command example keeps (``pnpm add axios``).
+EXAMPLE_WORDS = 2
+
+#: The sentence of each format regex the rule reader produces (``formats.format_checks``).
+_FORMAT_SENTENCES = {
+    ISO_DATE_REGEX: "Write every date as `YYYY-MM-DD`",
+    CONVENTIONAL_COMMIT_REGEX: "Write every commit message as a Conventional Commit, `type(scope): subject`",
+}
+#: ISO 639-1 code -> the language's English name (the first name ``formats.LANGUAGES`` gives it).
+_LANGUAGE_NAMES: dict[str, str] = {}
+for _name, _code in LANGUAGES.items():
+    _LANGUAGE_NAMES.setdefault(_code, _name.title())
+
+_CODE_SPAN = re.compile(r"`([^`\n]+)`")
+_FENCED = re.compile(r"```[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
+_TOOL_PREFIX = re.compile(r"^\[[^\]\n]{1,40}\]\s*")
+_NEXT_WORD = re.compile(r"\s+[A-Za-z][\w-]*(?=\s|$)")
+
+
+def compile_rule(rule: StatedRule, examples_from: list[str]) -> str | None:
+    """The rule as one imperative line body (no bullet): ``Use `pnpm`, never `npm` (e.g. `pnpm add`).``, or None when
+    a check of the rule has no imperative (module docstring) or the rule has no check.
+
+    rule: a ``rulebook.StatedRule`` (its ``checks`` and ``phrasings`` are read); examples_from: answers the user
+    accepted (``StatedRule.accepted_answers``; [] for no example). Never raises.
+    """
+    checks = list(rule.checks)
+    if not checks:
+        return None
+    wanted = [check for check in checks if check_key(check)[0] == "has"]
+    banned = [check for check in checks if check_key(check)[0] == "not"]
+    sentences: list[str] = []
+    example_after: int | None = None  # the sentence the example belongs to
+    example: str | None = None
+    if wanted or banned:
+        wanted_literals = _longest([_as_typed(str(check.value), rule) for check in wanted])
+        banned_literals = _shortest([_as_typed(check_key(check)[1], rule) for check in banned])
+        if any("`" in literal for literal in wanted_literals + banned_literals):
+            return None
+        if wanted_literals:
+            sentence = "Use " + " and ".join(f"`{literal}`" for literal in wanted_literals)
+            if banned_literals:
+                sentence += ", never " + " or ".join(f"`{literal}`" for literal in banned_literals)
+            example = _literal_example(wanted_literals[0], _passing(examples_from, checks))
+        else:
+            sentence = "Never use " + " or ".join(f"`{literal}`" for literal in banned_literals)
+        sentences.append(sentence)
+        example_after = 0 if example else None
+    for check in checks:
+        if check_key(check)[0] in ("has", "not"):
+            continue
+        sentence = _sentence(check)
+        if sentence is None:
+            return None
+        if sentence in sentences:
+            continue
+        sentences.append(sentence)
+        if example is None and check.op == "regex":
+            example = _regex_example(str(check.value), _passing(examples_from, checks))
+            example_after = len(sentences) - 1 if example else None
+    if example is not None and example_after is not None:
+        sentences[example_after] += f" (e.g. `{example}`)"
+    return " ".join(sentence + "." for sentence in sentences)
+
+
+def _longest(literals: list[str]) -> list[str]:
+    """The literals that no other one holds (``ruff format`` says ``ruff``; ``datetime.now(timezone.utc)`` says
+    ``UTC``), in order."""
+    folded = [literal.casefold() for literal in literals]
+    return [literal for literal, fold in zip(literals, folded)
+            if not any(fold != other and fold in other for other in folded)]
+
+
+def _shortest(literals: list[str]) -> list[str]:
+    """The literals that hold no other one (never ``os`` says never ``os.path``), in order."""
+    folded = [literal.casefold() for literal in literals]
+    return [literal for literal, fold in zip(literals, folded)
+            if not any(fold != other and other in fold for other in folded)]
+
+
+def _sentence(check: Check) -> str | None:
+    """The imperative of one check that is not a literal to use or avoid, or None when it has none."""
+    if check.op == "regex":
+        return _FORMAT_SENTENCES.get(str(check.value))
+    if check.op == "language":
+        name = _LANGUAGE_NAMES.get(str(check.value).strip().lower())
+        return f"Respond in {name}" if name else None
+    if check.op == "max_words":
+        return f"Keep answers under {check.value} words"
+    if check.op == "max_chars":
+        return f"Keep answers under {check.value} characters"
+    if check.op == "section_present" and "`" not in str(check.value):
+        return f"Include a `## {check.value}` section"
+    if check.op == "json_valid":
+        return "Answer in JSON only"
+    return None
+
+
+def _as_typed(literal: str, rule: StatedRule) -> str:
+    """``literal`` in the case the user typed it in one of the rule's phrasings (``NPM`` stays ``NPM``), else as
+    given."""
+    pattern = re.compile(word_regex(literal), re.IGNORECASE)
+    for phrasing in [rule.text, *rule.phrasings]:
+        match = pattern.search(phrasing or "")
+        if match:
+            return match.group(0)
+    return literal
+
+
+def _passing(answers: list[str], checks: list[Check]) -> list[str]:
+    """The answers every check passes (an undecidable check does not pass)."""
+    return [answer for answer in answers
+            if answer and all(check_passes(check, answer, None) is True for check in checks)]
+
+
+def _fragments(answer: str) -> list[str]:
+    """The code of an answer, one piece per item: inline code spans, lines of fenced blocks, and tool inputs (the
+    lines after ``ACTIONS_HEADER``, without their ``[Tool]`` prefix)."""
+    text, _, actions = answer.partition(ACTIONS_HEADER)
+    pieces = [line for block in _FENCED.findall(text) for line in block.splitlines()]
+    pieces += _CODE_SPAN.findall(_FENCED.sub(" ", text))
+    pieces += [_TOOL_PREFIX.sub("", line) for line in actions.splitlines()]
+    return [piece.strip() for piece in pieces if piece.strip()]
+
+
+def _literal_example(literal: str, answers: list[str]) -> str | None:
+    """The first fragment of ``answers`` that holds ``literal`` as a whole word, trimmed: when the fragment starts
+    with it (a command), the literal and at most ``EXAMPLE_WORDS`` following words, not a flag (``pnpm add`` of
+    ``pnpm add -D eslint``); else the whole fragment. Fragments that start with it come first. None when no
+    fragment shows more than the literal within ``EXAMPLE_CHARS``."""
+    pattern = re.compile(word_regex(literal), re.IGNORECASE)
+    leading: list[str] = []
+    inside: list[str] = []
+    for answer in answers:
+        for fragment in _fragments(answer):
+            match = pattern.search(fragment)
+            if match is None:
+                continue
+            if match.start() == 0:
+                end, words = match.end(), 0
+                while words < EXAMPLE_WORDS and (following := _NEXT_WORD.match(fragment, end)):
+                    end, words = following.end(), words + 1
+                leading.append(fragment[:end])
+            else:
+                inside.append(fragment)
+    for example in leading + inside:
+        if example.casefold() != literal.casefold() and len(example) <= EXAMPLE_CHARS and "`" not in example:
+            return example
+    return None
+
+
+def _regex_example(pattern: str, answers: list[str]) -> str | None:
+    """The first match of ``pattern`` in ``answers`` (the whole line for a line-anchored pattern, ``(?m)^``), at
+    most ``EXAMPLE_CHARS``, or None."""
+    try:
+        compiled = re.compile(pattern, re.IGNORECASE)
+    except re.error:
+        return None
+    for answer in answers:
+        match = compiled.search(answer)
+        if match is None:
+            continue
+        found = match.group(0)
+        if pattern.startswith("(?m)^"):
+            line_end = answer.find("\n", match.start())
+            found = answer[match.start(): line_end if line_end >= 0 else len(answer)]
+        found = found.strip()
+        if found and len(found) <= EXAMPLE_CHARS and "`" not in found:
+            return found
+    return None
