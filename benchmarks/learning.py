@@ -1,10 +1,12 @@
 """Learning benchmark: do nights learn the user's house rules from their sessions? Held-out compliance per night.
 
-Two simulated developers teach their rules only through their Claude Code sessions, new sessions each night:
-``benchmarks/world.py`` (world 1, a web shop: pnpm, ISO dates, Conventional Commits, pathlib; "no, we use X here")
-and ``benchmarks/world2.py`` (world 2, written independently: a Python data team with five rules taught tersely,
+Three simulated developers teach their rules only through their Claude Code sessions, new sessions each night:
+``benchmarks/world.py`` (world 1, a web shop: pnpm, ISO dates, Conventional Commits, pathlib; "no, we use X here"),
+``benchmarks/world2.py`` (world 2, written independently: a Python data team with five rules taught tersely,
 politely, indirectly, over two messages, as the reply to a refused tool call, one of them once, one of them changed
-on night 3, plus noise sessions). Each night runs ``run_night(..., apply=True)`` at the **default settings** with
+on night 3, plus noise sessions), and ``benchmarks/world3.py`` (world 3, a platform team whose six rules are stated
+the way real users state them: a sentence inside a longer request, "Do NOT ...", a typed instruction block, Spanish,
+"from now on" once). Each night runs ``run_night(..., apply=True)`` at the **default settings** with
 the local Qwen model (target, optimizer and judge) behind ``python -m llama_cpp.server`` on 127.0.0.1 (our
 ``openai`` backend). Deviations from the defaults, and why: ``workers = 1`` and ``request_timeout_s = 600`` (one
 llama.cpp server serves one request at a time: concurrent calls only queue and time out, ``docs/benchmarks.md``
@@ -47,9 +49,9 @@ if str(REPO_ROOT) not in sys.path:  # run as a script: make `skillopt_sleep` and
     sys.path.insert(0, str(REPO_ROOT))
 
 from benchmarks import world as world1  # noqa: E402
-from benchmarks import world2  # noqa: E402
+from benchmarks import world2, world3  # noqa: E402
 
-WORLDS = {1: world1, 2: world2}
+WORLDS = {1: world1, 2: world2, 3: world3}
 world = world1  # the world of this process (``--world``)
 
 DEFAULT_MODEL = Path("/tmp/skillopt-data/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf")

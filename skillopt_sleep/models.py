@@ -509,6 +509,10 @@ class Diagnostics(_Model):
     pending: dict[str, Any] | None = None
     """The gate's pending candidate: ``from_night``, ``action`` (``promoted``, ``dropped``, ``kept``, or
     ``stored`` for tonight's own), ``reason``, earlier and re-test wins / losses. None when there was none."""
+    team: dict[str, Any] | None = None
+    """Tonight's team rules (``team/night.py``): ``mode``, rules ``read``, ``proposed`` ids, ``skipped`` and
+    ``overridden`` (``{id, reason}``), ``contradictions``, ``error``, and the gate's ``accepted``, ``rejected`` and
+    ``pending`` (``{id, wins, losses, ties, reason}``). None when the project has no team rules."""
     config: dict[str, Any] = Field(default_factory=dict)
     versions: dict[str, str] = Field(default_factory=dict)
 

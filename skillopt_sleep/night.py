@@ -58,6 +58,7 @@ from skillopt_sleep.review.rule_ledger import drop_forgotten
 from skillopt_sleep.review.verdicts import verdict
 from skillopt_sleep.stage_clock import StageClock
 from skillopt_sleep.state import ProjectPaths, load_state, save_state
+from skillopt_sleep.team.night import TeamNight, plan_team_night, record_team_night
 
 #: Exit code of ``run-now`` by the status of a night that failed: the error class's ``exit_code`` (the table is in
 #: ``errors``). A completed night (accepted, rejected, nothing to do) exits 0; a locked project raises LockedError.
@@ -255,6 +256,7 @@ def _run_stages(night: _Night, dry_run: bool) -> NightResult:
         return night.fail(exc, setup)
     night.record_cost(setup.meter)
     documents_after = night.stage(learned, setup)
+    night.record_team(learned)
     night.archive(learned, documents_after)
     return night.finish("accepted" if learned.outcome.accepted else "rejected",
                         commit_checkpoints=harvested.checkpoints)
@@ -311,6 +313,7 @@ class _Night:
                                        project=str(project), started_at=self.started, config=config.public_dump(),
                                        versions=_versions())
         self.across_nights: AcrossNights | None = None
+        self.team: TeamNight | None = None  # tonight's team rules (``team/night.py``), when the project has any
         self.guard = SignalGuard()  # replaced by ``night_signals``'s in ``_run_locked``
 
     # ---------------------------------------------------------------- harvest and mine
@@ -438,12 +441,19 @@ class _Night:
         user_text = UserText.of_tasks(tasks, rules=[text for rule in step_input.rules or []
                                                     for text in (rule.phrasings or [rule.text])],
                                       documents=step_documents.values(), earlier=across_nights.authored_texts())
-        step = run_step(replace(step_input, user_text=user_text, best_gate_score=self.state.best_gate_score),
+        self.team = plan_team_night(self.project, config, self.paths, documents=step_documents,
+                                    stated=step_input.rules or [], night_id=self.night_id,
+                                    state_root=self.paths.root.parent.parent)  # <state dir>/projects/<key>
+        team_rules = self.team.edits if self.team is not None else []
+        step = run_step(replace(step_input, user_text=user_text, best_gate_score=self.state.best_gate_score,
+                                team_rules=team_rules),
                         settings=setup.settings, replayer=prepared.replayer, on_stage=self.stages.step_stage)
         origins = step_input.val_origins
         diagnostics.mining["val_pool"] = {"tonight": sum(1 for task in step.val if task.id not in origins),
                                           "archive": sum(1 for task in step.val if task.id in origins),
                                           "archive_available": len(step_input.archived_val)}
+        if step.wording:
+            diagnostics.mining["wording"] = step.wording  # how each stated rule was worded (engine/wording.py)
         prepared.replayer.meter.check_alive()  # a dead backend is a backend error, however few calls the night made
         for stage, seconds in step.stage_seconds.items():
             self.stages.seconds[stage] = round(self.stages.seconds.get(stage, 0.0) + seconds, 3)
@@ -458,7 +468,9 @@ class _Night:
         outcome = across_nights.decide(step)  # the step's candidate, or a promoted pending one
         if outcome.accepted:
             # the last check, whatever built the candidate: no new line may name what no user typed
-            unsupported = unsupported_lines(step_documents, outcome.candidate, user_text)
+            # a team rule's own reviewed text is the provenance of its own line (``team/night.py``)
+            checked = self.team.provenance(user_text) if self.team is not None else user_text
+            unsupported = unsupported_lines(step_documents, outcome.candidate, checked)
             if unsupported:
                 outcome = Outcome(False)
                 diagnostics.errors.extend({"stage": "provenance", "message": f"{kind}: {line.strip()[:120]!r}: {why}"}
@@ -534,6 +546,19 @@ class _Night:
         diagnostics.changes = file_changes(self.project, documents, staged, diagnostics.applied)
         return {kind: (outcome.candidate.get(kind, text) if diagnostics.applied else text)
                 for kind, text in setup.step_documents.items()}
+
+    def record_team(self, learned: _Learned) -> None:
+        """Record what the gate made of tonight's team rules (``team.night.record_team_night``) in
+        ``diagnostics.team``; an aid: a file error is in diagnostics and the night's result stands."""
+        if self.team is None:
+            return
+        accepted = learned.outcome.accepted and learned.outcome.candidate == learned.step.candidate
+        try:
+            self.diagnostics.team = record_team_night(self.paths, self.team, learned.step, night_id=self.night_id,
+                                                      accepted=accepted)
+        except (OSError, SleepError) as exc:
+            self.diagnostics.team = self.team.report()
+            self.diagnostics.errors.append({"stage": "team", "message": f"could not record the team rules: {exc}"})
 
     def archive(self, learned: _Learned, documents_after: dict[str, str]) -> None:
         """Record the night in the archive (tasks, rejected edits, pending, rules); an aid: on a database or file

@@ -4,13 +4,13 @@ Run with the peer's interpreter (its virtualenv), from the repository root:
     STANDIN_BASE_URL=http://127.0.0.1:PORT/v1 /tmp/peer-venv/bin/python benchmarks/peer/run_peer.py \\
         --nights 3 --scratch /tmp/learn/peer --json /tmp/learn/peer-docs.json
 
-Each night writes that night's sessions (``benchmarks/world.py``, or ``world2.py`` with ``--world 2``), runs
-``run_sleep_cycle`` with the peer's defaults except: backend ``claude`` (the stand-in, ``benchmarks/peer/claude``),
-the project and ``claude_home`` of the world, ``lookback_hours`` 0 (the first night reads every session),
-``max_tasks_per_night`` (default 8, as
-ours), ``auto_adopt`` on (accepted documents are applied), and the night's clock (``world.night_run_time``). It
-records the live documents after each night (skill: the peer's managed SKILL.md; memory: the project's CLAUDE.md)
-and the stand-in's call log per night. ``benchmarks/learning.py --score-peer FILE`` scores them with the probes.
+Each night writes that night's sessions (``benchmarks/world.py``, or ``world2.py`` / ``world3.py`` with
+``--world 2`` / ``--world 3``), runs ``run_sleep_cycle`` with the peer's defaults except: backend ``claude``
+(the stand-in, ``benchmarks/peer/claude``), the project and ``claude_home`` of the world, ``lookback_hours`` 0
+(the first night reads every session), ``max_tasks_per_night`` (default 8, as ours), ``auto_adopt`` on (accepted
+documents are applied), and the night's clock (``world.night_run_time``). It records the live documents after each
+night (skill: the peer's managed SKILL.md; memory: the project's CLAUDE.md) and the stand-in's call log per night.
+``benchmarks/learning.py --score-peer FILE`` scores them with the probes.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def _load_world(number: int):
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--world", type=int, default=1, choices=(1, 2))
+    parser.add_argument("--world", type=int, default=1, choices=(1, 2, 3))
     parser.add_argument("--nights", type=int, default=3)
     parser.add_argument("--scratch", type=Path, required=True)
     parser.add_argument("--json", type=Path, required=True)

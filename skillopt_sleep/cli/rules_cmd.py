@@ -50,7 +50,7 @@ def rules(project: ProjectOpt = None, json_: JsonOpt = False, config_file: Confi
             status += f": {entry.scope_reason}"
         where = ", ".join(f"{loc.file}:{loc.line}" for loc in entry.locations) or "-"
         taught = (f"{entry.stated}x, {len(entry.nights)} night(s), {len(entry.sessions)} session(s)"
-                  if entry.origin == "you" else "from replays")
+                  if entry.origin == "you" else "team rule" if entry.origin == "team" else "from replays")
         tested = entry.last_exercised or "-"
         if entry.nights_unexercised:
             tested += f" ({entry.nights_unexercised} nights ago)"

@@ -1,4 +1,5 @@
-"""``skillopt-sleep team init [--repo PATH_OR_URL]``, ``team publish [--dry-run] [--push]``, ``team status [--json]``:
+"""``skillopt-sleep team init [--repo PATH_OR_URL]``, ``team publish [--dry-run] [--push]``, ``team pull``,
+``team status [--json]``:
 house rules shared through the team's own git (``skillopt_sleep/team``)."""
 
 from __future__ import annotations
@@ -95,6 +96,35 @@ def publish(
         _say(f"pushed to {result.pushed_to}: open a pull request for review")
     else:
         _say(f"push it for review: git -C {plan.location.repository} push origin {plan.branch}")
+
+
+@team_app.command("pull")
+def pull(project: ProjectOpt = None, json_: JsonOpt = False, config_file: ConfigOpt = None) -> None:
+    """Fetch the team rules and list what your next night will gate on your own val tasks."""
+    from skillopt_sleep.team.night import preview_team_night
+
+    project_dir = (project or Path.cwd()).expanduser().resolve()
+    with user_errors():
+        config = resolve_config(config_file)
+        plan = preview_team_night(project_dir, config)
+    if json_:
+        emit_json(plan.report() if plan is not None else None)
+        return
+    if plan is None:
+        _say("no team rules for this project ('skillopt-sleep team init' sets them up)")
+        return
+    if plan.mode == "project":
+        _say("team rules travel with the project's own 'git pull'; read from its work tree")
+    if plan.error:
+        _say(f"could not read the team rules: {plan.error}")
+    for rule, edit in zip(plan.rules, plan.edits):
+        _say(f"next night gates {rule.id}: {rule.text} ({edit.rationale})")
+    for entry in [*plan.skipped, *plan.overridden]:
+        _say(f"not gated {entry['id']}: {entry['reason']}")
+    for entry in plan.contradictions:
+        _say(f"contradiction: {entry['reason']}")
+    if not plan.rules:
+        _say("nothing new for the next night to gate")
 
 
 @team_app.command("status")

@@ -6,6 +6,10 @@ the format: the markers and the heading (``BLOCK_HEADING``), locating the one bl
 raise ValueError), reading it (``managed_block``, ``block_rule_lines``), cutting a document around it
 (``managed_block_segments``: before, block, after; malformed markers raise SleepError; ``raw_block``,
 ``managed_block_sha256``) and creating it (``ensure_block``, ``new_skill_document``).
+
+Team rules (``skillopt_sleep/team``) that a night accepted stand in their own part at the end of the block, under
+``TEAM_HEADING``, one line each, attributed by the rule's id in an HTML comment (``team_line``: ``- Use pnpm, never
+npm. <!-- team t-3f2a9c0d1e7b -->``); ``team_rule_of`` reads the id back and ``strip_team_mark`` takes it off.
 """
 
 from __future__ import annotations
@@ -23,6 +27,9 @@ BLOCK_END = "<!-- skillopt-sleep:end -->"
 #: when the rules stand under a heading that says they are rules to follow (``docs/benchmarks.md``, "Learning":
 #: 11 of 24 train requests of the learning world passed with this heading, 5 with none).
 BLOCK_HEADING = "## Rules the user taught (follow them in every answer)"
+#: The heading of the team rules' part of the block (module docstring); always its last part.
+TEAM_HEADING = "### Team rules (shared through your team's git, each re-proved on your own tasks)"
+_TEAM_MARK = re.compile(r"\s*<!-- team (t-[0-9a-f]{12}) -->\s*$")
 
 #: Claude Code skill names: lowercase letters, digits and hyphens, at most 64 characters.
 _SKILL_NAME = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?")
@@ -86,6 +93,23 @@ def render_block(lines: list[str], newline: str) -> str:
     return newline.join([BLOCK_BEGIN, *lines, "", BLOCK_END])
 
 
+def team_line(line: str, rule_id: str) -> str:
+    """A team rule's line in the block: ``line`` (a rule bullet) attributed to team rule ``rule_id``
+    (``t-`` + 12 hex)."""
+    return f"{strip_team_mark(line)} <!-- team {rule_id} -->"
+
+
+def team_rule_of(line: str) -> str | None:
+    """The team rule id a block line is attributed to (``team_line``), or None for any other line."""
+    found = _TEAM_MARK.search(line or "")
+    return found.group(1) if found else None
+
+
+def strip_team_mark(line: str) -> str:
+    """``line`` without its team attribution (unchanged when it has none)."""
+    return _TEAM_MARK.sub("", line or "")
+
+
 def managed_block(document: str) -> str:
     """Return the content inside the managed block (tidied, lines joined by ``\\n``), or ``""`` when the
     document has no block or a malformed one."""
@@ -98,7 +122,8 @@ def managed_block(document: str) -> str:
 
 def block_rule_lines(document: str) -> list[tuple[int, str]]:
     """(1-based line number in ``document``, stripped text) of each rule line of the managed block: not blank, not
-    the block's heading. [] when the document has no block or a malformed one."""
+    the block's heading nor the team rules' heading (a team rule's line keeps its attribution, ``team_rule_of``).
+    [] when the document has no block or a malformed one."""
     try:
         if find_block(document) is None:
             return []
@@ -111,7 +136,7 @@ def block_rule_lines(document: str) -> list[tuple[int, str]]:
             inside = True
         elif stripped == BLOCK_END:
             inside = False
-        elif inside and stripped and stripped != BLOCK_HEADING:
+        elif inside and stripped and stripped not in (BLOCK_HEADING, TEAM_HEADING):
             out.append((number, stripped))
     return out
 

@@ -5,7 +5,9 @@ between a ``BLOCK_BEGIN`` line and a ``BLOCK_END`` line. Everything outside it b
 byte for byte. Inside it, edits address lines exactly:
 
 - ``append``: append the content (a line, or a paragraph after a blank line) at the end of the block;
-  rejected as ``duplicate`` when the content's lines already stand together in the block.
+  rejected as ``duplicate`` when the content's lines already stand together in the block. The team rules' part
+  (``block.TEAM_HEADING``) stays last: a team rule's line (``block.team_line``) is appended to it (the heading is
+  added first when there is none), any other content lands just above it.
 - ``insert_after``: insert the content after the anchor line(s).
 - ``replace``: replace the anchor line(s) with the content.
 - ``delete``: remove the anchor line(s).
@@ -25,9 +27,11 @@ from skillopt_sleep.documents.block import (
     BLOCK_BEGIN,
     BLOCK_END,
     BLOCK_HEADING,
+    TEAM_HEADING,
     ensure_block,
     find_block,
     render_block,
+    team_rule_of,
     tidy,
 )
 from skillopt_sleep.models import EditRecord
@@ -56,6 +60,23 @@ def _locate(lines: list[str], anchor: str | None) -> tuple[int, int] | str:
     return starts[0], starts[0] + len(run)
 
 
+def _append(lines: list[str], content: list[str]) -> list[str]:
+    """``content`` appended to the block ``lines``: a team rule's line at the end of the team rules' part (made when
+    missing), anything else at the end of the block above that part (module docstring)."""
+    if len(content) == 1 and team_rule_of(content[0]):
+        if TEAM_HEADING not in lines:
+            return [*lines, "", TEAM_HEADING, *content] if lines else [TEAM_HEADING, *content]
+        return [*lines, *content]
+    head, team = lines, []
+    if TEAM_HEADING in lines:
+        at = lines.index(TEAM_HEADING)
+        head, team = tidy(lines[:at]), ["", *lines[at:]]
+        if head == [BLOCK_HEADING]:
+            head = [BLOCK_HEADING, ""]
+    separator = [""] if len(content) > 1 and head and head[-1] else []
+    return [*head, *separator, *content, *team]
+
+
 def _apply_one(lines: list[str], edit: EditRecord) -> tuple[list[str], str, str]:
     """Apply one edit to the block lines; return (new lines, status, reason)."""
     content = _content_lines(edit.content)
@@ -67,8 +88,7 @@ def _apply_one(lines: list[str], edit: EditRecord) -> tuple[list[str], str, str]
     if edit.op == "append":
         if _find_run(lines, content):
             return lines, "rejected", "duplicate: the content is already in the managed block"
-        separator = [""] if len(content) > 1 and lines else []
-        return [*lines, *separator, *content], "applied", ""
+        return _append(lines, content), "applied", ""
     if edit.anchor is None or not edit.anchor.strip():
         return lines, "rejected", f"{edit.op} needs an anchor line"
     where = _locate(lines, edit.anchor)

@@ -22,8 +22,12 @@ step works on is one ``StepInput``, what it may do one ``StepSettings``, how it 
    Then the users' own rules (``propose_user_rules``; ``rules``, default ``mine.rulebook.stated_rules(train)``) are put
    first, one edit per rule no document states yet (``mine.rulebook.user_rule_edits``), compiled from its checks when
    the compiled line reads back as the same checks and passes these screens as it is, else in their words
-   (``rule_wording``, ``mine.rulebook.written_line``); an optimizer
+   (``rule_wording``, ``mine.rulebook.written_line``); with ``wording_max_calls`` > 0 each rule's line is then chosen
+   by replaying its own train tasks with each candidate wording, and an adopted rule still corrected is re-worded
+   (``engine/wording.py``; these target calls count in ``aggregate``); an optimizer
    edit that restates one of them, or a line a document already holds, yields (``mine.rulebook.restated_rule_reason``).
+   Then the team rules the night proposes (``team_rules``, ``team/night.py``), right after the users' own rules,
+   screened like every edit (``_team_rules_stage``).
 4. select: when more than L = ``edit_budget`` edits remain, the users' rules come first (most stated first) and
    one ``rank.md`` call orders the others for the room left (an invalid reply keeps the merged order, recorded in
    ``rank_fallback`` and ``errors``); the rest are ``rejected`` with the reason.
@@ -68,6 +72,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from skillopt_sleep.backends.base import CallMeter
 from skillopt_sleep.config import NightStepConfig
+from skillopt_sleep.documents.block import strip_team_mark, team_line, team_rule_of
 from skillopt_sleep.documents.targets import prompt_views
 from skillopt_sleep.engine import repair
 from skillopt_sleep.engine.aggregate import PatchList, dedupe_edits, merge_patches, rank_edits
@@ -84,10 +89,12 @@ from skillopt_sleep.engine.reflect import (
 )
 from skillopt_sleep.engine.replay import Replayer, replay_tasks
 from skillopt_sleep.engine.val_pool import select_val
+from skillopt_sleep.engine.wording import choose_wordings
 from skillopt_sleep.mine.provenance import UserText, provenance_reason
 from skillopt_sleep.mine.rulebook import StatedRule, restated_rule_reason, stated_rules, user_rule_edits
 from skillopt_sleep.models import EditRecord, GateDecision, ReplayResult, TaskRecord
 from skillopt_sleep.parallel import map_parallel
+from skillopt_sleep.redaction.redact import redact_text
 from skillopt_sleep.stage_clock import StageClock
 
 DOCUMENT_KINDS = ("skill", "memory")
@@ -158,6 +165,11 @@ class StepInput:
     ledger (the optimizer's edits are screened where its replies are read); None: none."""
     best_gate_score: float | None = None
     """The all-time best mean gate score, for ``accept_new_best`` (None: none yet)."""
+    team_rules: list[EditRecord] = field(default_factory=list)
+    """Team rules to gate on this member's val tasks (``team.night.plan_team_night``): ``append`` edits whose
+    content is a team rule's line with its attribution (``documents.block.team_line``), written to the document the
+    users' rules go to; screened like every edit
+    (``_team_rules_stage``), then selected right after the users' own rules and gated with them in one candidate."""
 
 
 class StepResult(BaseModel):
@@ -181,6 +193,9 @@ class StepResult(BaseModel):
     minibatches: int = 0
     user_rules: int = 0
     """Edits proposed verbatim from the users' stated rules (``propose_user_rules``); first in ``merged``."""
+    team_rules: int = 0
+    """Team rules' edits that passed the screens (``StepInput.team_rules``); in ``merged`` right after the users'
+    rules."""
     val: list[TaskRecord] = Field(default_factory=list)
     """The val tasks the gate replayed (``val_pool.select_val``: tonight's, then archived ones)."""
     settled: list[str] = Field(default_factory=list)
@@ -203,6 +218,8 @@ class StepResult(BaseModel):
     errors: list[dict[str, str]] = Field(default_factory=list)
     optimizer_raw_head: str = ""
     calls_by_stage: dict[str, int] = Field(default_factory=dict)
+    wording: dict[str, Any] = Field(default_factory=dict)
+    """How the users' rules were worded (``engine.wording.WordingReport``; empty when no rule was replayed for it)."""
     stage_seconds: dict[str, float] = Field(default_factory=dict)
 
     @property
@@ -300,13 +317,15 @@ def _aggregate_stage(patches: list[PatchList], *, documents: dict[str, str], tra
 def _select_stage(merged: list[EditRecord], *, documents: dict[str, str], settings: StepSettings,
                   meter: CallMeter, result: StepResult) -> None:
     """Keep the top L edits. The users' own rules (``result.user_rules`` of them, first in ``merged``) come first,
-    most-stated first; the optimizer ranks the other edits for what budget is left (no call when they fit)."""
+    most-stated first, then the team rules (``result.team_rules``); the optimizer ranks the other edits for what
+    budget is left (no call when they fit)."""
     budget = settings.edit_budget
     if len(merged) <= budget:
         result.ranked = list(merged)
         result.selected = list(merged)
         return
-    stated, proposed = merged[: result.user_rules], merged[result.user_rules:]
+    head = result.user_rules + result.team_rules
+    stated, proposed = merged[:head], merged[head:]
     room = max(0, budget - len(stated))
     if room and len(proposed) > room:
         outcome = rank_edits(proposed, keep=room, skill=documents.get("skill", ""),
@@ -515,16 +534,66 @@ def _edit_screen(scope: EditScope, target: str) -> Callable[[str], str | None]:
     return screen
 
 
+def _wording(result: StepResult, inputs: StepInput, *, stated: list[StatedRule], texts: dict[str, str],
+             settings: StepSettings, scope: EditScope, replayer: Replayer) -> EditFilter:
+    """The wording choice of the users' rules' edits (``engine/wording.py``), within ``wording_max_calls`` (0 with
+    ``rule_wording = "user"``) and what the meter's call budget leaves after the gate's first val replays; records
+    the choice in ``result.wording``."""
+
+    def choose(edits: list[EditRecord]) -> list[EditRecord]:
+        budget = settings.wording_max_calls if settings.rule_wording == "compiled" else 0
+        left = replayer.meter.remaining_calls()
+        if budget and left is not None:
+            pool = min(settings.gate_max_val, len(inputs.val) + len(inputs.archived_val))
+            budget = min(budget, max(0, left - (2 * pool if settings.gate_mode == "on" else 0)))
+        chosen, report = choose_wordings(stated, edits, train=inputs.train, train_results=result.train_results,
+                                         documents=texts, replayer=replayer, budget=budget,
+                                         screen=_edit_screen(scope, scope.targets[0]))
+        if report.rules:
+            result.wording = report.as_diagnostics()
+        return chosen
+
+    return choose
+
+
+def _team_rules_stage(team: list[EditRecord], *, user_text: UserText, scope: EditScope,
+                      rejected: list[EditRecord]) -> list[EditRecord]:
+    """The team rules' edits (``StepInput.team_rules``) through the screens every edit passes (``screen_edits``),
+    their attribution taken off for the screens and put back after. Provenance: a team rule's own text passed the
+    team's review in git, so it counts as typed for that rule's edit only (``UserText.plus``): a command, URL or
+    path the team file states is allowed in its own line; a secret never is (``provenance.secret_reason``), nor is
+    a line the other screens refuse. Returns the edits that passed; the others are added to ``rejected``."""
+    kept: list[EditRecord] = []
+    for edit in team:
+        rule_id, line = team_rule_of(edit.content or ""), strip_team_mark(edit.content or "")
+        if rule_id is None or not scope.targets or edit.op != "append":
+            rejected.append(edit.model_copy(update={"status": "rejected",
+                                                    "reason": "not a team rule's attributed append"}))
+            continue
+        own = user_text.plus([line])
+        probe = edit.model_copy(update={"content": line, "target": scope.targets[0]})  # where the users' rules go
+        passed, screened = screen_edits([probe], [], edit_budget=1,
+                                        evolve_skill=scope.evolve_skill, evolve_memory=scope.evolve_memory,
+                                        screen=lambda content, own=own: provenance_reason(content, own))
+        kept += [edit.model_copy(update={"content": team_line(e.content, rule_id)}) for e in passed]
+        rejected += [e.model_copy(update={"content": team_line(redact_text(e.content or line), rule_id)})
+                     for e in screened]  # a secret a team file carried is not repeated in diagnostics
+    return kept
+
+
 def _user_rules_stage(merged: list[EditRecord], *, stated: list[StatedRule], texts: dict[str, str],
                       settings: StepSettings, scope: EditScope, edit_filter: EditFilter | None,
-                      rejected: list[EditRecord]) -> tuple[list[EditRecord], list[EditRecord]]:
-    """The users' own rules, one edit each (``mine.rulebook.user_rule_edits``), put first; the optimizer's restatements
-    of a stated rule yield to the user's words. Returns (the rules' edits, every edit in order); the edits screened
-    out are added to ``rejected``."""
+                      rejected: list[EditRecord], choose: EditFilter | None = None,
+                      ) -> tuple[list[EditRecord], list[EditRecord]]:
+    """The users' own rules, one edit each (``mine.rulebook.user_rule_edits``), worded by ``choose`` (``_wording``),
+    put first; the optimizer's restatements of a stated rule yield to the user's words. Returns (the rules' edits,
+    every edit in order); the edits screened out are added to ``rejected``."""
     proposed_rules: list[EditRecord] = []
     if settings.propose_user_rules and scope.targets:
         proposed_rules = user_rule_edits(stated, texts, target=scope.targets[0], wording=settings.rule_wording,
                                          screen=_edit_screen(scope, scope.targets[0]))
+        if choose is not None:
+            proposed_rules = choose(proposed_rules)
         if edit_filter is not None:
             proposed_rules = edit_filter(proposed_rules)
         proposed_rules, rules_rejected = screen_edits(proposed_rules, [], edit_budget=len(proposed_rules),
@@ -633,9 +702,13 @@ def run_step(inputs: StepInput, *, settings: StepSettings, replayer: Replayer,
     with clock.stage("aggregate"):
         merged, merge_rejected = _aggregate_stage(patches, documents=texts, train=train, settings=settings,
                                                   scope=scope, meter=meter, result=result)
-    proposed_rules, merged = _user_rules_stage(merged, stated=stated, texts=texts, settings=settings, scope=scope,
-                                               edit_filter=inputs.edit_filter, rejected=rejected)
-    result.user_rules = len(proposed_rules)
+        proposed_rules, merged = _user_rules_stage(
+            merged, stated=stated, texts=texts, settings=settings, scope=scope, edit_filter=inputs.edit_filter,
+            rejected=rejected, choose=_wording(result, inputs, stated=stated, texts=texts, settings=settings,
+                                               scope=scope, replayer=replayer))
+    team_edits = _team_rules_stage(inputs.team_rules, user_text=user_text, scope=scope, rejected=rejected)
+    merged = [*merged[:len(proposed_rules)], *team_edits, *merged[len(proposed_rules):]]
+    result.user_rules, result.team_rules = len(proposed_rules), len(team_edits)
     result.merged = merged
 
     # 4. select

@@ -8,7 +8,9 @@ sentence per kind of check, no shouting, one line:
 | checks | sentence |
 |---|---|
 | ``contains X``, ``not_contains Y`` (or its ``negative_word_regex``) | ``Use `X`, never `Y`.`` (``Never use `Y`.``) |
+| ``regex`` a dotted name X is used (``literals.name_use_regex``: ``pathlib.Path``) | as ``contains X`` |
 | ``regex`` ISO date (``formats.ISO_DATE_REGEX``) | ``Write every date as `YYYY-MM-DD`.`` |
+| ``regex`` ISO date, no month names (``formats.ISO_DATE_NO_MONTHS_REGEX``) | ``..., with no month names.`` |
 | ``regex`` Conventional Commits | ``Write every commit message as a Conventional Commit, `type(scope): subject`.`` |
 | ``language de`` | ``Respond in German.`` |
 | ``max_words N`` / ``max_chars N`` | ``Keep answers under N words.`` / ``... N characters.`` |
@@ -35,7 +37,13 @@ import re
 from typing import TYPE_CHECKING
 
 from skillopt_sleep.checks import check_key, check_passes, word_regex
-from skillopt_sleep.mine.formats import CONVENTIONAL_COMMIT_REGEX, ISO_DATE_REGEX, LANGUAGES
+from skillopt_sleep.mine.formats import (
+    CONVENTIONAL_COMMIT_REGEX,
+    ISO_DATE_NO_MONTHS_REGEX,
+    ISO_DATE_REGEX,
+    LANGUAGES,
+)
+from skillopt_sleep.mine.literals import name_of_use_regex
 from skillopt_sleep.mine.validation import ACTIONS_HEADER
 from skillopt_sleep.models import Check
 
@@ -50,6 +58,7 @@ EXAMPLE_WORDS = 2
 #: The sentence of each format regex the rule reader produces (``formats.format_checks``).
 _FORMAT_SENTENCES = {
     ISO_DATE_REGEX: "Write every date as `YYYY-MM-DD`",
+    ISO_DATE_NO_MONTHS_REGEX: "Write every date as `YYYY-MM-DD`, with no month names",
     CONVENTIONAL_COMMIT_REGEX: "Write every commit message as a Conventional Commit, `type(scope): subject`",
 }
 #: ISO 639-1 code -> the language's English name (the first name ``formats.LANGUAGES`` gives it).
@@ -73,13 +82,13 @@ def compile_rule(rule: StatedRule, examples_from: list[str]) -> str | None:
     checks = list(rule.checks)
     if not checks:
         return None
-    wanted = [check for check in checks if check_key(check)[0] == "has"]
+    wanted = [check for check in checks if _wanted_literal(check) is not None]
     banned = [check for check in checks if check_key(check)[0] == "not"]
     sentences: list[str] = []
     example_after: int | None = None  # the sentence the example belongs to
     example: str | None = None
     if wanted or banned:
-        wanted_literals = _longest([_as_typed(str(check.value), rule) for check in wanted])
+        wanted_literals = _longest([_as_typed(str(_wanted_literal(check)), rule) for check in wanted])
         banned_literals = _shortest([_as_typed(check_key(check)[1], rule) for check in banned])
         if any("`" in literal for literal in wanted_literals + banned_literals):
             return None
@@ -93,7 +102,7 @@ def compile_rule(rule: StatedRule, examples_from: list[str]) -> str | None:
         sentences.append(sentence)
         example_after = 0 if example else None
     for check in checks:
-        if check_key(check)[0] in ("has", "not"):
+        if check_key(check)[0] == "not" or _wanted_literal(check) is not None:
             continue
         sentence = _sentence(check)
         if sentence is None:
@@ -107,6 +116,13 @@ def compile_rule(rule: StatedRule, examples_from: list[str]) -> str | None:
     if example is not None and example_after is not None:
         sentences[example_after] += f" (e.g. `{example}`)"
     return " ".join(sentence + "." for sentence in sentences)
+
+
+def _wanted_literal(check: Check) -> str | None:
+    """The literal a check demands be used: ``contains X`` -> X, a ``name_use_regex`` -> its dotted name; else None."""
+    if check_key(check)[0] == "has":
+        return str(check.value)
+    return name_of_use_regex(check.value) if check.op == "regex" and isinstance(check.value, str) else None
 
 
 def _longest(literals: list[str]) -> list[str]:
@@ -196,8 +212,8 @@ def _literal_example(literal: str, answers: list[str]) -> str | None:
 
 
 def _regex_example(pattern: str, answers: list[str]) -> str | None:
-    """The first match of ``pattern`` in ``answers`` (the whole line for a line-anchored pattern, ``(?m)^``), at
-    most ``EXAMPLE_CHARS``, or None."""
+    """The first match of ``pattern`` in ``answers`` (its group ``example`` when it has one; the whole line for a
+    line-anchored pattern, ``(?m)^``), at most ``EXAMPLE_CHARS``, or None."""
     try:
         compiled = re.compile(pattern, re.IGNORECASE)
     except re.error:
@@ -206,7 +222,7 @@ def _regex_example(pattern: str, answers: list[str]) -> str | None:
         match = compiled.search(answer)
         if match is None:
             continue
-        found = match.group(0)
+        found = match.group("example") if "example" in compiled.groupindex else match.group(0)
         if pattern.startswith("(?m)^"):
             line_end = answer.find("\n", match.start())
             found = answer[match.start(): line_end if line_end >= 0 else len(answer)]

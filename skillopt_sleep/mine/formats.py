@@ -1,9 +1,11 @@
 """Format rules: a rule about the shape of an answer, which a check can test whatever its phrasing.
 
-Conventional Commits, ISO dates (``YYYY-MM-DD``), a word or character limit, a named section, JSON output, and the
-language answers are written in ("always respond in German": a ``language`` check, decided by a language identifier,
-never a word of the rule, which a correct answer in that language would not hold): ``format_rule_hit(clause)`` says
-whether a clause states one, ``format_checks(text, rule, origin)`` gives its checks.
+Conventional Commits, ISO dates (``YYYY-MM-DD``: checked on the dates an answer writes or the code that prints one,
+``%Y-%m-%d`` or ``.isoformat()``, with no M/D/Y date, nor a month-name date when the rule says so), a word or
+character limit, a named section, JSON output, and the language answers are written in ("always respond in German":
+a ``language`` check, decided by a language identifier, never a word of the rule, which a correct answer in that
+language would not hold): ``format_rule_hit(clause)`` says whether a clause states one, ``format_checks(text, rule,
+origin)`` gives its checks.
 """
 
 from __future__ import annotations
@@ -18,7 +20,19 @@ CONVENTIONAL_COMMIT_REGEX = (
 )
 
 
-ISO_DATE_REGEX = r"\b\d{4}-\d{2}-\d{2}\b"
+#: An M/D/Y date (``11/03/2026``, ``3/5/27``): never ISO.
+US_DATE = r"\b\d\d?/\d\d?/\d{2,4}\b"
+#: A date with its month named (``November 3, 2026``, ``Nov 3rd, 2026``).
+MONTH_NAME_DATE = r"\b(?:jan|feb|ma[ry]|apr|ju[nl]|aug|sep|oct|nov|dec)\S* \d\d?[a-z]*,? \d{4}"
+#: What writes an ISO date: the date itself, or the code that prints one (``%Y-%m-%d``, ``isoformat()``,
+#: ``toISOString()``); not the placeholder ``YYYY-MM-DD``, which an answer that echoes the rule writes instead of a
+#: date. The match is the group ``example`` (``compile``'s example).
+_ISO_WRITTEN = r"(?P<example>\b\d{4}-\d\d-\d\d\b|(?-i:%Y-%m-%d)|isoformat|toISOString)"
+#: An ISO-date rule's check: the answer writes an ISO date or the format string that prints one, and no M/D/Y date.
+ISO_DATE_REGEX = rf"(?s)^(?!.*{US_DATE}).*?{_ISO_WRITTEN}"
+#: ``ISO_DATE_REGEX`` for a rule that also names month names ("never month names", "not November 3, 2026"): no date
+#: with its month named either.
+ISO_DATE_NO_MONTHS_REGEX = rf"(?s)^(?!.*(?:{US_DATE}|{MONTH_NAME_DATE})).*?{_ISO_WRITTEN}"
 
 
 #: Language names (in English and in the language itself) and their ISO 639-1 codes, for "respond in <language>".
@@ -56,6 +70,10 @@ _CONVENTIONAL = re.compile(r"\bconventional[- ]commits?\b", re.IGNORECASE)
 
 
 _ISO_DATE = re.compile(r"\byyyy-mm-dd\b|\biso[- ]?8601\b|\biso\b.*\bdates?\b|\bdates?\b.*\biso\b", re.IGNORECASE)
+
+
+#: A rule that names month names as a form of date it rules out ("never MM/DD/YYYY or month names").
+_MONTH_NAMES = re.compile(rf"\bmonth names?\b|\bspelled[- ]out\b|{MONTH_NAME_DATE}", re.IGNORECASE)
 
 
 _LENGTH_LIMIT = re.compile(
@@ -126,7 +144,8 @@ def format_checks(text: str, rule: str, origin: str) -> list[Check]:
     if _CONVENTIONAL.search(text):
         checks.append(Check(op="regex", value=CONVENTIONAL_COMMIT_REGEX, origin=origin, rule=rule))
     if _ISO_DATE.search(text):
-        checks.append(Check(op="regex", value=ISO_DATE_REGEX, origin=origin, rule=rule))
+        value = ISO_DATE_NO_MONTHS_REGEX if _MONTH_NAMES.search(text) else ISO_DATE_REGEX
+        checks.append(Check(op="regex", value=value, origin=origin, rule=rule))
     limit = _LENGTH_LIMIT.search(text)
     if limit and _LENGTH_CONTEXT.search(text):
         op = "max_words" if limit.group("unit").lower().startswith("word") else "max_chars"

@@ -1,9 +1,15 @@
-"""The literal a rule names: what a check can look for in an answer (``pnpm``, ``os.path``, ``React Query``).
+r"""The literal a rule names: what a check can look for in an answer (``pnpm``, ``os.path``, ``React Query``).
 
 ``literal_of(phrase)`` returns the short literal of a phrase or None when it names a style rather than a literal
 ("tabs", "short answers"): a quoted or backticked part wins; otherwise, without articles and trailing qualifiers
 ("for installs", "in this repo"), 1-3 words that look like a name (code-like, capitalized, or not a common style word
 of ``GENERIC_WORDS``).
+
+A dotted code name (``pathlib.Path``, ``logging.getLogger``, ``datetime.now()``) is a symbol of a module, and a
+correct answer rarely writes it whole (``from pathlib import Path`` ... ``Path(...)``): ``dotted_name(literal)`` splits
+it into (module, symbol), ``name_use_regex(literal)`` is the check that it is used (``\bpathlib\b|\bPath\(``: the
+module named, or the symbol called) and ``name_of_use_regex(pattern)`` reads the name back from that regex. A file or
+host name (``settings.json``, ``Next.js``, ``example.com``: its last part in ``FILE_EXTENSIONS``) is not a code name.
 """
 
 from __future__ import annotations
@@ -95,3 +101,55 @@ def literal_of(phrase: str) -> str | None:
     if _is_code_like(tokens[0]) or (len(tokens) == 2 and tokens[1].lower() in _COMMAND_WORDS):
         return text
     return None
+
+
+#: Last parts that make a dotted literal a file or host name (``settings.json``, ``Next.js``, ``example.com``), not a
+#: module's symbol. ``log`` is here (``error.log``), so ``console.log`` stays a literal too: a name not recognised
+#: keeps its literal ``contains`` check.
+FILE_EXTENSIONS = frozenset(
+    """py pyi pyc ipynb js mjs cjs jsx ts tsx vue svelte json jsonl yaml yml toml ini cfg conf env lock txt md mdx rst
+    csv tsv xml html htm css scss sass less sh bash zsh ps1 bat cmd rb go rs java kt kts swift c h cc cpp hpp cs php
+    pl lua sql db sqlite log png jpg jpeg gif svg webp ico pdf zip gz tar tgz whl exe dll so dylib bin wasm lockb
+    com org net io dev app ai""".split()
+)
+
+
+_DOTTED = re.compile(r"(?P<module>[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)\.(?P<symbol>[A-Za-z_]\w*)(?:\(\))?")
+
+
+_NAME_USE = re.compile(r"\\b(?P<module>\w+(?:\\\.\w+)*)\\b\|\\b(?P<symbol>\w+)\\\(")
+
+
+def dotted_name(literal: str) -> tuple[str, str] | None:
+    """``(module, symbol)`` of a dotted code name (``os.path.join`` -> ``("os.path", "join")``; a trailing ``()`` is
+    dropped), or None for anything else: one word, a call with arguments (``datetime.now(timezone.utc)``), a version
+    (``3.11``), an abbreviation of one-letter parts (``e.g``) or a file or host name (``FILE_EXTENSIONS``)."""
+    match = _DOTTED.fullmatch(literal.strip())
+    if match is None:
+        return None
+    module, symbol = match.group("module"), match.group("symbol")
+    parts = [*module.split("."), symbol]
+    if symbol.casefold() in FILE_EXTENSIONS or all(len(part) == 1 for part in parts):
+        return None
+    return module, symbol
+
+
+def name_use_regex(literal: str) -> str | None:
+    r"""The regex that an answer using the dotted name ``literal`` matches: its module as a whole word, or its symbol
+    called (``pathlib.Path`` -> ``\bpathlib\b|\bPath\(``, which ``from pathlib import Path`` and ``Path('x')`` both
+    match), or None when ``literal`` is not a dotted code name (``dotted_name``)."""
+    name = dotted_name(literal)
+    if name is None:
+        return None
+    module, symbol = name
+    return rf"\b{re.escape(module)}\b|\b{re.escape(symbol)}\("
+
+
+def name_of_use_regex(pattern: str) -> str | None:
+    r"""The dotted name a ``name_use_regex`` was made from (``\bpathlib\b|\bPath\(`` -> ``pathlib.Path``), or None
+    for any other pattern."""
+    match = _NAME_USE.fullmatch(pattern)
+    if match is None:
+        return None
+    name = match.group("module").replace("\\.", ".") + "." + match.group("symbol")
+    return name if name_use_regex(name) == pattern else None

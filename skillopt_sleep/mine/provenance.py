@@ -102,6 +102,12 @@ class UserText:
         texts = [text for task in tasks for text in task.authored]
         return cls([*texts, *rules, *documents, *earlier])
 
+    def plus(self, texts: Iterable[str]) -> UserText:
+        """This text and ``texts`` (e.g. a reviewed team rule's own text for that rule's edit); self is unchanged."""
+        joined = UserText(texts)
+        joined._text = self._text + "\n" + joined._text
+        return joined
+
     def has(self, token: str) -> bool:
         return token_pattern(screen_form(token)).search(self._text) is not None
 

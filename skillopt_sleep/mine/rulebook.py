@@ -33,7 +33,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from skillopt_sleep.checks import check_key
-from skillopt_sleep.documents.block import BLOCK_BEGIN, BLOCK_END, BLOCK_HEADING, managed_block
+from skillopt_sleep.documents.block import BLOCK_BEGIN, BLOCK_END, BLOCK_HEADING, managed_block, strip_team_mark
 from skillopt_sleep.mine.compile import compile_rule
 from skillopt_sleep.mine.lasting import RECURRENCE_TASKS, similar
 from skillopt_sleep.mine.statements import checks_for_rule
@@ -62,8 +62,9 @@ def rule_line(text: str) -> str:
 
 
 def line_keys(line: str) -> set[Key]:
-    """What a document line demands: the keys of the checks its words imply, and its text key."""
-    statement = _BULLET.sub("", line).strip()
+    """What a document line demands: the keys of the checks its words imply, and its text key (a team rule's
+    attribution, ``block.team_line``, is not part of its words)."""
+    statement = _BULLET.sub("", strip_team_mark(line)).strip()
     keys = {check_key(check) for check in checks_for_rule(statement)}
     return keys | {text_key(statement)}
 

@@ -12,6 +12,9 @@ A *rule* is a standing instruction about how work is done ("use pnpm, not npm", 
   rule whose subject is not a literal ("use tabs, not spaces", "never commit to main") yields no check and is judged
   by the rubric. A forbidden word that is part of the preferred one ("pnpm" contains "npm"), or a very short word
   ("var"), becomes a whole-word negative regex (``checks.negative_word_regex``) so that "pnpm install" passes.
+  A dotted code name has both halves (``literals.dotted_name``): to use one is to name its module or call its symbol
+  (``pathlib.Path`` -> regex ``literals.name_use_regex``, which ``from pathlib import Path`` passes), and to avoid
+  one is never to write it as a whole word (``negative_word_regex("os.path")``).
 """
 
 from __future__ import annotations
@@ -20,9 +23,9 @@ import re
 
 from skillopt_sleep.checks import negative_word_regex
 from skillopt_sleep.mine.clauses import clean_quotes, split_clauses, strip_frame
-from skillopt_sleep.mine.formats import format_checks
+from skillopt_sleep.mine.formats import ISO_DATE_NO_MONTHS_REGEX, ISO_DATE_REGEX, format_checks
 from skillopt_sleep.mine.forms import _PART_SPLIT, USE_VERBS, normative, parse_part, parse_rule, rule_parts
-from skillopt_sleep.mine.literals import MAX_LITERAL_CHARS, literal_of, quoted_part
+from skillopt_sleep.mine.literals import MAX_LITERAL_CHARS, dotted_name, literal_of, name_use_regex, quoted_part
 from skillopt_sleep.mine.typed import typed_text
 from skillopt_sleep.models import Check
 
@@ -91,12 +94,21 @@ def _rule_statements(clause: str) -> list[str]:
     return [head, tail]
 
 
+def _use_check(literal: str, rule: str, origin: str) -> Check:
+    """``contains literal``, or for a dotted code name the regex that it is used (``literals.name_use_regex``)."""
+    pattern = name_use_regex(literal)
+    if pattern is not None:
+        return Check(op="regex", value=pattern, origin=origin, rule=rule)
+    return Check(op="contains", value=literal, origin=origin, rule=rule)
+
+
 def _forbid_check(literal: str, preferred: str | None, rule: str, origin: str) -> Check:
-    """``not_contains literal``, or a whole-word negative regex when a substring match would misfire."""
+    """``not_contains literal``, or a whole-word negative regex when a substring match would misfire or the literal is
+    a dotted code name (``os.path``)."""
     inside_preferred = preferred is not None and literal.casefold() in preferred.casefold()
     short_word = re.fullmatch(r"\w{1,3}", literal) is not None
     word_edges = re.match(r"\w", literal) and re.search(r"\w$", literal)
-    if (inside_preferred or short_word) and word_edges:
+    if dotted_name(literal) is not None or ((inside_preferred or short_word) and word_edges):
         return Check(op="regex", value=negative_word_regex(literal), origin=origin, rule=rule)
     return Check(op="not_contains", value=literal, origin=origin, rule=rule)
 
@@ -114,6 +126,8 @@ def checks_for_rule(rule: str, *, origin: str = "house_rule") -> list[Check]:
     checks = checks_of(text, rule, origin) if parsed is not None else []
     if parsed is None or parsed.form not in ("prefer", "use", "forbid") or not checks:
         checks += [check for part in rule_parts(text) for check in checks_of(strip_frame(part), rule, origin)]
+    if any(check.value == ISO_DATE_NO_MONTHS_REGEX for check in checks):  # a part's looser date check is implied
+        checks = [check for check in checks if check.value != ISO_DATE_REGEX]
     return _unique(checks)
 
 
@@ -134,7 +148,7 @@ def checks_of(text: str, rule: str, origin: str) -> list[Check]:
     formatted = bool(checks)
     preferred = literal_of(parsed.preferred) if parsed.preferred else None
     if parsed.form in ("prefer", "use") and preferred and not formatted:
-        checks.append(Check(op="contains", value=preferred, origin=origin, rule=rule))
+        checks.append(_use_check(preferred, rule, origin))
     if parsed.form == "prefer" and parsed.forbidden:
         forbidden = literal_of(parsed.forbidden)
         if forbidden and forbidden.casefold() != (preferred or "").casefold():
@@ -147,5 +161,5 @@ def checks_of(text: str, rule: str, origin: str) -> list[Check]:
         use = re.match(rf"^{USE_VERBS}\s+(?P<x>.+)$", parsed.rest, re.IGNORECASE)
         literal = literal_of(use.group("x")) if use else quoted_part(parsed.rest)
         if literal:
-            checks.append(Check(op="contains", value=literal, origin=origin, rule=rule))
+            checks.append(_use_check(literal, rule, origin))
     return checks

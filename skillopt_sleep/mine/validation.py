@@ -21,9 +21,9 @@ good answer from no answer.
 
 ``evidence_checks`` turns the user's own words into candidate checks without a list of phrasings: a name the
 user wrote in a correction (``pnpm``, ``os.path``, ``httpx``) that the agent used as code or ran in exactly one
-of the two answers tells the check's polarity: present only in the accepted answer -> the answer must contain it;
-present only in the corrected one -> it must not. Whether "we're a pnpm shop", "pnpm please" or "no npm, pnpm" was
-written, the evidence decides.
+of the two answers tells the check's polarity: present only in the accepted answer -> the answer must contain it (a
+dotted name: name its module or call its symbol, ``literals.name_use_regex``); present only in the corrected one ->
+it must not. Whether "we're a pnpm shop", "pnpm please" or "no npm, pnpm" was written, the evidence decides.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from skillopt_sleep.checks import (
     validate_check,
     word_regex,
 )
-from skillopt_sleep.mine.literals import GENERIC_WORDS
+from skillopt_sleep.mine.literals import GENERIC_WORDS, name_use_regex
 from skillopt_sleep.mine.typed import typed_text
 from skillopt_sleep.models import Check
 
@@ -291,6 +291,12 @@ def _is_name(literal: str, code: _Text) -> bool:
     return bool(_CODE_LIKE.search(literal) or literal[:1].isupper() or code.has_word(literal))
 
 
+def _used(text: _Text, uses: str | None, literal: str) -> bool:
+    """``literal`` is used in ``text``: as a whole word, or (``uses``: its ``name_use_regex``, for a dotted name) its
+    module named or its symbol called."""
+    return text.has_word(literal) if uses is None else re.search(uses, text.text, re.IGNORECASE) is not None
+
+
 def evidence_checks(text: str, evidence: Evidence, *, rule: str | None, origin: str = "correction") -> list[Check]:
     """Candidate checks from the names a correction ``text`` mentions (module docstring); still to be validated.
 
@@ -320,15 +326,17 @@ def evidence_checks(text: str, evidence: Evidence, *, rule: str | None, origin: 
         if literal.casefold() in listed or not _is_name(literal, code):
             continue
         in_corrected = corrected.has_word(literal)
+        uses = name_use_regex(literal)
         if accepted is not None:
             in_accepted = accepted.has_word(literal)
-            positive = in_accepted and not in_corrected
+            positive = _used(accepted, uses, literal) and not _used(corrected, uses, literal)
             negative = in_corrected and not in_accepted
         else:
-            positive = not negated and not in_corrected
+            positive = not negated and not _used(corrected, uses, literal)
             negative = negated and in_corrected
         if positive:
-            checks.append(Check(op="contains", value=literal, origin=origin, rule=rule))
+            checks.append(Check(op="contains", value=literal, origin=origin, rule=rule) if uses is None
+                          else Check(op="regex", value=uses, origin=origin, rule=rule))
         elif negative:
             checks.append(Check(op="regex", value=negative_word_regex(literal), origin=origin, rule=rule))
         if len(checks) >= MAX_EVIDENCE_LITERALS:

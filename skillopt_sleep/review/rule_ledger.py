@@ -7,7 +7,8 @@
   the status the nights gave them (adopted, accepted, pending, rejected, stated, retired);
 * the managed blocks of the project's files (every agent's memory file, ``documents.targets.MEMORY_FILES``, and the
   skill): the file and line where each rule lives now. A managed-block line no stated rule matches was learned from the
-  scored replays (``origin = "replays"``);
+  scored replays (``origin = "replays"``), or is a team rule's (``origin = "team"``, its team rule id: the line's
+  attribution, ``documents.block.team_line``);
 * ``forgotten.json`` in the project's state dir: the rules removed with ``forget``.
 
 Status, as shown: ``adopted`` (in a file), ``staged`` (accepted, waiting for ``skillopt-sleep adopt``),
@@ -35,7 +36,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from skillopt_sleep.documents.block import block_rule_lines
+from skillopt_sleep.documents.block import block_rule_lines, strip_team_mark, team_rule_of
 from skillopt_sleep.documents.targets import (
     DEFAULT_SKILL_PATH,
     MEMORY_FILES,
@@ -76,7 +77,8 @@ class RuleEntry(BaseModel):
     id: str
     text: str
     origin: str
-    """``you`` (you stated it) or ``replays`` (learned from the scored replays)."""
+    """``you`` (you stated it), ``replays`` (learned from the scored replays) or ``team`` (a team rule this member's
+    gate accepted: ``skillopt_sleep/team``)."""
     status: str
     locations: list[RuleLocation] = Field(default_factory=list)
     nights: list[str] = Field(default_factory=list)
@@ -239,17 +241,36 @@ def list_rules(project: Path, paths: ProjectPaths, *, stale_after_nights: int = 
     for index, location in enumerate(lines):
         if index in claimed:
             continue
-        rule_id = _learned_id(location.text)
+        team = team_rule_of(location.text)
+        rule_id = team or _learned_id(location.text)
         if rule_id in learned:
             learned[rule_id].locations.append(location)
         else:
-            learned[rule_id] = RuleEntry(id=rule_id, text=location.text.lstrip("-*+ ").strip(), origin="replays",
-                                         status="adopted", locations=[location])
+            learned[rule_id] = RuleEntry(id=rule_id, text=strip_team_mark(location.text).lstrip("-*+ ").strip(),
+                                         origin="team" if team else "replays", status="adopted",
+                                         locations=[location])
     for rule_id, forgot in forgotten.items():
-        if rule_id not in learned and rule_id.startswith("l-"):
-            learned[rule_id] = RuleEntry(id=rule_id, text=str(forgot.get("text") or ""), origin="replays",
+        if rule_id not in learned and rule_id.startswith(("l-", "t-")):
+            learned[rule_id] = RuleEntry(id=rule_id, text=str(forgot.get("text") or ""),
+                                         origin="team" if rule_id.startswith("t-") else "replays",
                                          status="forgotten", forgotten_at=forgot.get("at"))
-    return out + list(learned.values())
+    out += list(learned.values())
+    return out + _team_waiting(paths, {entry.id for entry in out})
+
+
+def _team_waiting(paths: ProjectPaths, known: set[str]) -> list[RuleEntry]:
+    """The team rules this member's nights gated that are in no file (``team.json``: pending, rejected, overridden,
+    forgotten), with their status here and held-out record."""
+    from skillopt_sleep.errors import DamagedFileError
+    from skillopt_sleep.team.local import load_local
+
+    try:
+        local = load_local(paths).rules
+    except DamagedFileError:
+        return []
+    return [RuleEntry(id=rule_id, text=entry.text or "(team rule)", origin="team", status=entry.status,
+                      nights=list(entry.nights), wins=entry.record.wins, losses=entry.record.losses)
+            for rule_id, entry in local.items() if rule_id not in known and entry.status != "accepted"]
 
 
 # --------------------------------------------------------------------------- forget
@@ -310,5 +331,9 @@ def forget_rule(project: Path, paths: ProjectPaths, rule_id: str, *, skill_path:
     forgotten[rule_id] = {"text": rule.text, "keys": archived_keys, "at": moment.isoformat(), "change": change_id}
     write_json_atomic(paths.root / FORGOTTEN_FILE, {"format": "skillopt-sleep-forgotten/1", "rules": forgotten},
                       mode=0o600)
+    if rule.origin == "team":  # no night gates it again (team/night.py), and ``team status`` shows it
+        from skillopt_sleep.team.local import record_result
+
+        record_result(paths, rule_id, status="forgotten", night_id=change_id, reason=FORGOTTEN_REASON)
     return {"rule": rule.model_dump(mode="json"), "change_id": change_id, "files": sorted(by_file),
             "adoption": adoption.model_dump(mode="json")}

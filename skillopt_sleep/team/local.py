@@ -29,9 +29,11 @@ LocalStatus = Literal["pending", "accepted", "rejected", "forgotten", "overridde
 
 
 class LocalRule(BaseModel):
-    """This member's verdict on one team rule (module docstring). nights: ids of the nights that gated it."""
+    """This member's verdict on one team rule (module docstring). nights: ids of the nights that gated it; text: the
+    rule's text as last read (for ``rules``)."""
 
     status: LocalStatus = "pending"
+    text: str = ""
     record: Record = Field(default_factory=Record)
     nights: list[str] = Field(default_factory=list)
     reason: str = ""
@@ -57,10 +59,11 @@ def save_local(paths: ProjectPaths, state: TeamLocalState) -> None:
 
 
 def record_result(paths: ProjectPaths, rule_id: str, *, status: LocalStatus, night_id: str, wins: int = 0,
-                  losses: int = 0, ties: int = 0, reason: str = "") -> LocalRule:
+                  losses: int = 0, ties: int = 0, reason: str = "", text: str = "") -> LocalRule:
     """Add one night's verdict on team rule ``rule_id``: its status, the held-out wins / losses / ties it adds to
     this member's record (a night counts once: a second call for the same night replaces nothing and adds nothing),
-    and the reason. Returns the updated entry. For the night to call after its gate."""
+    and the reason (and the rule's ``text`` when given). Returns the updated entry. For the night to call after its
+    gate."""
     state = load_local(paths)
     entry = state.rules.get(rule_id) or LocalRule()
     if night_id not in entry.nights:
@@ -68,6 +71,7 @@ def record_result(paths: ProjectPaths, rule_id: str, *, status: LocalStatus, nig
         entry.record = Record(wins=entry.record.wins + wins, losses=entry.record.losses + losses,
                               ties=entry.record.ties + ties)
     entry.status, entry.reason = status, reason
+    entry.text = text or entry.text
     state.rules[rule_id] = entry
     save_local(paths, state)
     return entry

@@ -16,23 +16,28 @@ import pytest
 from benchmarks import world2
 from skillopt_sleep.checks import check_passes
 from skillopt_sleep.config import SleepConfig
-from skillopt_sleep.documents.block import managed_block
+from skillopt_sleep.documents.block import ensure_block, managed_block
+from skillopt_sleep.engine.edits import apply_edits
 from skillopt_sleep.mine.rulebook import document_rules
+from skillopt_sleep.models import EditRecord
 from skillopt_sleep.night import run_night
 
 
-def run_world(tmp_path: Path, **overrides) -> list:
+def run_world(tmp_path: Path, *, world=world2, nights: list[int] | None = None, memory: str | None = None,
+              **overrides) -> list:
+    """Run ``nights`` (default: all) of ``world`` with the mock, from ``memory`` (default: the world's initial
+    memory); returns (diagnostics, tasks, memory after the night) per night."""
     project = tmp_path / "project"
     project.mkdir()
-    (project / "CLAUDE.md").write_text(world2.INITIAL_MEMORY, encoding="utf-8")
+    (project / "CLAUDE.md").write_text(world.INITIAL_MEMORY if memory is None else memory, encoding="utf-8")
     claude_home = tmp_path / "claude"
     config = SleepConfig(backend="mock", source="claude", scope="project", claude_home=claude_home, lookback_hours=0,
                          workers=1, **overrides)
     results = []
-    for night in range(1, len(world2.NIGHTS) + 1):
-        world2.write_night_sessions(claude_home, project, night)
+    for night in nights or range(1, len(world.NIGHTS) + 1):
+        world.write_night_sessions(claude_home, project, night)
         result = run_night(config, project=project, apply=True, state_root=tmp_path / "state",
-                           now=world2.night_run_time(night))
+                           now=world.night_run_time(night))
         assert result.diagnostics.status in ("accepted", "rejected"), result.diagnostics.summary
         tasks = [json.loads(line) for line in (result.night_dir / "tasks.jsonl").read_text().splitlines()]
         results.append((result.diagnostics, tasks, (project / "CLAUDE.md").read_text(encoding="utf-8")))
@@ -113,11 +118,13 @@ def test_the_rules_stated_in_train_sessions_are_proposed_in_the_users_words(word
 
 
 def test_compiled_rules_keep_the_users_words_as_their_provenance_and_the_rule_change_lands(nights):
-    proposed = {(edit.content, edit.rationale.split("; you said: ")[1]) for diagnostics, _tasks, _memory in
-                nights for edit in diagnostics.edits if edit.rationale.startswith("stated by the user")}
-    # the polite httpx correction and the team convention, compiled from their validated checks (the example is the
-    # import of the answer the user accepted), each edit citing the words the user typed
-    assert ("- Use `httpx`, never `requests` (e.g. `import httpx`).", '"use httpx instead of requests"') in proposed
+    proposed = {(edit.content, edit.rationale.split("; you said: ")[1].split("; wording chosen")[0])
+                for diagnostics, _tasks, _memory in nights for edit in diagnostics.edits
+                if edit.rationale.startswith("stated by the user")}
+    # the polite httpx correction and the team convention, compiled from their validated checks, each edit citing the
+    # words the user typed; the wording is chosen by replay (engine/wording.py): the httpx line without its example
+    # (`import httpx`, from the answer the user accepted) passes its own task too, and is shorter
+    assert ("- Use `httpx`, never `requests`.", '"use httpx instead of requests"') in proposed
     assert ("- Use `black`, never `autopep8`.", '"we format with black, not autopep8"') in proposed
     # night 3's "we moved from black to ruff" is written as the form its checks demand and still holds on night 4
     for _diagnostics, _tasks, memory in nights[2:]:
@@ -148,3 +155,25 @@ def test_a_val_task_replayed_last_night_costs_no_baseline_call_tonight(nights):
                 assert comparison.baseline[0].cached, comparison.task_id
                 checked += 1
     assert checked >= 2
+
+
+@pytest.mark.parametrize("old_line", ["- Use `black`, never `autopep8`.", "- we format with black, not autopep8."])
+def test_the_rule_change_replaces_the_adopted_rule_the_night_it_is_stated_and_holds(tmp_path, old_line):
+    # the black rule adopted before night 3 (compiled, or in the user's words); nights 3-4 state the move to ruff in
+    # world 2's own words ("we moved from black to ruff: use ruff format, never black", "ruff format, not black")
+    memory, _ = apply_edits(ensure_block(world2.INITIAL_MEMORY),
+                            [EditRecord(target="memory", op="append", content=old_line)], "memory")
+    nights = run_world(tmp_path, nights=[3, 4], memory=memory)
+    (night3, tasks3, memory3), (_night4, _tasks4, memory4) = nights
+    ruff = "- Use `ruff format`, never `black`."
+    [change] = [edit for edit in night3.edits if edit.op == "replace"]
+    assert (change.status, change.anchor, change.content) == ("applied", old_line, ruff)
+    # its own tasks are the new rule's: night 3's formatter sessions, never the old rule's
+    formatter = {task["id"] for task in tasks3 if task["request"] in {
+        item.steps[0].text for item in world2.NIGHTS[2] if item.rule == "formatter"}}
+    assert change.evidence and set(change.evidence) <= formatter
+    assert night3.status == "accepted"
+    for after in (memory3, memory4):  # gone the night it is stated, and still gone a night later
+        lines = managed_block(after).splitlines()
+        assert old_line not in lines and ruff in lines
+        assert not any(("has", "black") in keys for _line, keys in document_rules(managed_block(after)))

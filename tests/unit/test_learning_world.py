@@ -8,7 +8,7 @@ from datetime import datetime
 
 import pytest
 
-from benchmarks import world, world2
+from benchmarks import world, world2, world3
 from skillopt_sleep.harvest import harvest
 from skillopt_sleep.mine import mine_tasks
 
@@ -176,3 +176,77 @@ def test_world2_sessions_refuse_a_tool_as_claude_code_writes_it(tmp_path):
     assert refused["message"]["content"][0]["is_error"] is True
     assert records[records.index(refused) + 1]["message"]["content"][0]["text"] == world2.INTERRUPT_FOR_TOOL
     assert [r["parentUuid"] for r in records[1:]] == [r["uuid"] for r in records[:-1]]
+
+
+# --------------------------------------------------------------------------- the third world
+
+
+@pytest.mark.parametrize("answer, rule, expected", [
+    ("```sh\npodman build -t api:1 .\n```", "podman", True),
+    ("```sh\ndocker build -t api:1 .\n```", "podman", False),
+    ("Run `podman ps` (or `docker ps` elsewhere).", "podman", False),
+    ("Run `git push --force-with-lease origin feature/x`.", "force_with_lease", True),
+    ("Run `git push --force origin feature/x`.", "force_with_lease", False),
+    ("Run `git push -f origin feature/x`, or --force-with-lease.", "force_with_lease", False),
+    ("import { it, expect } from 'vitest'", "vitest", True),
+    ("const spy = vi.fn()", "vitest", True),
+    ("import { it } from '@jest/globals'", "vitest", False),
+    ("const total = items.reduce((a, b) => a + b, 0)", "const", True),
+    ("var total = 0", "const", False),
+    ("const data = await fetch(url).then((r) => r.json())", "fetch", True),
+    ("const { data } = await axios.get(url)", "fetch", False),
+    ("Run `rg -n deprecated`.", "rg", True),
+    ("Run `grep -rn deprecated .`.", "rg", False),
+])
+def test_world3_checkers_are_deterministic_and_need_both_halves(answer, rule, expected):
+    assert world3.CHECKERS[rule](answer) is expected
+
+
+def test_world3_probes_are_held_out_and_cover_every_rule():
+    assert len(world3.PROBES) == 24 and len(world3.perfect_rules()) == len(world3.RULE_NAMES)
+    for rule in world3.RULE_NAMES:
+        assert sum(probe.rule == rule for probe in world3.PROBES) >= 4
+    transcripts = world3.transcript_text().casefold()
+    for probe in world3.PROBES:
+        assert probe.prompt.casefold() not in transcripts
+    requests = [item.steps[0].text for night in world3.NIGHTS for item in night]
+    assert len(requests) == len(set(requests)), "a request repeats across nights"
+
+
+def test_world3_every_corrected_answer_fails_its_rule_and_every_last_answer_passes():
+    for night in world3.NIGHTS:
+        for item in night:
+            if item.rule is None:
+                continue
+            answers = [step.text for step in item.steps if step.kind == "assistant"]
+            assert world3.CHECKERS[item.rule](answers[-1]), answers[-1]
+            assert all(not world3.CHECKERS[item.rule](answer) for answer in answers[:-1]), answers
+
+
+def test_world3_states_its_rules_the_ways_real_users_do_with_a_train_session_on_night_1():
+    from skillopt_sleep.mine import assign_split, task_id_for
+
+    first = {item.rule for item in world3.NIGHTS[0]
+             if assign_split(task_id_for(item.steps[0].text), 0.3, 0.15) == "train"}
+    assert first >= set(world3.RULE_NAMES) - {"const"}  # const is stated in the instruction block beside vitest
+    texts = [step.text for night in world3.NIGHTS for item in night for step in item.steps if step.kind == "user"]
+    long_requests = [item.steps[0].text for night in world3.NIGHTS for item in night if item.rule == "podman"
+                     and 4 <= len(item.steps[0].text.splitlines()) <= 6]
+    assert len(long_requests) >= 3 and all("podman" in text for text in long_requests)  # one sentence of many
+    assert any(text.startswith("Do NOT") for text in texts) and any("\nDo not " in text for text in texts)
+    blocks = [text for text in texts if text.startswith("Instructions:\n")]
+    assert len(blocks) >= 4 and all(len(text.split("\n\n")[0].splitlines()) == 4 for text in blocks)  # 3 bullets
+    assert any("usa" in text and "axios" in text for text in texts)  # Spanish
+    assert sum("from now on" in text for text in texts) == 1
+    assert sum(item.rule == "rg" for night in world3.NIGHTS for item in night) == 1  # stated once
+    assert all(sum(item.rule is None for item in night) == 2 for night in world3.NIGHTS)
+
+
+def test_world3_writes_claude_code_sessions_and_refuses_a_night_it_does_not_have(tmp_path):
+    files = world3.write_night_sessions(tmp_path / "home", tmp_path, 1)
+    assert len(files) == len(world3.NIGHTS[0])
+    records = [json.loads(line) for line in files[2].read_text("utf-8").splitlines()]
+    assert records[0]["message"]["content"].startswith("Instructions:\n- Tests use vitest, never jest.")
+    assert [r["parentUuid"] for r in records[1:]] == [r["uuid"] for r in records[:-1]]
+    with pytest.raises(ValueError):
+        world3.write_night_sessions(tmp_path, tmp_path, len(world3.NIGHTS) + 1)

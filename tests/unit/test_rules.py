@@ -9,7 +9,7 @@ import pytest
 
 from skillopt_sleep.backends.base import CallMeter
 from skillopt_sleep.backends.mock import MockBackend
-from skillopt_sleep.checks import check_passes, validate_check
+from skillopt_sleep.checks import check_passes, negative_word_regex, validate_check
 from skillopt_sleep.mine.llm_miner import llm_miner_schema, make_llm_miner
 from skillopt_sleep.mine.reactions import classify_reaction
 from skillopt_sleep.mine.statements import checks_for_rule, extract_rules
@@ -117,12 +117,13 @@ def test_use_x_not_y_requires_x_and_forbids_y_as_a_whole_word():
 
 
 @pytest.mark.parametrize(("rule", "checks"), [
-    ("use pathlib not os.path", [("contains", "pathlib"), ("not_contains", "os.path")]),
+    # a dotted name to avoid is a whole-word negative (``os.path`` but not ``myos.pathname``); same check key
+    ("use pathlib not os.path", [("contains", "pathlib"), ("regex", negative_word_regex("os.path"))]),
     ("Always answer in JSON", [("json_valid", None)]),
     ("We use ruff in this repo", [("contains", "ruff")]),
     # "requests" is also an English word: forbidding it would fail "send HTTP requests with httpx"
     ("Prefer httpx over requests", [("contains", "httpx")]),
-], ids=["use-x-not-y-gives-contains-and-not-contains", "a-json-output-rule-gives-json-valid",
+], ids=["use-x-not-y-gives-contains-and-a-negative", "a-json-output-rule-gives-json-valid",
         "we-use-x-requires-x", "prefer-x-over-y-only-requires-x"])
 def test_a_rule_gives_its_checks(rule, checks):
     assert ops(checks_for_rule(rule)) == checks

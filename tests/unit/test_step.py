@@ -343,7 +343,8 @@ def stated_task(number: int) -> TaskRecord:
 
 def test_a_tie_on_val_is_no_evidence_against_the_users_own_rule_when_it_wins_its_own_tasks():
     val = [passing_task(9).model_copy(update={"split": "val", "id": "t-val-pass"})]
-    result, _ = step([stated_task(0)], val, propose_user_rules=True, gate_samples=1,
+    # wording_max_calls=0: the wording choice would replay the own task first, and this replay would hit the cache
+    result, _ = step([stated_task(0)], val, propose_user_rules=True, gate_samples=1, wording_max_calls=0,
                      backend=MockBackend(scripted={"reflect": [edits_reply()]}))
     assert result.gate.verdict == "accept" and result.gate.details["clause"] == "stated_rules"
     report = result.gate.details["stated_rules"]
