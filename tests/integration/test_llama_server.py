@@ -90,9 +90,11 @@ def test_target_calls_are_the_replays_the_diagnostics_show(night):
     diagnostics = night.diagnostics
     gate = diagnostics.gate
     # train replays, then the gate's val replays of both sides (hard-evidence val tasks only), then the replays the
-    # gate's follow-ups report: the users' rules on their own tasks, the support test and gate repair
+    # gate's follow-ups report: the users' rules on their own tasks, the support test and gate repair; and the
+    # wording choice's replays of each stated rule's own tasks (engine/wording.py, mining["wording"])
     shown = [*diagnostics.train_results, *(r for c in gate.per_task for r in [*c.baseline, *c.candidate])]
     extra = sum((gate.details.get(name) or {}).get("calls", 0) for name in ("stated_rules", "support", "repair"))
+    extra += (diagnostics.mining.get("wording") or {}).get("calls", 0)
     assert diagnostics.cost["target"].calls == sum(1 for r in shown if not r.cached) + extra
     assert {c.task_id for c in gate.per_task} <= {c.task_id for c in gate.per_task if c.origin == "tonight"}
     assert len(gate.per_task) <= diagnostics.tasks["val_gated"]
