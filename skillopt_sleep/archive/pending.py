@@ -119,10 +119,8 @@ def retest_pending(pending: PendingCandidate, replayer: Replayer, *, documents: 
         return PendingOutcome("kept", "no fresh val task tonight: waiting for one", pending)
 
     evaluation = replay_pair(fresh, replayer, baseline_views=prompt_views(documents),
-                             candidate_views=prompt_views(candidate), gate_samples=settings.gate_samples,
-                             gate_temperature=settings.gate_temperature, metric=settings.gate_metric,
-                             mixed_weight=settings.gate_mixed_weight, flip_samples=settings.gate_flip_samples,
-                             flip_temperature=settings.gate_flip_temperature, flip_tasks=settings.gate_flip_max_tasks)
+                             candidate_views=prompt_views(candidate),
+                             plan=settings.sampling(settings.gate_flip_max_tasks))
     gate = decide(settings.gate, baseline=evaluation.baseline, candidate=evaluation.candidate,
                   best_gate_score=best_gate_score, request_heads={task.id: task.request[:120] for task in fresh},
                   perturbed_baseline=evaluation.perturbed_baseline, perturbed_candidate=evaluation.perturbed_candidate)

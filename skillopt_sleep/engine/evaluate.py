@@ -20,6 +20,8 @@ Raises ``BackendError`` / ``BudgetExhausted`` from the meter.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from skillopt_sleep.engine.gate import replace_task_results, tasks_to_perturb, tasks_to_resample
@@ -44,6 +46,22 @@ class Evaluation(BaseModel):
     perturbed_candidate: list[ReplayResult] = Field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class SamplingPlan:
+    """How one test samples (module docstring): gate_samples: samples per side for a task whose outcome could be noise
+    (1 = none) at gate_temperature; metric / mixed_weight: the gate metric that names those tasks; flip_samples /
+    flip_temperature / flip_tasks: the flip re-test's samples per side, temperature and most tasks (step 4; 0 samples
+    or 0 tasks = no re-test). Built by ``StepSettings.sampling``."""
+
+    gate_samples: int
+    gate_temperature: float
+    metric: str
+    mixed_weight: float
+    flip_samples: int = 0
+    flip_temperature: float = 0.0
+    flip_tasks: int = 0
+
+
 def _repeats(results: list[ReplayResult], task_id: str) -> bool:
     """The task's scored samples all have the same response (and there are at least two)."""
     responses = [result.response for result in results if result.task_id == task_id and result.error is None]
@@ -51,37 +69,33 @@ def _repeats(results: list[ReplayResult], task_id: str) -> bool:
 
 
 def replay_pair(val: list[TaskRecord], replayer: Replayer, *, baseline_views: dict[str, str],
-                candidate_views: dict[str, str], gate_samples: int, gate_temperature: float, metric: str,
-                mixed_weight: float, flip_samples: int = 0, flip_temperature: float = 0.0,
-                flip_tasks: int = 0) -> Evaluation:
-    """Replay ``val`` with the baseline and the candidate documents through ``replayer`` (module docstring).
+                candidate_views: dict[str, str], plan: SamplingPlan) -> Evaluation:
+    """Replay ``val`` with the baseline and the candidate documents through ``replayer`` (module docstring), sampling
+    as ``plan`` says.
 
     baseline_views / candidate_views: ``{"skill": text, "memory": text}`` as the target sees them
-    (``documents.targets.prompt_view``); gate_samples: samples per side for a task that could be noise (1 = none);
-    flip_samples / flip_temperature / flip_tasks: the flip re-test's samples per side, temperature and most tasks
-    (step 4; 0 samples or 0 tasks = no re-test).
+    (``documents.targets.prompt_view``).
     """
     out = Evaluation(baseline=replay_tasks(val, replayer, **baseline_views),
                      candidate=replay_tasks(val, replayer, **candidate_views))
-    _resample(out, val, replayer, baseline_views=baseline_views, candidate_views=candidate_views,
-              gate_samples=gate_samples, gate_temperature=gate_temperature, metric=metric, mixed_weight=mixed_weight)
-    if flip_samples > 0:
-        wanted = set(tasks_to_perturb(out.baseline, out.candidate, limit=flip_tasks))
+    _resample(out, val, replayer, baseline_views=baseline_views, candidate_views=candidate_views, plan=plan)
+    if plan.flip_samples > 0:
+        wanted = set(tasks_to_perturb(out.baseline, out.candidate, limit=plan.flip_tasks))
         flipped = [task for task in val if task.id in wanted]
         if flipped:
             out.perturbed = [task.id for task in flipped]
-            out.perturbed_baseline = replay_tasks(flipped, replayer, **baseline_views, samples=flip_samples,
-                                                  temperature=flip_temperature)
-            out.perturbed_candidate = replay_tasks(flipped, replayer, **candidate_views, samples=flip_samples,
-                                                   temperature=flip_temperature)
+            out.perturbed_baseline = replay_tasks(flipped, replayer, **baseline_views, samples=plan.flip_samples,
+                                                  temperature=plan.flip_temperature)
+            out.perturbed_candidate = replay_tasks(flipped, replayer, **candidate_views, samples=plan.flip_samples,
+                                                   temperature=plan.flip_temperature)
     return out
 
 
 def _resample(out: Evaluation, val: list[TaskRecord], replayer: Replayer, *, baseline_views: dict[str, str],
-              candidate_views: dict[str, str], gate_samples: int, gate_temperature: float, metric: str,
-              mixed_weight: float) -> None:
+              candidate_views: dict[str, str], plan: SamplingPlan) -> None:
     """Steps 2 and 3 of the module docstring, on ``out`` in place."""
-    wanted = set(tasks_to_resample(out.baseline, out.candidate, metric=metric, mixed_weight=mixed_weight,
+    gate_samples, gate_temperature = plan.gate_samples, plan.gate_temperature
+    wanted = set(tasks_to_resample(out.baseline, out.candidate, metric=plan.metric, mixed_weight=plan.mixed_weight,
                                    gate_samples=gate_samples))
     noisy = [task for task in val if task.id in wanted]
     for samples in sorted({2, gate_samples}):

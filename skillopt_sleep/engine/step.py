@@ -77,7 +77,7 @@ from skillopt_sleep.documents.targets import prompt_views
 from skillopt_sleep.engine import repair
 from skillopt_sleep.engine.aggregate import PatchList, dedupe_edits, merge_patches, rank_edits
 from skillopt_sleep.engine.edits import apply_edits
-from skillopt_sleep.engine.evaluate import Evaluation, replay_pair
+from skillopt_sleep.engine.evaluate import Evaluation, SamplingPlan, replay_pair
 from skillopt_sleep.engine.gate import GateSettings, decide, summarize
 from skillopt_sleep.engine.reflect import (
     MAX_PASSING_TASKS,
@@ -130,6 +130,14 @@ class StepSettings(NightStepConfig):
         return GateSettings(mode=self.gate_mode, metric=self.gate_metric, mixed_weight=self.gate_mixed_weight,
                             rule=self.gate_rule, margin=self.gate_margin, alpha=self.gate_alpha,
                             flip_alpha=self.gate_flip_alpha)
+
+    def sampling(self, flip_tasks: int) -> SamplingPlan:
+        """How a test of this step samples (``evaluate.replay_pair``): the gate's samples and temperature, its metric,
+        and the flip re-test's samples and temperature, on at most ``flip_tasks`` tasks."""
+        return SamplingPlan(gate_samples=self.gate_samples, gate_temperature=self.gate_temperature,
+                            metric=self.gate_metric, mixed_weight=self.gate_mixed_weight,
+                            flip_samples=self.gate_flip_samples, flip_temperature=self.gate_flip_temperature,
+                            flip_tasks=flip_tasks)
 
 
 #: Applied to the edits the step proposes itself (``StepInput.edit_filter``): returns those that may go on.
@@ -370,11 +378,7 @@ class _Tester:
 
     def test(self, candidate: dict[str, str]) -> tuple[Evaluation, GateDecision]:
         evaluation = replay_pair(self.val, self.replayer, baseline_views=self.views(self.texts),
-                                 candidate_views=self.views(candidate), gate_samples=self.settings.gate_samples,
-                                 gate_temperature=self.settings.gate_temperature,
-                                 metric=self.settings.gate_metric, mixed_weight=self.settings.gate_mixed_weight,
-                                 flip_samples=self.settings.gate_flip_samples,
-                                 flip_temperature=self.settings.gate_flip_temperature, flip_tasks=self.flips_left)
+                                 candidate_views=self.views(candidate), plan=self.settings.sampling(self.flips_left))
         self.flips_left -= len(evaluation.perturbed)
         decision = self.gate(baseline=evaluation.baseline, candidate=evaluation.candidate,
                              perturbed_baseline=evaluation.perturbed_baseline,

@@ -34,7 +34,7 @@ is ``rulebook.written_line``'s to decide; this module only builds text.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from skillopt_sleep.checks import check_key, check_passes, word_regex
 from skillopt_sleep.mine.formats import (
@@ -47,8 +47,13 @@ from skillopt_sleep.mine.literals import name_of_use_regex
 from skillopt_sleep.mine.validation import ACTIONS_HEADER
 from skillopt_sleep.models import Check
 
-if TYPE_CHECKING:
-    from skillopt_sleep.mine.rulebook import StatedRule
+
+class StatedRule(Protocol):
+    """What compilation reads of a rule (``mine.rulebook.StatedRule`` has it): its validated checks and the user's
+    phrasings. A protocol, so that this module stays below the rulebook that calls it."""
+
+    checks: list[Check]
+    phrasings: list[str]
 
 #: Longest example (characters) a compiled line shows.
 EXAMPLE_CHARS = 40
