@@ -27,9 +27,6 @@ from skillopt_sleep.checks import check_key
 from skillopt_sleep.mine.rulebook import line_keys
 from skillopt_sleep.models import EditRecord, TaskRecord
 
-#: Default of ``gate_max_val``: most val tasks the gate replays in one night.
-DEFAULT_GATE_MAX_VAL = 12
-
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
