@@ -251,9 +251,11 @@ def describe_check(check: Check) -> str:
 
 def word_regex(literal: str) -> str:
     """A regex for ``literal`` as a whole word: not inside a longer word (``npm`` is not in ``pnpm``); an end that is
-    not a word character (``Path(``) needs no boundary."""
-    head = r"(?<!\w)" if re.match(r"\w", literal) else ""
-    tail = r"(?!\w)" if re.search(r"\w$", literal) else ""
+    not a word character (``Path(``) needs no boundary. A literal with a hyphen (a flag, a package: ``--force``,
+    ``left-pad``) is a word of hyphens too: ``--force`` is not in ``--force-with-lease``."""
+    word = r"[\w-]" if "-" in literal else r"\w"
+    head = rf"(?<!{word})" if re.match(r"\w", literal) else ""
+    tail = rf"(?!{word})" if re.search(r"\w$", literal) else ""
     return head + re.escape(literal) + tail
 
 
@@ -262,7 +264,8 @@ def negative_word_regex(literal: str) -> str:
     return r"\A(?![\s\S]*" + word_regex(literal) + ")"
 
 
-_NEGATIVE = re.compile(r"^\\A\(\?!\[\\s\\S\]\*(?:\(\?<!\\w\))?(?P<body>.+?)(?:\(\?!\\w\))?\)$")
+_NEGATIVE = re.compile(r"^\\A\(\?!\[\\s\\S\]\*(?:\(\?<!(?:\\w|\[\\w-\])\))?(?P<body>.+?)"
+                       r"(?:\(\?!(?:\\w|\[\\w-\])\))?\)$")
 
 
 def check_key(check: Check) -> tuple[str, str]:

@@ -208,3 +208,18 @@ def test_a_name_is_found_where_the_whole_word_regex_finds_it(seed: int) -> None:
         for name in names:
             expected = re.search(word_regex(name), text.text, re.IGNORECASE) is not None
             assert text.has_word(name) is expected, (name, text.text)
+
+
+@pytest.mark.parametrize(("literal", "text", "found"), [
+    ("--force", "git push --force-with-lease origin main", False),  # a longer flag is another word
+    ("--force", "git push --force origin main", True),
+    ("left-pad", "npm i left-pad-ng", False),
+    ("left-pad", "remove left-pad now", True),
+    ("npm", "pnpm add zod", False),
+    ("npm", "npm-run-all is installed", True),  # a word without a hyphen keeps the plain word boundary
+], ids=["flag-prefix", "flag", "package-prefix", "package", "npm-in-pnpm", "npm-before-hyphen"])
+def test_a_hyphenated_literal_is_a_whole_word_of_hyphens_too(literal, text, found):
+    assert (re.search(word_regex(literal), text) is not None) is found
+    negative = negative_word_regex(literal)
+    assert (re.search(negative, text) is None) is found
+    assert check_key(Check(op="regex", value=negative)) == ("not", literal)  # the rule's identity is unchanged
