@@ -446,13 +446,19 @@ def _stated_rules_stage(result: StepResult, tester: _Tester, *, proposed: list[E
     """A tie is no evidence against the user's own rules (``gate_stated_rules = "own_tasks"``): when the gate left
     pending a candidate made only of rules the users stated, and it lost no val task and regressed none (at least one
     val task replayed), the candidate is replayed on the train tasks those rules came from; it is accepted when it
-    passes one the baseline failed and fails none the baseline passed. Recorded in ``gate.details["stated_rules"]``."""
+    passes one the baseline failed and fails none the baseline passed. A flip is no evidence against them either: a
+    candidate whose only val losses are flips the perturbation re-test did not confirm (``gate.details["flips"]``),
+    with no val win, is treated as a tie here (a rule change, "we moved from black to ruff", must not wait on an
+    unrelated answer that changed at temperature 0). Recorded in ``gate.details["stated_rules"]``."""
     gate = result.gate
     applied = [edit for edit in result.edits if edit.status == "applied"]
     contents = {edit.content for edit in proposed}
-    if (not gate.details.get("pending") or not gate.per_task or not applied
+    flips = {flip.get("task") for flip in gate.details.get("flips", [])}
+    lost_val = {comparison.task_id for comparison in gate.per_task if comparison.outcome == "loss"}
+    only_flips = bool(lost_val) and lost_val <= flips and not gate.details.get("wins")
+    if (not (gate.details.get("pending") or only_flips) or not gate.per_task or not applied
             or any(edit.content not in contents for edit in applied)
-            or gate.details.get("losses") or gate.details.get("regressions")):
+            or (gate.details.get("losses") and not only_flips) or gate.details.get("regressions")):
         return
     sources = {task_id for edit in applied for task_id in edit.evidence}
     own = [task for task in train if task.id in sources]
@@ -475,7 +481,9 @@ def _stated_rules_stage(result: StepResult, tester: _Tester, *, proposed: list[E
         result.gate = gate.model_copy(update={
             "verdict": "accept",
             "reason": (f"the user's own rules: they won {len(won)} of their {len(own)} own task(s) and lost no val "
-                       f"task ({gate.details.get('ties', 0)} tie(s), no regression); {gate.reason}"),
+                       f"task ({gate.details.get('ties', 0)} tie(s)"
+                       + (f", {len(lost_val)} unconfirmed flip(s)" if only_flips else "")
+                       + f", no regression); {gate.reason}"),
             "details": {**gate.details, "clause": "stated_rules", "pending": False}})
     else:
         report["outcome"] = "pending: " + ("lost an own task" if lost else "won none of its own tasks")

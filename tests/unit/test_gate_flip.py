@@ -248,3 +248,26 @@ def test_the_flip_settings_come_from_the_config():
     assert settings.gate.flip_alpha == 0.1
     with pytest.raises(ValueError, match="flip_alpha"):
         GateSettings(mode="on", metric="hard", mixed_weight=0.0, rule="paired", flip_alpha=1.5)
+
+
+def test_a_stated_rule_whose_only_val_loss_is_an_unconfirmed_flip_is_judged_on_its_own_tasks():
+    """A rule the user stated (its line contains HELPFUL_1, so the visitor task flips) wins no val task and loses only
+    the flip: without the flip clause the gate rejects it outright; with it, its own train task decides."""
+    from skillopt_sleep.mine.rulebook import StatedRule
+
+    rule = StatedRule(id="r-newtool1", keys=[("has", "newtool1")], text="Use newtool1, not oldtool1",
+                      phrasings=["Use newtool1, not oldtool1"], checks=[Check(op="contains", value="newtool1")],
+                      task_ids=["t-train-1"], stated=3, stated_total=3, scope="lasting")
+    backend = FlipBackend("flip", scripted={"reflect": [reply()]})
+    settings = StepSettings(edit_budget=4, gate_samples=2, propose_user_rules=True, rule_wording="user",
+                            wording_max_calls=0, workers=1, gate_repair=False)
+    result = run_step(StepInput(train=[tool_task("train", 1)], val=[tool_task("val", 0), visitor_task(9)],
+                                documents={"memory": MEMORY}, rules=[rule]),
+                      settings=settings, replayer=Replayer(CallMeter(backend), workers=1, cache=ReplayCache(),
+                                                           seed=settings.seed))
+    details = result.gate.details
+    assert (details["wins"], details["losses"]) == (0, 1) and [flip["task"] for flip in details["flips"]] == [
+        "t-val-visitor-9"]
+    assert details["stated_rules"]["won"] == ["t-train-1"] and details["stated_rules"]["lost"] == []
+    assert result.accepted and details["clause"] == "stated_rules"
+    assert "1 unconfirmed flip(s)" in result.gate.reason
