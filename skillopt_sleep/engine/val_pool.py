@@ -24,7 +24,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from skillopt_sleep.checks import check_key
-from skillopt_sleep.mine.rulebook import line_keys
+from skillopt_sleep.mine.rulebook import line_keys, opposite_keys
 from skillopt_sleep.models import EditRecord, TaskRecord
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -42,8 +42,7 @@ def touches(task: TaskRecord, edits: list[EditRecord]) -> bool:
 
 def stale(task: TaskRecord, stated: list[EditRecord]) -> bool:
     """One of the task's checks demands the opposite of what a newer user-stated rule edit demands."""
-    opposite = {("not" if kind == "has" else "has", value) for edit in stated
-                for kind, value in line_keys(edit.content or "") if kind in ("has", "not")}
+    opposite = {key for edit in stated for key in opposite_keys(line_keys(edit.content or ""))}
     return any(check_key(check) in opposite for check in task.judge.checks)
 
 

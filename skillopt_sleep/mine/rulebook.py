@@ -218,10 +218,16 @@ def stating_line(rule: StatedRule, documents: dict[str, str]) -> str | None:
     return None
 
 
+def opposite_keys(keys: set[Key]) -> set[Key]:
+    """What contradicts ``keys``: forbidding each literal they demand, demanding each one they forbid (``has`` <->
+    ``not``; other keys have no opposite)."""
+    return {("not" if kind == "has" else "has", value) for kind, value in keys if kind in ("has", "not")}
+
+
 def contradicted_line(rule: StatedRule, block: str) -> str | None:
     """The managed-block line a newer rule contradicts: it demands a literal the rule forbids, or forbids one the
     rule demands ("- always use yarn." against "we moved from yarn to pnpm"). None when there is none."""
-    opposite = {("not" if kind == "has" else "has", value) for kind, value in rule.key_set if kind in ("has", "not")}
+    opposite = opposite_keys(rule.key_set)
     if not opposite:
         return None
     for line, keys in document_rules(block):

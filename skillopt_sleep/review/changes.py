@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from skillopt_sleep.documents.block import block_rule_lines
 from skillopt_sleep.mine.provenance import is_blocked
-from skillopt_sleep.mine.rulebook import line_keys
+from skillopt_sleep.mine.rulebook import line_keys, text_key
 from skillopt_sleep.models import Diagnostics, FileChange, ReplayResult
 from skillopt_sleep.review.staged import STAGED_NOTE
 
@@ -166,15 +166,11 @@ def changes_sentence(diagnostics: Diagnostics) -> str:
     return "; ".join(describe_change(change) for change in changed + unchanged) + source
 
 
-def _bare(rule: str) -> str:
-    return rule.lstrip("-*+ ").strip().rstrip(".").strip().casefold()
-
-
 def _taught_by(line: str, rules: list[dict]) -> dict | None:
     """The stated rule (a ``Diagnostics.mining["rules"]`` entry) an added line writes: the one in the same words, else
     the one whose check keys (``keys``) the line demands (``rulebook.line_keys``: a line compiled from the rule's
     checks, "Use `pnpm`, never `npm`."), else None."""
-    same_words = next((rule for rule in rules if _bare(rule.get("text", "")) == _bare(line)), None)
+    same_words = next((rule for rule in rules if text_key(rule.get("text", "")) == text_key(line)), None)
     if same_words is not None:
         return same_words
     demanded = {key for key in line_keys(line) if key[0] != "text"}
@@ -202,8 +198,8 @@ def learned_lines(diagnostics: Diagnostics) -> list[str]:
     stated = diagnostics.mining.get("rules", [])
     lines = []
     for change in changed:
-        where = "written to" if change.state == "written" else "staged for"
-        lines.append(f"{change.file} ({where} {'this file' if change.state == 'written' else 'skillopt-sleep adopt'}):")
+        where = "written to this file" if change.state == "written" else "staged for skillopt-sleep adopt"
+        lines.append(f"{change.file} ({where}):")
         for text, number in zip(change.added, change.added_at or [0] * len(change.added)):
             lines.append(f"  line {number}: {text.strip()}" if number else f"  {text.strip()}")
             rule = _taught_by(text, stated)

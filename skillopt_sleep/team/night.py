@@ -35,7 +35,7 @@ from skillopt_sleep.checks import check_key
 from skillopt_sleep.documents.block import team_line, team_rule_of
 from skillopt_sleep.errors import TeamError
 from skillopt_sleep.mine.provenance import UserText
-from skillopt_sleep.mine.rulebook import StatedRule, document_rules, rule_line
+from skillopt_sleep.mine.rulebook import StatedRule, document_rules, opposite_keys, rule_line
 from skillopt_sleep.models import EditRecord, TaskRecord
 from skillopt_sleep.paths import ProjectPaths
 from skillopt_sleep.team.local import load_local, record_result
@@ -82,13 +82,9 @@ def rule_keys(rule: SharedRule) -> set[Key]:
     return {check_key(check) for check in rule.checks}
 
 
-def _opposite(keys: set[Key]) -> set[Key]:
-    return {("not" if kind == "has" else "has", value) for kind, value in keys if kind in ("has", "not")}
-
-
 def contradicts(keys: set[Key], other: set[Key]) -> bool:
     """One demands a literal the other forbids (the test of ``mine.rulebook.contradicted_line``)."""
-    return bool(_opposite(keys) & other)
+    return bool(opposite_keys(keys) & other)
 
 
 def team_edit(rule: SharedRule, target: str = "memory") -> EditRecord:
@@ -191,7 +187,7 @@ def plan_team_night(project: Path, config: Any, paths: ProjectPaths, *, document
 def _tests(task: TaskRecord, keys: set[Key]) -> bool:
     """A val task tests a team rule when one of its checks demands what the rule demands, or the opposite (a task
     that forbids the rule's literal tests it too)."""
-    related = keys | _opposite(keys)
+    related = keys | opposite_keys(keys)
     return any(check_key(check) in related for check in task.judge.checks)
 
 
