@@ -12,8 +12,10 @@ JSON rewritten on every save (see ``shared/FORMATS.md`` §3 and §3.1):
 * ``api_conversation_history.json``: Anthropic-style messages. Read when there is no ``ui_messages.json`` (fixture
   ``gmfstu`` (Cline 3.51, native ``tool_use`` blocks, no ``ts``); ``roo-bc93a6f7`` (Roo, XML tool calls in text,
   ``ts`` on every message)). The human's words are the ``<task>`` of the first message, the ``<feedback>`` of an
-  ``attempt_completion`` result, the ``<answer>`` of an ``ask_followup_question`` result and the ``<user_message>``
-  of a "New instructions for task continuation" block. Both versions return tool results as *user text* starting
+  ``attempt_completion`` result (its last block: newer Cline writes the notice and the ``<feedback>`` as blocks of
+  their own), the ``<answer>`` of an ``ask_followup_question`` result and the ``<user_message>`` of a "New
+  instructions for task continuation" (plan mode: "New message to respond to with plan_mode_respond tool") block,
+  in the "[TASK RESUMPTION]" block or the block right after it. Both versions return tool results as *user text* starting
   ``[tool_name for 'x'] Result:`` (a ``tool_result`` block is read too). Authorship is structural: an envelope or a
   ``Result:`` header counts only at the start of a section of a message (its first block, or the first after an
   ``<environment_details>`` block); inside a result's body (a file, command output) it is data. A denial's or an
@@ -87,12 +89,18 @@ _ENV = re.compile(r"<environment_details>.*?(?:</environment_details>|\Z)", re.D
 _CWD = re.compile(r"Current (?:Working|Workspace) Directory \((.+)\)(?: Files)?[ \t]*$", re.MULTILINE)
 _HEADER = re.compile(r"\[([a-z_]+)((?: for '| in ).*?| completed|)\] Result:", re.DOTALL)
 _LINE_START = re.compile(r"\[[a-z_]+[] ]")
-_RESUME = re.compile(r"\A\s*(?:\[TASK RESUMPTION\].*?)?New instructions for task continuation:\s*"
-                     r"<user_message>\n?(.*?)\n?</user_message>", re.DOTALL)
+_RESUME = re.compile(r"\A\s*(?:\[TASK RESUMPTION\].*?)?(?:New instructions for task continuation|New message to "
+                     r"respond to with plan_mode_respond tool \(be sure to provide your response in the <response> "
+                     r"parameter\)):\s*<user_message>\n?(.*?)\n?</user_message>", re.DOTALL)
+_RESUMPTION = "[TASK RESUMPTION]"
 _TASK = re.compile(r"\A\s*<task>\n?(.*?)\n?</task>", re.DOTALL)
 _ANSWER = re.compile(r"\A\s*<answer>\n?(.*?)\n?</answer>", re.DOTALL)
+_FEEDBACK_NOTICE = ("The user has provided feedback on the results. Consider their input to continue the task, and "
+                    "then attempt completion again.")
 _COMPLETION_FEEDBACK = re.compile(r"\A\s*The user has provided feedback on the results\..*?<feedback>\n?(.*?)\n?"
                                   r"</feedback>", re.DOTALL)
+_ATTACHED = ("Files attached by the user:", "<file_content ")
+_FEEDBACK = re.compile(r"\A\s*<feedback>\n?(.*?)\n?</feedback>\s*\Z", re.DOTALL)
 _DENIED = re.compile(r"\A\s*The user denied this operation(?: and provided the following feedback:\s*<feedback>\n?"
                      r"(.*?)\n?</feedback>)?", re.DOTALL)
 _APPROVED = re.compile(r"\A\s*The user approved this operation and provided the following context:\s*<feedback>\n?"
@@ -221,10 +229,11 @@ def result_events(task: Task, blocks: list[Block], index: int, stamp: datetime |
     name: str | None = None
     body: list[str] = []
     section_start = True
+    resumed = False  # the previous block opened a section with the "[TASK RESUMPTION]" preamble
 
     def close() -> None:
         if name is not None:
-            _segment_events(task, name, "\n".join(body), index, stamp, requests, typed)
+            _segment_events(task, name, body, index, stamp, requests, typed)
 
     for block in blocks:
         raw = block.text
@@ -239,6 +248,7 @@ def result_events(task: Task, blocks: list[Block], index: int, stamp: datetime |
                 name, body, section_start = None, [], True
             continue
         first, section_start = section_start, False
+        after_resumption, resumed = resumed, first and text.lstrip().startswith(_RESUMPTION)
         header = _HEADER.match(text.lstrip()) if first or block.tool_result else None
         if header is not None:
             close()
@@ -255,9 +265,13 @@ def result_events(task: Task, blocks: list[Block], index: int, stamp: datetime |
         if name is not None:
             body.append(text)  # a result's body: data
             continue
-        if not first:
+        if not first and not after_resumption:
             continue
         resume = _RESUME.match(text)
+        if after_resumption:  # the preamble and the user's message are two blocks (Cline >= 3.x)
+            if requests and resume:
+                task.events.append(Event("request", index, _tag_text(resume.group(1)), timestamp=stamp))
+            continue
         opening = _TASK.match(text) if "<environment_details>" not in raw else None
         if opening and any(event.kind == "request" for event in task.events):
             opening = None  # the task opens the first message only
@@ -266,12 +280,13 @@ def result_events(task: Task, blocks: list[Block], index: int, stamp: datetime |
     close()
 
 
-def _segment_events(task: Task, name: str, body: str, index: int, stamp: datetime | None, requests: bool,
+def _segment_events(task: Task, name: str, blocks: list[str], index: int, stamp: datetime | None, requests: bool,
                     typed: frozenset[str]) -> None:
-    """The events of one ``[name] Result:`` body (markers are matched at its start only: a file that quotes them
-    is a file); typed: see ``result_events``."""
+    """The events of one ``[name] Result:`` body, its text blocks in order (markers are matched at the start of the
+    body only: a file that quotes them is a file); typed: see ``result_events``."""
+    body = "\n".join(blocks)
     if name == "ask_followup_question" or name == "attempt_completion":
-        found = (_ANSWER if name == "ask_followup_question" else _COMPLETION_FEEDBACK).match(body)
+        found = _ANSWER.match(body) if name == "ask_followup_question" else _completion_feedback(blocks)
         if requests and found:
             task.events.append(Event("request", index, _tag_text(found.group(1)), timestamp=stamp))
         return
@@ -288,6 +303,23 @@ def _segment_events(task: Task, name: str, body: str, index: int, stamp: datetim
         code = _EXIT_CODE.search(body[:500])
         if code and int(code.group(1)) != 0:
             task.events.append(Event("error", index, body.strip()[:_TEXT_CAP]))
+
+
+def _completion_feedback(blocks: list[str]) -> re.Match | None:
+    """The human's feedback on an ``attempt_completion``. Cline writes it as the result's last text block (the notice
+    and the ``<feedback>`` in one block, or the notice alone and then a ``<feedback>`` block), after the output of the
+    completion's command, whose text can be anything, and before the files the human attached ("Files attached by the
+    user:", "<file_content …>"); with no feedback the result is empty. So only the last block (before attached
+    files) is read: a command output shaped like feedback always comes before the real one."""
+    at = len(blocks) - 1
+    while at > 0 and blocks[at].lstrip().startswith(_ATTACHED):
+        at -= 1
+    if at < 0:
+        return None
+    found = _COMPLETION_FEEDBACK.match(blocks[at])
+    if found is None and at > 0 and blocks[at - 1].strip() == _FEEDBACK_NOTICE:
+        found = _FEEDBACK.match(blocks[at])
+    return found
 
 
 def _feedback(value: object, typed: frozenset[str]) -> str:
