@@ -197,6 +197,37 @@ class Task:
     last_time: datetime | None = None
     spawned: list[str] = field(default_factory=list)
     """The messages of the ``new_task`` children this task started."""
+    offered: frozenset[str] = frozenset()
+    """The options the agent offered with its latest ``ask_followup_question``: an answer that is one of them was
+    clicked, not typed (the agent's words)."""
+
+
+_XML_OPTIONS = re.compile(r"<options>\s*(\[.*?\])\s*</options>", re.DOTALL)
+_XML_SUGGEST = re.compile(r"<suggest(?:\s[^>]*)?>\s*(.*?)\s*</suggest>", re.DOTALL)
+
+
+def _options(value: object) -> frozenset[str]:
+    """The options of an ``ask_followup_question``: a list, or a JSON array in a string (Cline's ``options``; Roo
+    Code's ``suggest`` items are ``{"answer": ...}``)."""
+    if isinstance(value, str):
+        try:
+            value = orjson.loads(value)
+        except ValueError:
+            return frozenset()
+    if not isinstance(value, list):
+        return frozenset()
+    items = [item.get("answer") if isinstance(item, dict) else item for item in value]  # Roo: {"answer": ...}
+    return frozenset(item.strip() for item in items if isinstance(item, str) and item.strip())
+
+
+def _xml_offered(text: str) -> frozenset[str] | None:
+    """The options of an XML-era ``<ask_followup_question>`` in the agent's text (Cline ``<options>``, Roo Code
+    ``<suggest>``), or None when the text asks no question."""
+    if "<ask_followup_question>" not in text:
+        return None
+    found = _XML_OPTIONS.search(text)
+    return _options(found.group(1)) if found else frozenset(
+        item.strip() for item in _XML_SUGGEST.findall(text) if item.strip())
 
 
 def _tag_text(value: object) -> str:
@@ -287,6 +318,8 @@ def _segment_events(task: Task, name: str, blocks: list[str], index: int, stamp:
     body = "\n".join(blocks)
     if name == "ask_followup_question" or name == "attempt_completion":
         found = _ANSWER.match(body) if name == "ask_followup_question" else _completion_feedback(blocks)
+        if found and name == "ask_followup_question" and found.group(1).strip() in task.offered:
+            return  # an option the agent offered, clicked: the agent's words, not the human's
         if requests and found:
             task.events.append(Event("request", index, _tag_text(found.group(1)), timestamp=stamp))
         return
@@ -391,6 +424,9 @@ def _assistant_block(task: Task, block: dict, index: int, pending: dict[str, lis
     if kind == "text" and isinstance(block.get("text"), str):
         text = block["text"]
         task.spawned.extend(found.strip() for found in _XML_NEW_TASK.findall(text))
+        offered = _xml_offered(text)
+        if offered is not None:
+            task.offered = offered
         if _USER_INTERRUPT in text and requests:
             task.events.append(Event("interrupt", index))
         if requests:
@@ -400,6 +436,8 @@ def _assistant_block(task: Task, block: dict, index: int, pending: dict[str, lis
         raw_input = block.get("input")
         data = {key: value for key, value in raw_input.items() if key != "task_progress"} \
             if isinstance(raw_input, dict) else {}
+        if name == "ask_followup_question":
+            task.offered = _options(data.get("options"))
         if name == "new_task":
             task.spawned.extend(str(data[key]).strip() for key in ("message", "context") if data.get(key))
         result = data.get("result") or data.get("response")
@@ -427,7 +465,12 @@ def read_ui(messages: list, task: Task) -> None:
         text = message.get("text") if isinstance(message.get("text"), str) else ""
         if kind == "task" or (kind == "text" and index == 0):
             task.events.append(Event("request", index, text[:_TEXT_CAP], timestamp=stamp))
+        elif kind == "followup" and message.get("type") == "ask":
+            question = _json_object(text)
+            task.offered = _options(question.get("options") or question.get("suggest"))
         elif kind == "user_feedback":
+            if text.strip() in task.offered:
+                continue  # an option the agent offered, clicked
             if not _feedback_answers_tool(messages, index):
                 task.events.append(Event("request", index, text[:_TEXT_CAP], timestamp=stamp))
         elif kind in ("text", "completion_result") and message.get("type") == "say":

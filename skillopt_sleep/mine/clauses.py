@@ -79,6 +79,25 @@ def strip_frame(clause: str) -> str:
     return stripped.rstrip(" .!;")
 
 
+_KEPT_FRAME = re.compile(r"\b(?:remember(?: to| that)?|always remember to|from now on|going forward|in general|"
+                         r"in the future|for the future|make sure (?:to|that|you)|be sure to|you should|you must|"
+                         r"you need to|you have to)\b", re.IGNORECASE)
+"""Frame words that make a clause an instruction or say that it lasts: ``strip_frame`` drops them to read the rule's
+form, ``statement`` keeps them (they are part of what the user taught)."""
+
+
+def statement(clause: str) -> str:
+    """``clause`` as a rule statement in the user's words: ``strip_frame``, except that frame words which make it an
+    instruction or say it lasts ("Make sure you ...", "From now on ...", "You must ...") stay ("No, from now on use
+    pnpm" -> "from now on use pnpm"; "Please make sure you configure the namespace" -> "make sure you configure the
+    namespace")."""
+    bare = strip_frame(clause)
+    head = clause.strip()
+    end = head.rfind(bare) if bare else -1
+    marker = _KEPT_FRAME.search(head, 0, end) if end > 0 else None
+    return head[marker.start():end] + bare if marker else bare
+
+
 _QUESTION_START = re.compile(
     r"^(?:why|what|how|when|where|which|who|whom|whose|can|could|would|will|shall|should|do|does|did|is|are|was|"
     r"were|am|have|has|had|may|might|isn't|aren't|doesn't|didn't|won't|wouldn't|shouldn't|couldn't)\b"

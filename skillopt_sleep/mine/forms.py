@@ -320,6 +320,7 @@ _DECLARE = re.compile(r"^(?:we(?:'re| are)?\s+(?:always\s+|only\s+|completely\s+
                       r"switching|standardi[sz]ing|sticking)\b|our\s+\w+(?:\s+\w+)?\s+(?:is|are)\b|"
                       r"[\w\s]{0,30}\blanguage is\b)", re.IGNORECASE)
 _SHOUTING = re.compile(r"\b(?:DO NOT|DON'T|NEVER|ALWAYS|MUST|SHOULD|SHALL|ONLY|STOP|NOT ALLOWED)\b")
+_LASTING_LEAD = re.compile(r"^(?:from now on|from here on|going forward|in the future)\b[,:;]?\s*", re.IGNORECASE)
 #: The fewest and most words of a normative statement (shorter: a fragment; longer: a paragraph of prose).
 NORMATIVE_WORDS = (3, 45)
 _REPORT = re.compile(r"^(?:no|not)\s+[\w\s]{0,40}\b(?:encountered|performed|found|modified|needed|required|changed|"
@@ -331,8 +332,9 @@ def normative(clause: str) -> bool:
     changing ..."), a constraint verb in the imperative ("Keep ...", "Ensure ...", "Make sure ...", "Use X as ..."),
     a modal statement ("X must ...", "the command needs to be ..."), a stated preference ("I want to use X"), a
     declaration ("we use ...", "display text language is german"), an imperative over every item ("Explain each
-    command ..."), or shouted (``MUST``, ``NEVER``). Questions and reports ("no errors encountered") are not."""
-    text = clause.strip()
+    command ..."), or shouted (``MUST``, ``NEVER``), after a leading "from now on". Questions and reports ("no errors
+    encountered") are not."""
+    text = _LASTING_LEAD.sub("", clause.strip())
     words = len(text.split())
     if (not NORMATIVE_WORDS[0] <= words <= NORMATIVE_WORDS[1] or is_question(text) or _REPORT.match(text)
             or _FORBID_NEUTRAL.match(text)):

@@ -106,12 +106,30 @@ def lasting_scope(text: str) -> str | None:
     return None
 
 
+_CONJUNCTION_BEFORE = frozenset("ensure ensures ensuring sure so such note means mean check verify remember given assume "
+                                "say says said think know believe state states stated confirm".split())
+_CLAUSE_START = frozenset("the a an all every each no they it we you i our your its their there he she this these those "
+                          "any some none nothing everything".split())
+
+
+def _conjunction(text: str, match: re.Match) -> bool:
+    """The "that" at ``match`` opens a clause ("ensure that the service runs as X", "that they are nested"): a
+    conjunction, not a word pointing at the task's object ("fix that", "that file")."""
+    if match.group(0).casefold() != "that":
+        return False
+    before = re.findall(r"\w+", text[:match.start()])[-1:]
+    after = re.findall(r"\w+", text[match.end():])[:1]
+    return bool(before and before[0].casefold() in _CONJUNCTION_BEFORE) or bool(
+        after and after[0].casefold() in _CLAUSE_START)
+
+
 def one_off_scope(text: str) -> str | None:
-    """What in ``text`` ties it to the task at hand ("this", a file name, "no other changes"; module docstring)."""
+    """What in ``text`` ties it to the task at hand ("this", a file name, "no other changes"; module docstring). A
+    "that" which opens a clause ("make sure that the keys are nested") ties nothing."""
     for name, pattern in _ONE_OFF_PATTERNS:
-        match = pattern.search(text or "")
-        if match:
-            return f"{name}: {match.group(0)!r}"
+        for match in pattern.finditer(text or ""):
+            if not _conjunction(text, match):
+                return f"{name}: {match.group(0)!r}"
     return None
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 
 from skillopt_sleep.checks import negative_word_regex
-from skillopt_sleep.mine.clauses import clean_quotes, split_clauses, strip_frame
+from skillopt_sleep.mine.clauses import clean_quotes, split_clauses, statement, strip_frame
 from skillopt_sleep.mine.formats import ISO_DATE_NO_MONTHS_REGEX, ISO_DATE_REGEX, format_checks
 from skillopt_sleep.mine.forms import _PART_SPLIT, USE_VERBS, normative, parse_part, parse_rule, rule_parts
 from skillopt_sleep.mine.literals import MAX_LITERAL_CHARS, dotted_name, literal_of, name_use_regex, quoted_part
@@ -55,8 +55,9 @@ def _statements(text: str, *, broad: bool) -> list[str]:
     found: list[str] = []
     seen: set[str] = set()
     for clause in split_clauses(typed_text(text)):
-        framed = strip_frame(clause)
-        for rule in _rule_statements(framed) or ([framed] if broad and normative(framed) else []):
+        bare, kept = strip_frame(clause), statement(clause)
+        rules = [kept if rule == bare else rule for rule in _rule_statements(bare)]
+        for rule in rules or ([kept] if broad and (normative(bare) or normative(kept)) else []):
             key = rule.casefold()
             if key not in seen and len(found) < MAX_RULES_PER_MESSAGE:
                 seen.add(key)

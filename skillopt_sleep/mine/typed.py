@@ -10,7 +10,7 @@ JSON or XML document, code, a diff, a terminal screen. Such a paste is recognise
   frame ``  12 | …`` and its ``^^^``), HTTP lines (``GET /x HTTP/1.1``, ``HTTP/1.1 404``, ``Status Code: 500``), JSON
   and XML lines, shell prompts (``$ cmd``, ``PS C:\\>``, ``user@host:~$``), diffs (``@@ -1 +1 @@``, ``+++ b/x``), tree
   drawings (``├──``), and code (a line that opens with a keyword such as ``def`` / ``import`` / ``const`` and holds
-  code punctuation, or ends in ``;`` / ``{`` / ``}``), a command line (``npm run dev``, ``COMMAND_LINE``), lines that
+  code punctuation, or ends in ``;`` / ``{`` / ``}``, before a trailing ``//`` or ``#`` comment), a command line (``npm run dev``, ``COMMAND_LINE``), lines that
   repeat one template (``TEMPLATE_REPEATS``: a program's output), and a page's chrome (``PAGE_LINES`` lines, most of
   them a word or three);
 * inside a paragraph, every line between its first and last machine-shaped lines is pasted too (the code line of a
@@ -43,6 +43,7 @@ _CODE_START = re.compile(
     r"\b[^\n]*[(){}\[\]=:;<>]")
 _CODE_END = re.compile(r"(?:[;{}]|\)\s*:|=>\s*\{?|\):?\s*\{)\s*$")
 _PROSE_WORD = re.compile(r"[^\W\d_]{2,}")
+_TRAILING_COMMENT = re.compile(r"(?<=[;{}])\s*(?://|#)\s.*$")
 PASTE_SHAPES = re.compile(
     r"^\s*\[?\d{1,4}[-/.:]\d{1,2}[-/.:]\d{1,4}[ T\]]"  # a timestamp that opens a log line
     r"|^\s*\d+:\d{2}:\d{2}[.,]\d+"  # a clock with fractions (gstreamer, syslog)
@@ -86,8 +87,9 @@ def _machine(line: str) -> bool:
     """A line shaped like output or code rather than prose (module docstring)."""
     if PASTE_SHAPES.search(line) or _CODE_START.match(line) or command_line(line):
         return True
-    words = len(_PROSE_WORD.findall(line))
-    return bool(_CODE_END.search(line)) and words <= 6
+    code = _TRAILING_COMMENT.sub("", line)  # "fetchFeedData(); // Call fetchFeedData here": code, then a comment
+    words = len(_PROSE_WORD.findall(code))
+    return bool(_CODE_END.search(code)) and words <= 6
 
 
 #: Lines of one shape (digits and hex runs aside) from which they are a program's output, not typing.

@@ -440,6 +440,10 @@ def _cline_ui(message: dict, planter: Planter) -> dict:
         if isinstance(data.get("request"), str):
             data["request"] = _after_first_line(data["request"], planter)
         return {**message, "text": json.dumps(data)}
+    if kind == "followup" and message["text"].startswith("{"):  # the question, in its JSON record
+        data = json.loads(message["text"])
+        data["question"] = planter.into(str(data.get("question", "")))
+        return {**message, "text": json.dumps(data)}
     return {**message, "text": planter.into(message["text"])}
 
 

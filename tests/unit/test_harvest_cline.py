@@ -140,7 +140,7 @@ def test_roo_fixture_ui_messages_give_every_human_turn(tmp_path):
     assert session.path.endswith("bc93a6f7/ui_messages.json")
     assert session.cwd == "d:/dev/roo-extensions"  # api [0] environment_details, "Current Workspace Directory (…)"
     heads = [turn.request[:40] for turn in session.turns]
-    assert [turn.request.startswith(head) for turn, head in zip(session.turns, heads)] == [True] * 9
+    assert [turn.request.startswith(head) for turn, head in zip(session.turns, heads)] == [True] * 8
     assert [head[:38] for head in heads] == [head[:38] for head in [
         "# PHASE 1 : Diagnostic Système Interface",  # ui [0] say text
         "Interface first, tu auras pu me demander",  # ui [55] user_feedback after completion_result
@@ -148,7 +148,8 @@ def test_roo_fixture_ui_messages_give_every_human_turn(tmp_path):
         "Instruis une sous-tâche pour ça stp",  # ui [70] typed on resume_task
         "🏗️ **MISSION ARCHITECTURALE RESTAURATIO",  # ui [76] pasted report
         "## ❌ **ÉCHEC DE LA MISSION - INCOMPRÉHEN",  # ui [98]
-        "❌ ÉCHEC : Je ne vois toujours que les 22",  # ui [116]
+        # not ui [116] "❌ ÉCHEC : Je ne vois toujours que les 22 …": one of the answers the agent suggested in [115],
+        # clicked: the agent's words
         "Ma fois c'est que ton analyse du fonctio",  # ui [125]
         "Ne range pas juste les 3 docuemnts à la ",  # ui [131]
     ]]
@@ -163,7 +164,7 @@ def test_roo_fixture_ui_messages_give_every_human_turn(tmp_path):
     assert failed[0].error == 'Tool "use_mcp_tool" is not allowed in orchestrator mode.'
     assert session.started_at == datetime.fromtimestamp(1758114661.175, tz=timezone.utc)
     assert session.ended_at == datetime.fromtimestamp(1759050861.688, tz=timezone.utc)  # ui [145]
-    assert stats.sessions_harvested == 1 and stats.requests == 9
+    assert stats.sessions_harvested == 1 and stats.requests == 8
     key = session.path
     assert context.new_checkpoints[key].offset == 146 and context.new_checkpoints[key].session_id == "bc93a6f7"
 
@@ -174,12 +175,14 @@ def test_roo_fixture_api_history_alone_gives_the_same_turns(tmp_path):
     session = sessions[0]
     heads = ["# PHASE 1 : Diagnostic Sy", "Interface first, tu auras", "Je vois 22 tâches (les de",
              "Instruis une sous-tâche p", "🏗️ **MISSION ARCHITECTUR", "## ❌ **ÉCHEC DE LA MISSI",
-             "❌ ÉCHEC : Je ne vois touj", "Ma fois c'est que ton ana", "Ne range pas juste les 3"]
+             "Ma fois c'est que ton ana", "Ne range pas juste les 3"]
     assert len(session.turns) == len(heads)
     assert all(turn.request.startswith(head) for turn, head in zip(session.turns, heads))
     assert session.turns[0].timestamp == datetime.fromtimestamp(1758115714.892, tz=timezone.utc)  # api [0] ts
     assert session.turns[3].request == "Instruis une sous-tâche pour ça stp"  # api [28] <user_message>
-    assert session.turns[6].request == "❌ ÉCHEC : Je ne vois toujours que les 22 tâches d'origine depuis mi-août"
+    # api [54]'s <answer> "❌ ÉCHEC : Je ne vois toujours que les 22 …" is one of the <suggest> answers the agent offered
+    # with its question: clicked, not typed
+    assert not any(turn.request.startswith("❌ ÉCHEC : Je ne vois") for turn in session.turns)
     assert session.entrypoint == ROO_EXT and session.cwd == "d:/dev/roo-extensions"
     # the assistant's XML tool calls are cut from the answer; attempt_completion's <result> is the answer (api [21])
     assert "<update_todo_list>" not in session.turns[2].final_answer
@@ -421,7 +424,7 @@ def test_with_the_ui_file_giving_the_cwd_the_api_history_is_not_decoded(tmp_path
     folder = install(storage, ROO_EXT, "bc93a6f7", ROO, ("ui_messages.json", "api_conversation_history.json"))
     sessions, stats, _ = run(storage)
     assert stats.bytes_read == (folder / "ui_messages.json").stat().st_size
-    assert len(sessions) == 1 and sessions[0].cwd == "d:/dev/roo-extensions" and len(sessions[0].turns) == 9
+    assert len(sessions) == 1 and sessions[0].cwd == "d:/dev/roo-extensions" and len(sessions[0].turns) == 8
     (folder / "api_conversation_history.json").write_text("[{not json")  # never decoded, so never counted
     again, stats, _ = run(storage)
     assert [s.model_dump() for s in again] == [s.model_dump() for s in sessions] and not stats.malformed_lines
@@ -486,6 +489,24 @@ def test_newer_cline_writes_feedback_and_resumed_messages_as_blocks_of_their_own
     assert api_requests(tmp_path, api) == ["Move the app to the new GCP project",
                                            "DO NOT touch any resources in the old project.",
                                            "Explain each command first.", "Keep the old project online."]
+
+
+def test_an_answer_the_agent_offered_as_an_option_was_clicked_not_typed(tmp_path):
+    """Cline 3.x (``mike4567/MRA04242026``): ``ask_followup_question`` carries ``options`` (a JSON array in a
+    string); the ``<answer>`` that is one of them was clicked, and is the agent's words; a typed answer is the human's."""
+    def question(options: list[str]) -> dict:
+        return {"role": "assistant", "content": [{"type": "tool_use", "id": "q", "name": "ask_followup_question",
+                                                  "input": {"question": "Apply?", "options": json.dumps(options)}}]}
+    api = [
+        user_text("<task>\nMove the app\n</task>", env()),
+        question(["Yes - apply", "Cancel - I need to review the plan first"]),
+        user_text("[ask_followup_question for 'Apply?'] Result:\n<answer>\nCancel - I need to review the plan first\n"
+                  "</answer>", env()),
+        question(["Yes - apply", "Cancel"]),
+        user_text("[ask_followup_question for 'Apply?'] Result:\n<answer>\nNo, keep the old project online\n"
+                  "</answer>", env()),
+    ]
+    assert api_requests(tmp_path, api) == ["Move the app", "No, keep the old project online"]
 
 
 def test_a_completion_command_output_shaped_like_feedback_is_not_the_humans(tmp_path):

@@ -46,6 +46,20 @@ def test_words_that_tie_a_statement_to_its_task(text, tie):
     assert one_off_scope(text).startswith(tie)
 
 
+@pytest.mark.parametrize("text", [
+    "You must ensure that the Cloud Run service runs as the mra-app-runner service account",  # mike4567, Cline
+    "make sure that the keys are nested under the right namespace",
+    "Keep the logs so that we can debug the booking flow",
+])
+def test_a_that_which_opens_a_clause_ties_nothing(text):
+    assert one_off_scope(text) is None
+
+
+def test_a_that_pointing_at_the_tasks_object_still_ties():
+    assert one_off_scope("Revert that change").startswith("this task")
+    assert one_off_scope("ensure that this file compiles").startswith("this task")  # "this" still ties
+
+
 def test_similar_is_the_same_instruction_in_other_words_not_shared_vocabulary():
     assert similar("keep it backwards compatible", "make sure the change stays backwards compatible")
     assert not similar("use pnpm for installs", "use the npm registry for installs")
@@ -112,3 +126,21 @@ def test_a_substitution_the_session_validates_lasts_other_corrections_wait():
         "lasting", "a substitution the session validates: the corrected answer broke it")
     assert tasks[1].rules[0].scope == "one_off"  # "this": tied to its task
     assert tasks[2].rules[0].scope != "lasting" and tasks[3].rules[0].scope == "candidate"
+
+
+@pytest.mark.parametrize(("message", "statement", "scope"), [
+    ("No, from now on use pnpm.", "from now on use pnpm", "from now on"),
+    ("Please, from now on, make sure you run ruff.", "from now on, make sure you run ruff", "from now on"),
+    ("Make sure you configure the translations properly using the correct namespace",  # clusterpj, Aider
+     "Make sure you configure the translations properly using the correct namespace", None),
+])
+def test_frame_words_that_make_an_instruction_or_say_it_lasts_stay_in_the_statement(message, statement, scope):
+    """"Make sure you ...", "From now on ..." are part of what the user taught: the statement keeps them, so that it
+    is read as an instruction and its lasting scope is seen (a discourse frame, "No,", "Please", is dropped)."""
+    from skillopt_sleep.mine.statements import checks_for_rule, rule_statements
+
+    assert rule_statements(message) == [statement]
+    assert lasting_scope(statement) == scope
+    if "pnpm" in message:
+        same = [(check.op, check.value) for check in checks_for_rule(statement)]
+        assert same == [(check.op, check.value) for check in checks_for_rule("use pnpm")]  # read on the bare form

@@ -93,3 +93,11 @@ def test_a_paragraph_an_agent_wrote_is_not_the_users_even_in_their_message():
     message = f"you said:\n\n{answer}\n\nthat is wrong, we use pnpm here"
     assert texts.without_copies(message) == "you said:\n\nthat is wrong, we use pnpm here"
     assert texts.without_copies("that is wrong, we use pnpm here") == "that is wrong, we use pnpm here"
+
+
+def test_a_code_line_with_a_trailing_comment_is_pasted():
+    """``rougecoin-project/rougee_react`` (Aider): a code line pasted into three requests, its comment is the code's."""
+    message = "the feed does not refresh\n    fetchFeedData(); // Call fetchFeedData here\nfix it please"
+    assert typed_text(message) == "the feed does not refresh\nfix it please"
+    assert typed_text("Comments start with // in this repo") == "Comments start with // in this repo"
+    assert typed_text("Keep the header; we need it") == "Keep the header; we need it"
