@@ -15,11 +15,12 @@ JSON rewritten on every save (see ``shared/FORMATS.md`` §3 and §3.1):
   ``attempt_completion`` result (its last block: newer Cline writes the notice and the ``<feedback>`` as blocks of
   their own), the ``<answer>`` of an ``ask_followup_question`` result and the ``<user_message>`` of a "New
   instructions for task continuation" (plan mode: "New message to respond to with plan_mode_respond tool") block,
-  in the "[TASK RESUMPTION]" block or the block right after it. Both versions return tool results as *user text* starting
-  ``[tool_name for 'x'] Result:`` (a ``tool_result`` block is read too). Authorship is structural: an envelope or a
-  ``Result:`` header counts only at the start of a section of a message (its first block, or the first after an
-  ``<environment_details>`` block); inside a result's body (a file, command output) it is data. A denial's or an
-  approval's feedback is the human's only when a ``ui_messages.json`` ``user_feedback`` typed it.
+  in the "[TASK RESUMPTION]" block or the block right after it. Both versions return tool results as *user text*
+  starting ``[tool_name for 'x'] Result:`` (a ``tool_result`` block is read too). Authorship is structural: an
+  envelope or a ``Result:`` header counts only at the start of a section of a message (its first block, or the first
+  after an ``<environment_details>`` block); inside a result's body (a file, command output) it is data. A denial's
+  or an approval's feedback is the human's only when a ``ui_messages.json`` ``user_feedback`` typed it; an answer
+  that is one of the options the agent offered was clicked, and is the agent's words.
 * ``task_metadata.json`` (Cline): ``environment_history[].cline_version`` gives the version.
 
 Never a request: ``<environment_details>`` (read only for the cwd, "Current Working Directory (…)" / "Current

@@ -106,10 +106,10 @@ def lasting_scope(text: str) -> str | None:
     return None
 
 
-_CONJUNCTION_BEFORE = frozenset("ensure ensures ensuring sure so such note means mean check verify remember given assume "
-                                "say says said think know believe state states stated confirm".split())
-_CLAUSE_START = frozenset("the a an all every each no they it we you i our your its their there he she this these those "
-                          "any some none nothing everything".split())
+_CONJUNCTION_BEFORE = frozenset("ensure ensures ensuring sure so such note means mean check verify remember given "
+                                "assume say says said think know believe state states stated confirm".split())
+_CLAUSE_START = frozenset("the a an all every each no they it we you i our your its their there he she this these "
+                          "those any some none nothing everything".split())
 
 
 def _conjunction(text: str, match: re.Match) -> bool:

@@ -10,9 +10,9 @@ JSON or XML document, code, a diff, a terminal screen. Such a paste is recognise
   frame ``  12 | …`` and its ``^^^``), HTTP lines (``GET /x HTTP/1.1``, ``HTTP/1.1 404``, ``Status Code: 500``), JSON
   and XML lines, shell prompts (``$ cmd``, ``PS C:\\>``, ``user@host:~$``), diffs (``@@ -1 +1 @@``, ``+++ b/x``), tree
   drawings (``├──``), and code (a line that opens with a keyword such as ``def`` / ``import`` / ``const`` and holds
-  code punctuation, or ends in ``;`` / ``{`` / ``}``, before a trailing ``//`` or ``#`` comment), a command line (``npm run dev``, ``COMMAND_LINE``), lines that
-  repeat one template (``TEMPLATE_REPEATS``: a program's output), and a page's chrome (``PAGE_LINES`` lines, most of
-  them a word or three);
+  code punctuation, or ends in ``;`` / ``{`` / ``}``, before a trailing ``//`` or ``#`` comment), a command line
+  (``npm run dev``, ``COMMAND_LINE``), lines that repeat one template (``TEMPLATE_REPEATS``: a program's output),
+  and a page's chrome (``PAGE_LINES`` lines, most of them a word or three);
 * inside a paragraph, every line between its first and last machine-shaped lines is pasted too (the code line of a
   traceback, a value of a document); the prose that opens or closes the paragraph ("here is the log:", "why?") is
   typed.

@@ -180,8 +180,8 @@ def test_roo_fixture_api_history_alone_gives_the_same_turns(tmp_path):
     assert all(turn.request.startswith(head) for turn, head in zip(session.turns, heads))
     assert session.turns[0].timestamp == datetime.fromtimestamp(1758115714.892, tz=timezone.utc)  # api [0] ts
     assert session.turns[3].request == "Instruis une sous-tâche pour ça stp"  # api [28] <user_message>
-    # api [54]'s <answer> "❌ ÉCHEC : Je ne vois toujours que les 22 …" is one of the <suggest> answers the agent offered
-    # with its question: clicked, not typed
+    # api [54]'s <answer> "❌ ÉCHEC : Je ne vois toujours que les 22 …" is one of the <suggest> answers the agent
+    # offered with its question: clicked, not typed
     assert not any(turn.request.startswith("❌ ÉCHEC : Je ne vois") for turn in session.turns)
     assert session.entrypoint == ROO_EXT and session.cwd == "d:/dev/roo-extensions"
     # the assistant's XML tool calls are cut from the answer; attempt_completion's <result> is the answer (api [21])
@@ -493,7 +493,8 @@ def test_newer_cline_writes_feedback_and_resumed_messages_as_blocks_of_their_own
 
 def test_an_answer_the_agent_offered_as_an_option_was_clicked_not_typed(tmp_path):
     """Cline 3.x (``mike4567/MRA04242026``): ``ask_followup_question`` carries ``options`` (a JSON array in a
-    string); the ``<answer>`` that is one of them was clicked, and is the agent's words; a typed answer is the human's."""
+    string); the ``<answer>`` that is one of them was clicked, and is the agent's words; a typed answer is the
+    human's."""
     def question(options: list[str]) -> dict:
         return {"role": "assistant", "content": [{"type": "tool_use", "id": "q", "name": "ask_followup_question",
                                                   "input": {"question": "Apply?", "options": json.dumps(options)}}]}
