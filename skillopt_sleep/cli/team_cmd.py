@@ -1,6 +1,6 @@
-"""``skillopt-sleep team init [--repo PATH_OR_URL]``, ``team publish [--dry-run] [--push]``, ``team pull``,
-``team status [--json]``:
-house rules shared through the team's own git (``skillopt_sleep/team``)."""
+"""``skillopt-sleep team init [--repo PATH_OR_URL]``, ``team publish [--dry-run] [--push]``,
+``team pull [--from-peer MANIFEST]``, ``team status [--json]``: house rules shared through the team's own git
+(``skillopt_sleep/team``)."""
 
 from __future__ import annotations
 
@@ -99,17 +99,35 @@ def publish(
 
 
 @team_app.command("pull")
-def pull(project: ProjectOpt = None, json_: JsonOpt = False, config_file: ConfigOpt = None) -> None:
+def pull(
+    from_peer: Annotated[Optional[Path], typer.Option(
+        "--from-peer", help="Also take in a rules manifest exported by SkillOpt-Sleep ('export-rules', format 1): "
+                            "its rules become team rule files, screened, that your nights re-prove on your own val "
+                            "tasks.")] = None,
+    project: ProjectOpt = None,
+    json_: JsonOpt = False,
+    config_file: ConfigOpt = None,
+) -> None:
     """Fetch the team rules and list what your next night will gate on your own val tasks."""
     from skillopt_sleep.team.night import preview_team_night
+    from skillopt_sleep.team.peer import import_peer_rules
 
     project_dir = (project or Path.cwd()).expanduser().resolve()
     with user_errors():
         config = resolve_config(config_file)
-        plan = preview_team_night(project_dir, config)
+        imported = import_peer_rules(project_dir, config, from_peer) if from_peer else None
+        plan = imported.preview if imported else preview_team_night(project_dir, config)
     if json_:
-        emit_json(plan.report() if plan is not None else None)
+        report = plan.report() if plan is not None else None
+        emit_json({"peer": imported.model_dump(mode="json", exclude={"preview"}), "next_night": report}
+                  if imported else report)
         return
+    if imported:
+        for rule in imported.rules:
+            where = f" -> {rule.path}" if rule.path else f": {rule.reason}"
+            _say(f"peer rule {rule.peer_id} {rule.status}{where} ({rule.text})")
+        _say(f"{imported.count('imported')} of {len(imported.rules)} rule(s) of {imported.manifest} (license "
+             f"{imported.license}) imported into {imported.location.rules_dir}; each is gated on your val tasks")
     if plan is None:
         _say("no team rules for this project ('skillopt-sleep team init' sets them up)")
         return

@@ -509,6 +509,8 @@ def _support_stage(result: StepResult, tester: _Tester, *, stated: set[str], met
         candidate, reapplied = build_candidate(tester.texts, kept)
         evaluation, decision = tester.test(candidate)
         if decision.verdict in ("accept", "accept_new_best"):
+            if "repair" in result.gate.details:  # the record of the edits repair dropped (``result.blamed``) stays
+                decision.details["repair"] = result.gate.details["repair"]
             _take(result, candidate, evaluation, decision, tester.texts)
             _replace_edits(result, applied, {index: "unsupported: the candidate won just as much without this edit, "
                                                     "which no user stated" for index in found}, reapplied)

@@ -8,6 +8,7 @@
 | ``location`` | where a project's team rules live (its own repository or a rules repository); ``init_team`` |
 | ``publish`` | which adopted rules are shared, the files and the commit that share them |
 | ``status`` | what is shared, what waits or was rejected locally, which rules hurt more members than they help |
+| ``peer`` | ``team pull --from-peer``: a SkillOpt-Sleep rules manifest read strictly, its rules made team rule files |
 
 One file per rule *and member*: a member only ever writes their own files, so two members publishing the same rule
 (same content-addressed id) write two files in one folder and their branches merge without conflict by construction.
