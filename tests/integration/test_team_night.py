@@ -172,6 +172,10 @@ def test_a_rule_that_loses_on_c_s_tasks_is_rejected_a_reviewed_command_passes_an
     assert pnpm not in memory(c)
     rejected = {entry["id"] for entry in report["rejected"]}
     assert {pnpm, secret} <= rejected
+    # the command rule rode in the rejected candidate, but no val task of C's tests it: it waits, it is not rejected
+    assert local[command].status == "pending" and command not in rejected
+    assert local[command].reason.startswith("no val task of yours tests it yet")
+    assert command in {entry["id"] for entry in report["pending"]}
     # shown in the rules ledger with their status here
     waiting = {r.id: r for r in list_rules(c, ProjectPaths(c.resolve(), state_c)) if r.origin == "team"}
     assert waiting[pnpm].status == "rejected" and waiting[pnpm].losses >= 1
