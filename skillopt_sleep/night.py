@@ -446,7 +446,8 @@ class _Night:
                                       documents=step_documents.values(), earlier=across_nights.authored_texts())
         self.team = plan_team_night(self.project, config, self.paths, documents=step_documents,
                                     stated=step_input.rules or [], night_id=self.night_id,
-                                    state_root=self.paths.root.parent.parent)  # <state dir>/projects/<key>
+                                    state_root=self.paths.root.parent.parent,  # <state dir>/projects/<key>
+                                    val=[*step_input.val, *step_input.archived_val])
         team_rules = self.team.edits if self.team is not None else []
         step = run_step(replace(step_input, user_text=user_text, best_gate_score=self.state.best_gate_score,
                                 team_rules=team_rules),

@@ -110,10 +110,13 @@ def _archived_keys(paths: ProjectPaths) -> list[tuple[str, set[Key]]]:
 
 def plan_team_night(project: Path, config: Any, paths: ProjectPaths, *, documents: dict[str, str],
                     stated: list[StatedRule], night_id: str, state_root: Path | None = None,
-                    record: bool = True) -> TeamNight | None:
+                    record: bool = True, val: list[TaskRecord] | None = None) -> TeamNight | None:
     """Tonight's team rules (module docstring). config: a ``SleepConfig`` (``team_repo``); documents: kind -> the
-    documents the member's agent obeys tonight; stated: tonight's stated rules. Records ``overridden`` verdicts
-    under ``night_id`` (with ``record``; ``team pull``'s preview records nothing). None when there is nothing to do
+    documents the member's agent obeys tonight; stated: tonight's stated rules; val: the val tasks tonight's gate may
+    replay: the rules one of them tests (``_tests``) come first in ``TeamNight.rules``, so the edit budget goes to
+    rules this member's tasks can prove before those none tests (with many members, rules personal to others would
+    fill it every night). Records ``overridden`` verdicts under ``night_id`` (with ``record``; ``team pull``'s
+    preview records nothing). None when there is nothing to do
     (not a git work tree, no team rules folder). Never raises for the team's files: a rule file that does not parse
     is ``TeamNight.error`` (no rule gated); a failed pull of the rules repository is too, and its last fetched rules
     are used."""
@@ -175,7 +178,7 @@ def plan_team_night(project: Path, config: Any, paths: ProjectPaths, *, document
                 plan.contradictions.append({"ids": [rule.id, other.id], "kept": newer.id,
                                             "reason": f"{rule.id} and {other.id} contradict: the newer "
                                                       f"{newer.id} ({newer.proposed}) is gated"})
-    for rule in candidates:
+    for rule in sorted(candidates, key=lambda r: not any(_tests(task, rule_keys(r)) for task in val or [])):
         if rule.id in losers:
             plan.skipped.append({"id": rule.id, "reason": "contradicts a newer team rule"})
         else:
@@ -208,6 +211,9 @@ def _verdict(rule: SharedRule, step: Any, *, accepted: bool) -> tuple[str, dict[
             return "accepted", counts, f"accepted by the gate on your val tasks: {step.gate.reason}"[:300]
         if step.gate.details.get("pending"):
             return "pending", counts, "the gate wants more evidence"
+        if not any(counts.values()):  # untested here: it waits for a val task of this member that tests it
+            return "pending", counts, ("no val task of yours tests it yet (the candidate it was gated in was "
+                                       f"rejected: {step.gate.reason})")[:300]
         return "rejected", counts, f"the gate rejected the candidate: {step.gate.reason}"[:300]
     reason = edit.reason or edit.status
     if reason.startswith("gate repair"):

@@ -5,7 +5,8 @@
 * **proposed** files: the member's rules (the rules ledger, ``review.rule_ledger.list_rules``, joined with the task
   archive's ``rules`` table for their check keys) that are ``adopted`` (a managed block states them now), known by
   validated checks, won held-out tasks (wins >= 1 and more wins than losses), and were stated at least
-  ``team_min_stated`` times or have been adopted for ``team_min_nights`` nights;
+  ``team_min_stated`` times or have been adopted for ``team_min_nights`` nights. The file's text is the line the
+  member's documents hold (the wording that won those tasks), not the words the user stated it in;
 * **tested** files: the member's held-out record of team rules they re-proved on their own tasks (``local.team.json``,
   written by the night), for rules present in the shared tree that the member did not propose.
 
@@ -195,20 +196,22 @@ def plan_publish(project: Path, config: Any, *, paths: ProjectPaths | None = Non
         if not checks:
             continue
         rule_id = team_rule_id(checks)
+        # the line the member's documents hold is what won the held-out tasks, not the words it was stated in
+        text = entry.locations[0].text.lstrip("-*+ ").strip() if entry.locations else entry.text
         rationale = (f"stated {entry.stated} times on {len(entry.nights)} night(s); won {entry.wins} held-out "
                      f"task(s), lost {entry.losses}")
         try:
-            rule = RuleFile(id=rule_id, text=entry.text, rationale=rationale, member=member, role="proposed",
+            rule = RuleFile(id=rule_id, text=text, rationale=rationale, member=member, role="proposed",
                             first=today, updated=today, scope=scope, record=Record(wins=entry.wins,
                                                                                    losses=entry.losses),
                             checks=checks)
         except ValueError as exc:  # a text longer than a line allows, a multi-line text
-            blocked.append(BlockedRule(rule_id=rule_id, local_id=entry.id, text=entry.text,
+            blocked.append(BlockedRule(rule_id=rule_id, local_id=entry.id, text=text,
                                        reason=f"text: {str(exc).splitlines()[-1].strip()}"))
             continue
         reason = screen_rule(rule, user_text=user_text, requests=requests)
         if reason:
-            blocked.append(BlockedRule(rule_id=rule_id, local_id=entry.id, text=entry.text, reason=reason))
+            blocked.append(BlockedRule(rule_id=rule_id, local_id=entry.id, text=text, reason=reason))
             continue
         planned = _planned(rule, existing, entry.id)
         if planned is not None:
