@@ -8,10 +8,15 @@ import re
 import threading
 import time
 from collections.abc import Iterable
+from functools import lru_cache
 
 import orjson
 
 from skillopt_sleep.backends.base import ChatRequest, ChatResult, ErrorKind
+from skillopt_sleep.checks import check_key, word_regex
+from skillopt_sleep.grammar.clauses import split_clauses, strip_frame
+from skillopt_sleep.grammar.forms import parse_part, parse_rule, rule_parts
+from skillopt_sleep.grammar.statements import checks_for_rule
 from skillopt_sleep.models import Role, Usage
 from skillopt_sleep.prompts import (
     DATA_CLOSE,
@@ -24,16 +29,11 @@ from skillopt_sleep.prompts import (
 )
 from skillopt_sleep.text import content_words, words
 
-#: Words that name an action rather than a subject; they never make a rule relevant nor forbidden. The simulator
-#: reads a rule with this small grammar of its own (``parse_rule`` below), not with ``mine.forms``: the backends
-#: stand below the evidence layer (``mine/llm_miner.py`` calls a backend), so importing it here would tie the two
-#: floors in a circle. (``mine.literals.GENERIC_WORDS`` is another list: style words that name no literal.)
-ACTION_WORDS = frozenset(
+#: Words that name no subject: the verbs and markers a rule or a rubric is phrased with ("use", "always", "not",
+#: "instead"). They never make a rule relevant to a request, nor count as a rubric word the judge looks for
+#: (``_stems``). Reading a rule (what it prefers and forbids) is the grammar's job (``read_rule``), not this list's.
+NON_SUBJECT_WORDS = frozenset(
     "use using used always never not avoid instead rather prefer run make sure please don't".split()
-)
-#: Markers after which a rule names what it forbids (longest first).
-FORBID_MARKERS = re.compile(
-    r"\b(instead of|rather than|don't use|do not use|never use|don't|do not|never|not|avoid)\b", re.IGNORECASE
 )
 #: Failed check op (first word of a judge verdict) -> the general procedure the mock optimizer proposes. It
 #: never repeats the check's literal value, so it cannot pass a check by echoing the looked-for string.
@@ -49,7 +49,6 @@ PROCEDURES = {
     "json_valid": "reply with valid JSON when the user asks for JSON",
     "tool_called": "run the tools the task needs instead of describing them",
 }
-_CLAUSE_SPLIT = re.compile(r"[,;]|\.\s|\bbut\b", re.IGNORECASE)
 _BULLET = re.compile(r"^([-*+]|\d+[.)])\s+")
 _CORRECTION_WORDS = {"no", "not", "wrong", "don't", "instead", "never", "actually", "stop", "again"}
 _APPROVAL_WORDS = {"thanks", "thank", "great", "perfect", "works", "lgtm", "nice", "good"}
@@ -60,7 +59,7 @@ def _stem(word: str) -> str:
 
 
 def _stems(text: str) -> set[str]:
-    return {_stem(word) for word in content_words(text)} - ACTION_WORDS
+    return {_stem(word) for word in content_words(text)} - NON_SUBJECT_WORDS
 
 
 def _unit_hash(*parts: object) -> float:
@@ -69,32 +68,36 @@ def _unit_hash(*parts: object) -> float:
     return int(digest[:8], 16) / 2**32
 
 
-def parse_rule(rule: str) -> tuple[list[str], set[str]]:
-    """Split a rule into (positive forms, forbidden words).
+@lru_cache(maxsize=1024)
+def read_rule(rule: str) -> tuple[tuple[str, ...], frozenset[str]]:
+    """Read one rule line with the grammar of rule statements, as the miner reads a statement: ``(positive forms,
+    forbidden literals)``.
 
-    The rule is cut into clauses at ``,`` ``;`` ``. `` and ``but``. In a clause, a forbid marker (``instead of``,
-    ``rather than``, ``don't use``, ``do not use``, ``never use``, ``don't``, ``do not``, ``never``, ``not``,
-    ``avoid``) splits it: the part before is a positive form (when it has a content word), the content words after
-    it are forbidden. A clause without a marker is a positive form. Words of the rule's positive forms are never
-    forbidden. ``"Use pnpm, not npm"`` -> ``(["Use pnpm"], {"npm"})``.
+    The line is cut into clauses (``grammar.clauses.split_clauses``, frame words dropped by ``strip_frame``). The
+    forbidden literals are those the miner's checks of each clause forbid (``grammar.statements.checks_for_rule``:
+    a ``not_contains`` check or a whole-word negative regex, ``checks.check_key`` ``"not"``), case-folded. The
+    positive forms come from the rule parts of each clause (the clause itself when it parses whole as a rule, or not
+    at all; else its ``grammar.forms.rule_parts``), by form (``forms.parse_part``): "use X, not Y" (``prefer``: also
+    "never use Y, use X", "we moved from Y to X") gives ``Use <X>``; a prohibition (``forbid``) gives none, as a model
+    that obeys one does not restate it; any other part is one as written. ``"Use pnpm, not npm"`` -> ``(("Use
+    pnpm",), {"npm"})``; ``"use tabs, not spaces"`` -> ``(("Use tabs",), set())``: a style names no literal to leave
+    out. Never raises.
     """
     positives: list[str] = []
     forbidden: set[str] = set()
-    for clause in _CLAUSE_SPLIT.split(rule.replace("\u2019", "'")):
-        clause = clause.strip(" .!")
-        if not clause:
+    for clause in split_clauses(rule):
+        bare = strip_frame(clause)
+        if not bare:
             continue
-        marker = FORBID_MARKERS.search(clause)
-        if marker is None:
-            if content_words(clause) - ACTION_WORDS:
-                positives.append(clause)
-            continue
-        before, after = clause[: marker.start()].strip(), clause[marker.end():]
-        if content_words(before) - ACTION_WORDS:
-            positives.append(before)
-        forbidden |= content_words(after) - ACTION_WORDS
-    kept = set().union(*(content_words(positive) for positive in positives)) if positives else set()
-    return positives, forbidden - kept
+        forbidden |= {literal for kind, literal in map(check_key, checks_for_rule(bare)) if kind == "not"}
+        parts = [bare] if parse_rule(bare) is not None else (rule_parts(bare) or [bare])
+        for part in (strip_frame(part) for part in parts):
+            parsed = parse_part(part)
+            if parsed is None or parsed.form not in ("prefer", "forbid"):
+                positives.append(part)
+            elif parsed.form == "prefer":
+                positives.append(f"Use {parsed.preferred}")
+    return tuple(positives), frozenset(forbidden)
 
 
 _TRAILING_INSTRUCTION = re.compile(r"\n\s*\n(Reply with|Score the answer)\b.*\Z", re.DOTALL)
@@ -130,14 +133,19 @@ class MockBackend:
       document + memory): a rule is any non-empty line of the system prompt that is not a heading, an HTML
       comment, a ``---`` line, a ``name:``/``description:`` line, ``(none)``, or a fixed line of the
       ``target_system.md`` template (bullets are stripped). A rule applies when it shares a content word with
-      the request (3+ letters, not a stopword, a trailing ``s`` ignored), starts with "always"/"never", or names a
-      literal in backticks (a rule compiled from its checks, "Use `pnpm`, never `npm`.", is meant for every request).
-      For each applied rule it appends ``Following the rule: <positive form>.`` and removes every forbidden word
-      (see ``parse_rule``) from the whole answer, as a whole word, case-insensitively. So with "Use pnpm, not
-      npm" in memory, "install the deps with npm" is answered without "npm" and with "pnpm"; without the rule
-      the answer contains "npm" and no "pnpm". At temperature > 0, each applicable rule is skipped in a sample
-      with probability temperature / 2, decided by a hash of (seed, rule): reproducible sampling noise for
-      K-rollout tests.
+      the request (3+ letters, not a stopword nor one of ``NON_SUBJECT_WORDS``, a trailing ``s`` ignored), starts
+      with "always"/"never", or names a literal in backticks (a rule compiled from its checks, "Use `pnpm`, never
+      `npm`.", is meant for every request). It reads each applied rule with the project's own grammar of rule
+      statements, as the miner reads a statement (``read_rule``: ``grammar.clauses``, ``grammar.forms``,
+      ``grammar.statements.checks_for_rule``), appends ``Following the rule: <positive form>.`` for each of its
+      positive forms, and removes every literal that the rule's checks forbid from the whole answer, as a whole word
+      (``checks.word_regex``), case-insensitively. So with "Use pnpm, not npm" in memory, "install the deps with
+      npm" is answered without "npm" and with "pnpm"; without the rule the answer contains "npm" and no "pnpm". It
+      follows only literals: a format rule (ISO dates, a word limit, JSON) is echoed, not obeyed. Because it reads
+      rules exactly as the miner does, a test on this simulator cannot catch a rule the reader misreads: the
+      real-model tests and ``benchmarks/real_rules.py`` do that. At temperature > 0, each applicable rule is skipped
+      in a sample with probability temperature / 2, decided by a hash of (seed, rule): reproducible sampling noise
+      for K-rollout tests.
     * ``optimizer``, reflect prompt (``engine/reflect.py`` format): proposes one ``append`` edit per
       distinct user rule (lines ``- user rule: ...``) of the FAIL and MIXED tasks, skipping rules already in the
       prompt's current documents, up to the schema's ``maxItems`` (default 3), targeting ``memory`` (``skill``
@@ -260,12 +268,12 @@ class MockBackend:
                 continue
             if request.temperature > 0 and _unit_hash(request.seed, rule) < request.temperature / 2:
                 continue  # simulated sampling noise
-            positives, rule_forbidden = parse_rule(rule)
+            positives, rule_forbidden = read_rule(rule)
             lines += [f"Following the rule: {positive}." for positive in positives]
             forbidden |= rule_forbidden
         text = "\n".join(lines)
-        for term in sorted(forbidden):
-            text = re.sub(rf"(?<![\w-]){re.escape(term)}(?![\w-])", "", text, flags=re.IGNORECASE)
+        for literal in sorted(forbidden):
+            text = re.sub(word_regex(literal), "", text, flags=re.IGNORECASE)
         return re.sub(r"[ \t]{2,}", " ", text)
 
     # -- optimizer

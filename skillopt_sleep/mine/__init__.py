@@ -1,16 +1,12 @@
 """The evidence layer: what the user asked, how they reacted, and the rules they taught, read from harvested sessions.
 
 Input: ``list[Session]`` (``skillopt_sleep.harvest``: only turns the transcript's structure says the user typed).
-Output: ``MineResult`` with the ``TaskRecord``s a night replays, labels and learns from. The modules, bottom up:
+Output: ``MineResult`` with the ``TaskRecord``s a night replays, labels and learns from. It reads rules with the
+grammar of rule statements (``skillopt_sleep.grammar``: typed text, clauses, literals, formats, forms, statements).
+The modules, bottom up:
 
 | module | job |
 |---|---|
-| ``typed`` | what the user typed in a message, as opposed to what they pasted into it (fenced, quoted, logs, ...) |
-| ``clauses`` | a message as clauses, without the discourse words that only frame them |
-| ``literals`` | the literal a rule names (``pnpm``, ``os.path``), or none for a style ("tabs") |
-| ``formats`` | format rules (Conventional Commits, ISO dates, length limits, sections, JSON) and their checks |
-| ``forms`` | the form of a rule statement: prefer, use, forbid, always, declare |
-| ``statements`` | the rule statements of a message, in the user's words, and the checks each implies |
 | ``lasting`` | lasting, candidate or one-off: recurrence across independent tasks, lasting scope in the words |
 | ``rule_reader`` | the LLM rule reader (role ``miner``): English for sentences typed in other languages |
 | ``reactions`` | the user's reaction to an answer: approval, correction, re-ask |
@@ -28,7 +24,8 @@ Output: ``MineResult`` with the ``TaskRecord``s a night replays, labels and lear
 | ``rulebook`` | the user's rules as objects: one rule however phrased, proposed once, compiled or in the user's words |
 | ``preview`` | ``skillopt-sleep harvest``: what a night would read and mine, changing nothing |
 
-The check vocabulary it stands on is ``skillopt_sleep.checks``; nothing here imports the engine.
+It stands on ``skillopt_sleep.grammar`` and the check vocabulary ``skillopt_sleep.checks``; nothing here imports the
+engine.
 """
 
 from __future__ import annotations

@@ -14,12 +14,12 @@ from datetime import datetime, timezone
 from functools import lru_cache
 from itertools import islice
 
+from skillopt_sleep.grammar.statements import rule_statements, states_only_rules
+from skillopt_sleep.grammar.typed import authored_text, typed_text
 from skillopt_sleep.mine.reactions import REFINEMENT, classify_reaction, reaction_to
 from skillopt_sleep.mine.replayable import INSPECTION_CALLS, inspects, needs_repo_state
 from skillopt_sleep.mine.requests import AgentTexts, is_acknowledgement, noise_reason
 from skillopt_sleep.mine.split import normalize_request
-from skillopt_sleep.mine.statements import rule_statements, states_only_rules
-from skillopt_sleep.mine.typed import authored_text, typed_text
 from skillopt_sleep.mine.validation import Evidence, behaviour, is_vacuous, wants_artefact
 from skillopt_sleep.models import Reaction, Session, Turn
 
@@ -107,7 +107,8 @@ class Candidate:
     last_seen: datetime | None = None
     stopped: bool = False  # the latest turn of this task was interrupted / rejected / aborted
     own_words: Callable[[str], str] = typed_text
-    """What the user wrote of a message: ``typed.typed_text`` of it without what an agent wrote (``candidates_of``)."""
+    """What the user wrote of a message: ``grammar.typed.typed_text`` of it without what an agent wrote
+    (``candidates_of``)."""
 
     # -- building
     def typed(self, text: str) -> None:

@@ -8,9 +8,9 @@ sentence per kind of check, no shouting, one line:
 | checks | sentence |
 |---|---|
 | ``contains X``, ``not_contains Y`` (or its ``negative_word_regex``) | ``Use `X`, never `Y`.`` (``Never use `Y`.``) |
-| ``regex`` a dotted name X is used (``literals.name_use_regex``: ``pathlib.Path``) | as ``contains X`` |
-| ``regex`` ISO date (``formats.ISO_DATE_REGEX``) | ``Write every date as `YYYY-MM-DD`.`` |
-| ``regex`` ISO date, no month names (``formats.ISO_DATE_NO_MONTHS_REGEX``) | ``..., with no month names.`` |
+| ``regex`` a dotted name X is used (``grammar.literals.name_use_regex``: ``pathlib.Path``) | as ``contains X`` |
+| ``regex`` ISO date (``grammar.formats.ISO_DATE_REGEX``) | ``Write every date as `YYYY-MM-DD`.`` |
+| ``regex`` ISO date, no month names (``grammar.formats.ISO_DATE_NO_MONTHS_REGEX``) | ``..., with no month names.`` |
 | ``regex`` Conventional Commits | ``Write every commit message as a Conventional Commit, `type(scope): subject`.`` |
 | ``language de`` | ``Respond in German.`` |
 | ``max_words N`` / ``max_chars N`` | ``Keep answers under N words.`` / ``... N characters.`` |
@@ -37,13 +37,13 @@ import re
 from typing import Protocol
 
 from skillopt_sleep.checks import check_key, check_passes, word_regex
-from skillopt_sleep.mine.formats import (
+from skillopt_sleep.grammar.formats import (
     CONVENTIONAL_COMMIT_REGEX,
     ISO_DATE_NO_MONTHS_REGEX,
     ISO_DATE_REGEX,
     LANGUAGES,
 )
-from skillopt_sleep.mine.literals import name_of_use_regex
+from skillopt_sleep.grammar.literals import name_of_use_regex
 from skillopt_sleep.mine.validation import ACTIONS_HEADER
 from skillopt_sleep.models import Check
 
@@ -60,13 +60,13 @@ EXAMPLE_CHARS = 40
 #: Most words after the literal a command example keeps (``pnpm add axios``).
 EXAMPLE_WORDS = 2
 
-#: The sentence of each format regex the rule reader produces (``formats.format_checks``).
+#: The sentence of each format regex the rule reader produces (``grammar.formats.format_checks``).
 _FORMAT_SENTENCES = {
     ISO_DATE_REGEX: "Write every date as `YYYY-MM-DD`",
     ISO_DATE_NO_MONTHS_REGEX: "Write every date as `YYYY-MM-DD`, with no month names",
     CONVENTIONAL_COMMIT_REGEX: "Write every commit message as a Conventional Commit, `type(scope): subject`",
 }
-#: ISO 639-1 code -> the language's English name (the first name ``formats.LANGUAGES`` gives it).
+#: ISO 639-1 code -> the language's English name (the first name ``grammar.formats.LANGUAGES`` gives it).
 _LANGUAGE_NAMES: dict[str, str] = {}
 for _name, _code in LANGUAGES.items():
     _LANGUAGE_NAMES.setdefault(_code, _name.title())

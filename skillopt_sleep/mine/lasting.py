@@ -32,8 +32,8 @@ import unicodedata
 from collections.abc import Iterable
 from functools import lru_cache
 
-from skillopt_sleep.mine.clauses import strip_frame
-from skillopt_sleep.mine.forms import parse_rule
+from skillopt_sleep.grammar.clauses import strip_frame
+from skillopt_sleep.grammar.forms import parse_rule
 from skillopt_sleep.models import RuleStatement, TaskRecord
 
 #: Different tasks from which the same instruction is lasting.

@@ -12,10 +12,10 @@ import re
 from functools import lru_cache
 
 from skillopt_sleep.checks import check_passes
-from skillopt_sleep.mine.clauses import CONTRASTIVE_RULE, clean_quotes, split_clauses, strip_frame
-from skillopt_sleep.mine.forms import parse_rule
+from skillopt_sleep.grammar.clauses import CONTRASTIVE_RULE, clean_quotes, split_clauses, strip_frame
+from skillopt_sleep.grammar.forms import parse_rule
+from skillopt_sleep.grammar.statements import checks_for_rule, extract_rules, states_only_rules
 from skillopt_sleep.mine.requests import is_acknowledgement
-from skillopt_sleep.mine.statements import checks_for_rule, extract_rules, states_only_rules
 from skillopt_sleep.mine.validation import Evidence, evidence_checks
 from skillopt_sleep.models import Reaction
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from skillopt_sleep.grammar.typed import command_line
 from skillopt_sleep.harvest.control_commands import CONTROL_COMMANDS
-from skillopt_sleep.mine.typed import command_line
 from skillopt_sleep.models import Turn
 
 _ACK_WORDS = frozenset(
@@ -46,7 +46,8 @@ def is_acknowledgement(text: str) -> bool:
 def noise_reason(turn: Turn) -> str | None:
     """Return why a turn is not a request (``empty``, ``control_command``, ``acknowledgement``, ``single_key``: one
     letter or digit, the answer to a prompt such as aider's ``(Y)es/(N)o/(A)ll``; ``shell_command``: a command line
-    typed into the chat, ``npm run dev`` (``typed.command_line``); ``pasted_terminal``, ``pasted_page``), or None."""
+    typed into the chat, ``npm run dev`` (``grammar.typed.command_line``); ``pasted_terminal``, ``pasted_page``), or
+    None."""
     text = (turn.request or "").strip()
     if not text:
         return "empty"

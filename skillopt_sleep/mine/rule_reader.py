@@ -1,13 +1,13 @@
 """The LLM rule reader: English for the sentences a user typed in another language, so the rules in them are read.
 
-The deterministic reader (``statements``, ``lasting``) knows how English states a house rule; four of the five
+The deterministic reader (``grammar.statements``, ``lasting``) knows how English states a house rule; four of the five
 languages seen in the real histories of ``benchmarks/real_rules.py`` are not English. What is left for the model is
 the smallest job it does well: translate. ``foreign_sentences`` lists the sentences of what the user typed
 (``TaskRecord.authored``: pastes and the agent's words are already out) whose language (``checks.language_of``) is not
 English, those that come back in other tasks first (recurrence is the strongest signal); ``make_rule_reader(meter)``
 translates a batch in one structured call (role ``miner``, the sentences quoted as data); ``read_foreign_rules`` adds
-every sentence whose English is an instruction about how to work (``forms.normative``, a rule form, a format rule)
-to its task as a ``RuleStatement`` in the user's own words, with the English as its ``gloss``. Whether it lasts is
+every sentence whose English is an instruction about how to work (``grammar.forms.normative``, a rule form, a format
+rule) to its task as a ``RuleStatement`` in the user's own words, with the English as its ``gloss``. Whether it lasts is
 decided like any other statement (``lasting.decide_scopes`` reads the gloss). A translation never becomes the user's
 words, a check or a document line: it only lets the reader see what the words say.
 
@@ -25,9 +25,9 @@ from skillopt_sleep.backends.base import ChatMessage, ChatRequest
 from skillopt_sleep.backends.jsonextract import extract_json
 from skillopt_sleep.checks import language_of
 from skillopt_sleep.errors import BackendError, BudgetExhausted
-from skillopt_sleep.mine.clauses import is_question, split_clauses, strip_frame
-from skillopt_sleep.mine.formats import format_rule_hit
-from skillopt_sleep.mine.forms import normative, parse_rule
+from skillopt_sleep.grammar.clauses import is_question, split_clauses, strip_frame
+from skillopt_sleep.grammar.formats import format_rule_hit
+from skillopt_sleep.grammar.forms import normative, parse_rule
 from skillopt_sleep.mine.lasting import similar
 from skillopt_sleep.models import RuleStatement, TaskRecord
 from skillopt_sleep.prompts import quote_data

@@ -34,9 +34,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from skillopt_sleep.checks import check_key
 from skillopt_sleep.documents.block import BLOCK_BEGIN, BLOCK_END, BLOCK_HEADING, managed_block, strip_team_mark
+from skillopt_sleep.grammar.statements import checks_for_rule
 from skillopt_sleep.mine.compile import compile_rule
 from skillopt_sleep.mine.lasting import RECURRENCE_TASKS, similar
-from skillopt_sleep.mine.statements import checks_for_rule
 from skillopt_sleep.models import Check, EditRecord, RuleScope, RuleStatement, TaskRecord
 
 Key = tuple[str, str]

@@ -12,7 +12,7 @@ How turns become tasks (applied per session in turn order):
    reaction - and ``acknowledgement`` (only words like "thanks", "ok", "continue", "retry") or ``single_key`` (``y``,
    ``a``: the answer to a prompt). These are still the user's reaction to the task before them (approval), and the
    answer and tools of their turn continue that task (a "continue" after an interrupt finishes the same work). What
-   the user typed in a message is read apart from what they pasted into it (``typed``; a block an agent wrote,
+   the user typed in a message is read apart from what they pasted into it (``grammar.typed``; a block an agent wrote,
    ``requests.AgentTexts.without_copies``): rules, ``authored`` and the reaction texts come from the typed part only.
    Injected text (notifications, reminders, hook and command output, compaction summaries) never reaches mining:
    the harvesters drop it.
@@ -68,6 +68,7 @@ from collections.abc import Callable
 from typing import Any
 
 from skillopt_sleep.checks import check_key
+from skillopt_sleep.grammar.statements import checks_for_rule, rule_statements
 from skillopt_sleep.mine.candidates import EPOCH, REACTION_ORDER, Candidate, candidates_of, head_line
 from skillopt_sleep.mine.duplicates import group_duplicates
 from skillopt_sleep.mine.lasting import decide_scopes
@@ -76,7 +77,6 @@ from skillopt_sleep.mine.replayable import not_replayable_reason
 from skillopt_sleep.mine.result import MineResult
 from skillopt_sleep.mine.rule_reader import RULE_READER_CALLS, Reader, read_foreign_rules
 from skillopt_sleep.mine.split import assign_splits, check_fractions, task_id_for
-from skillopt_sleep.mine.statements import checks_for_rule, rule_statements
 from skillopt_sleep.mine.validation import Evidence, evidence_checks, hard_evidence, validate_checks
 from skillopt_sleep.models import Check, Judge, Reaction, RuleStatement, Session, TaskEvidence, TaskRecord
 

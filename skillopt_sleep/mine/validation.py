@@ -22,8 +22,8 @@ good answer from no answer.
 ``evidence_checks`` turns the user's own words into candidate checks without a list of phrasings: a name the
 user wrote in a correction (``pnpm``, ``os.path``, ``httpx``) that the agent used as code or ran in exactly one
 of the two answers tells the check's polarity: present only in the accepted answer -> the answer must contain it (a
-dotted name: name its module or call its symbol, ``literals.name_use_regex``); present only in the corrected one ->
-it must not. Whether "we're a pnpm shop", "pnpm please" or "no npm, pnpm" was written, the evidence decides.
+dotted name: name its module or call its symbol, ``grammar.literals.name_use_regex``); present only in the corrected
+one -> it must not. Whether "we're a pnpm shop", "pnpm please" or "no npm, pnpm" was written, the evidence decides.
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ from skillopt_sleep.checks import (
     validate_check,
     word_regex,
 )
-from skillopt_sleep.mine.literals import GENERIC_WORDS, name_use_regex
-from skillopt_sleep.mine.typed import typed_text
+from skillopt_sleep.grammar.literals import GENERIC_WORDS, name_use_regex
+from skillopt_sleep.grammar.typed import typed_text
 from skillopt_sleep.models import Check
 
 #: Replies that do nothing; a judge of a request for an artefact must fail them.

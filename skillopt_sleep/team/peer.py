@@ -196,7 +196,7 @@ def peer_rule_file(rule: PeerRule, *, license_id: str, repository: str, today: d
     """The team rule file for ``rule`` (module docstring), or why there is none (a reason to show). repository: the
     scope's repository name."""
     from skillopt_sleep.checks import validate_check
-    from skillopt_sleep.mine.statements import checks_for_rule
+    from skillopt_sleep.grammar.statements import checks_for_rule
 
     text = " ".join(rule.rule.split())
     if len(text) > MAX_TEXT_CHARS:

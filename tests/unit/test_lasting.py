@@ -137,7 +137,7 @@ def test_a_substitution_the_session_validates_lasts_other_corrections_wait():
 def test_frame_words_that_make_an_instruction_or_say_it_lasts_stay_in_the_statement(message, statement, scope):
     """"Make sure you ...", "From now on ..." are part of what the user taught: the statement keeps them, so that it
     is read as an instruction and its lasting scope is seen (a discourse frame, "No,", "Please", is dropped)."""
-    from skillopt_sleep.mine.statements import checks_for_rule, rule_statements
+    from skillopt_sleep.grammar.statements import checks_for_rule, rule_statements
 
     assert rule_statements(message) == [statement]
     assert lasting_scope(statement) == scope

@@ -7,10 +7,12 @@ import math
 
 from skillopt_sleep.backends import get_backend
 from skillopt_sleep.backends.base import Backend, CallMeter, ChatMessage, ChatRequest
-from skillopt_sleep.backends.mock import MockBackend, parse_rule
+from skillopt_sleep.backends.mock import MockBackend, read_rule
+from skillopt_sleep.checks import check_passes
 from skillopt_sleep.engine import judges
 from skillopt_sleep.engine.reflect import edits_schema
 from skillopt_sleep.engine.replay import system_prompt
+from skillopt_sleep.grammar.statements import checks_for_rule
 from skillopt_sleep.prompts import render_prompt
 
 
@@ -77,11 +79,29 @@ def test_mock_target_sampling_noise_drops_the_rule_in_some_seeds_only():
     assert repeated == answers
 
 
-def test_parse_rule_splits_positive_form_from_forbidden_words():
-    assert parse_rule("Use pnpm, not npm") == (["Use pnpm"], {"npm"})
-    assert parse_rule("Never use npm; use pnpm") == (["use pnpm"], {"npm"})
-    positives, forbidden = parse_rule("Use pnpm install instead of npm install")
-    assert positives == ["Use pnpm install"] and forbidden == {"npm"}
+def test_read_rule_splits_positive_forms_from_the_literals_the_rule_checks_forbid():
+    assert read_rule("Use pnpm, not npm") == (("Use pnpm",), frozenset({"npm"}))
+    assert read_rule("Never use npm; use pnpm") == (("use pnpm",), frozenset({"npm"}))
+    assert read_rule("Use `pnpm`, never `npm`.") == (("Use `pnpm`",), frozenset({"npm"}))
+    # the miner's check forbids the literal "npm install", so that is what the simulator leaves out
+    assert read_rule("Use pnpm install instead of npm install") == (("Use pnpm install",), frozenset({"npm install"}))
+    # a style names no literal: nothing to leave out, the preferred side is still followed
+    assert read_rule("use tabs, not spaces") == (("Use tabs",), frozenset())
+    # not a rule form ("don't forget" is neutral): followed as written, nothing forbidden
+    assert read_rule("Don't forget the tests") == (("Don't forget the tests",), frozenset())
+    # the reader reads this clause as one prohibition ("add it with uv" is no use verb): only pip is left out
+    assert read_rule("we don't use pip in this project, add it with uv.") == ((), frozenset({"pip"}))
+    # "never jest" names no literal for the reader (it checks only quoted names after a bare "never"): nothing read
+    assert read_rule("Tests use vitest, never jest.") == ((), frozenset())
+
+
+def test_mock_target_leaves_out_exactly_what_the_miners_checks_forbid():
+    rule = "we use pnpm in this repo, never npm"
+    answer = ask_target(MockBackend(), "install the deps with npm", memory=f"- {rule}")
+    checks = checks_for_rule(rule)
+    assert checks and all(check_passes(check, answer, None) for check in checks)
+    unguided = ask_target(MockBackend(), "install the deps with npm")
+    assert not all(check_passes(check, unguided, None) for check in checks)
 
 
 def test_mock_failure_options_return_an_error_result_for_the_chosen_roles():

@@ -11,11 +11,11 @@ import pytest
 
 from benchmarks import world
 from skillopt_sleep.checks import check_key, check_passes, negative_word_regex
+from skillopt_sleep.grammar.formats import ISO_DATE_NO_MONTHS_REGEX, ISO_DATE_REGEX
+from skillopt_sleep.grammar.literals import dotted_name, name_of_use_regex, name_use_regex
+from skillopt_sleep.grammar.statements import checks_for_rule, rule_statements
 from skillopt_sleep.mine.compile import compile_rule
-from skillopt_sleep.mine.formats import ISO_DATE_NO_MONTHS_REGEX, ISO_DATE_REGEX
-from skillopt_sleep.mine.literals import dotted_name, name_of_use_regex, name_use_regex
 from skillopt_sleep.mine.rulebook import admissible, stated_rules, written_line
-from skillopt_sleep.mine.statements import checks_for_rule, rule_statements
 from skillopt_sleep.mine.validation import Evidence, evidence_checks, validate_checks
 from skillopt_sleep.models import Check, Judge, TaskEvidence, TaskRecord
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from skillopt_sleep.engine.reflect import screen_edits
+from skillopt_sleep.grammar.typed import authored_text
 from skillopt_sleep.mine.provenance import (
     NO_USER_PROVENANCE,
     SECRET,
@@ -15,7 +16,6 @@ from skillopt_sleep.mine.provenance import (
     sensitive_tokens,
     unsupported_lines,
 )
-from skillopt_sleep.mine.typed import authored_text
 from skillopt_sleep.models import EditRecord, TaskRecord
 
 

@@ -1,7 +1,7 @@
 """Gate repair (``engine/repair.py`` through ``engine/step.run_step``), with the mock simulator as target.
 
 The mock target obeys a memory rule when the rule shares a content word with the request and then removes the
-rule's forbidden words from its answer. ``HELPFUL`` makes val task ``t-val-0`` pass (it wants "newtool0");
+literals the rule's checks forbid from its answer. ``HELPFUL`` makes val task ``t-val-0`` pass (it wants "newtool0");
 ``HARMFUL`` applies to the "visitor" task only and removes the word "answer" its judge wants, so it regresses a
 task the baseline passes in every sample.
 """
@@ -22,7 +22,10 @@ MEMORY = "# Project notes\n\nHand-written: deploy after review.\n"
 # as the optimizer writes them ("- " is the one bullet format screening gives every one-line edit)
 HELPFUL = "- Use newtool0, not oldtool0"
 HARMFUL = "- When greeting a visitor, do not write answer"
-ALSO_HARMFUL = "- For each visitor, never answer"
+# "never answer" (a verb: do not answer) names no literal for the rule reader, so it forbids nothing; "never write
+# answer" forbids the word "answer" (``grammar.statements.checks_for_rule``), and the mock target reads rules as the
+# miner does
+ALSO_HARMFUL = "- For each visitor, never write answer"
 
 
 def tool_task(split: str) -> TaskRecord:

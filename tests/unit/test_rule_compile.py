@@ -16,6 +16,7 @@ from skillopt_sleep.engine.edits import apply_edits
 from skillopt_sleep.engine.reflect import screen_edits
 from skillopt_sleep.engine.replay import ReplayCache, Replayer
 from skillopt_sleep.engine.step import StepInput, StepSettings, run_step
+from skillopt_sleep.grammar.statements import checks_for_rule
 from skillopt_sleep.mine.compile import compile_rule
 from skillopt_sleep.mine.provenance import UserText, provenance_reason
 from skillopt_sleep.mine.rulebook import (
@@ -29,7 +30,6 @@ from skillopt_sleep.mine.rulebook import (
     user_rule_edits,
     written_line,
 )
-from skillopt_sleep.mine.statements import checks_for_rule
 from skillopt_sleep.models import Check, EditRecord, Judge, TaskEvidence, TaskRecord
 
 

@@ -10,10 +10,10 @@ import pytest
 from skillopt_sleep.backends.base import CallMeter
 from skillopt_sleep.backends.mock import MockBackend
 from skillopt_sleep.checks import check_passes, negative_word_regex, validate_check
+from skillopt_sleep.grammar.statements import checks_for_rule, extract_rules
+from skillopt_sleep.grammar.typed import typed_text
 from skillopt_sleep.mine.llm_miner import llm_miner_schema, make_llm_miner
 from skillopt_sleep.mine.reactions import classify_reaction
-from skillopt_sleep.mine.statements import checks_for_rule, extract_rules
-from skillopt_sleep.mine.typed import typed_text
 from skillopt_sleep.models import Check, CheckOp, TaskEvidence, TaskRecord
 
 

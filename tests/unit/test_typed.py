@@ -7,8 +7,8 @@ agents' own fixtures; the typed ones are instruction blocks real users wrote, in
 
 from __future__ import annotations
 
+from skillopt_sleep.grammar.typed import authored_text, command_line, segments, typed_text
 from skillopt_sleep.mine.requests import AgentTexts
-from skillopt_sleep.mine.typed import authored_text, command_line, segments, typed_text
 
 
 def test_a_long_typed_instruction_block_is_read_line_by_line():

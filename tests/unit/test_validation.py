@@ -13,7 +13,7 @@ import re
 import pytest
 
 from skillopt_sleep.checks import check_key, negative_word_regex, word_regex
-from skillopt_sleep.mine.statements import checks_for_rule
+from skillopt_sleep.grammar.statements import checks_for_rule
 from skillopt_sleep.mine.validation import (
     ASCII_LOOKALIKES,
     Evidence,

@@ -20,8 +20,8 @@ from skillopt_sleep.documents.block import BLOCK_BEGIN, BLOCK_END
 from skillopt_sleep.engine.replay import ReplayCache, Replayer, replay_tasks
 from skillopt_sleep.engine.step import StepInput, StepSettings, run_step
 from skillopt_sleep.engine.wording import choose_wordings, wordings
+from skillopt_sleep.grammar.statements import checks_for_rule
 from skillopt_sleep.mine.rulebook import admissible, stated_rules, user_rule_edits
-from skillopt_sleep.mine.statements import checks_for_rule
 from skillopt_sleep.models import Judge, TaskEvidence, TaskRecord
 from skillopt_sleep.night import run_night
 

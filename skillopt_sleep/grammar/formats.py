@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from skillopt_sleep.mine.literals import GENERIC_WORDS
+from skillopt_sleep.grammar.literals import GENERIC_WORDS
 from skillopt_sleep.models import Check
 
 CONVENTIONAL_COMMIT_REGEX = (
@@ -26,7 +26,7 @@ US_DATE = r"\b\d\d?/\d\d?/\d{2,4}\b"
 MONTH_NAME_DATE = r"\b(?:jan|feb|ma[ry]|apr|ju[nl]|aug|sep|oct|nov|dec)\S* \d\d?[a-z]*,? \d{4}"
 #: What writes an ISO date: the date itself, or the code that prints one (``%Y-%m-%d``, ``isoformat()``,
 #: ``toISOString()``); not the placeholder ``YYYY-MM-DD``, which an answer that echoes the rule writes instead of a
-#: date. The match is the group ``example`` (``compile``'s example).
+#: date. The match is the group ``example`` (``mine.compile``'s example).
 _ISO_WRITTEN = r"(?P<example>\b\d{4}-\d\d-\d\d\b|(?-i:%Y-%m-%d)|isoformat|toISOString)"
 #: An ISO-date rule's check: the answer writes an ISO date or the format string that prints one, and no M/D/Y date.
 ISO_DATE_REGEX = rf"(?s)^(?!.*{US_DATE}).*?{_ISO_WRITTEN}"

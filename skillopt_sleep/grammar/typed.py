@@ -19,7 +19,7 @@ JSON or XML document, code, a diff, a terminal screen. Such a paste is recognise
 
 Everything else is typed: a long message and a typed instruction block are read line by line, and an indented line is
 not code because it is indented. A block an agent wrote earlier (pasted back into a message) is recognised against
-the transcript by ``requests.AgentTexts.without_copies`` before the text comes here.
+the transcript by ``mine.requests.AgentTexts.without_copies`` before the text comes here.
 
 ``typed_text(message)``: the typed part, which rules and the names a correction mentions are read from;
 ``authored_text(message)``: the same, compacted and cut, kept as ``TaskRecord.authored`` (the provenance an edit's

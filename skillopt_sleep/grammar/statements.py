@@ -7,7 +7,7 @@ A *rule* is a standing instruction about how work is done ("use pnpm, not npm", 
   / "Please" / "I said" is dropped, nothing else is rewritten), read only from what the user typed
   (``typed.typed_text``): the forms a check comes from (``extract_rules``, ``forms.parse_rule``), and any other
   instruction about how to work (``forms.normative``: "Do NOT ...", "Ensure ...", "X must ...", "we use ..."), long
-  messages and instruction blocks included. Whether a statement lasts is ``lasting``'s to decide.
+  messages and instruction blocks included. Whether a statement lasts is ``mine.lasting``'s to decide.
 * ``checks_for_rule(rule)``: deterministic checks a response can be scored with. Values stay short and literal; a
   rule whose subject is not a literal ("use tabs, not spaces", "never commit to main") yields no check and is judged
   by the rubric. A forbidden word that is part of the preferred one ("pnpm" contains "npm"), or a very short word
@@ -22,11 +22,11 @@ from __future__ import annotations
 import re
 
 from skillopt_sleep.checks import negative_word_regex
-from skillopt_sleep.mine.clauses import clean_quotes, split_clauses, statement, strip_frame
-from skillopt_sleep.mine.formats import ISO_DATE_NO_MONTHS_REGEX, ISO_DATE_REGEX, format_checks
-from skillopt_sleep.mine.forms import _PART_SPLIT, USE_VERBS, normative, parse_part, parse_rule, rule_parts
-from skillopt_sleep.mine.literals import MAX_LITERAL_CHARS, dotted_name, literal_of, name_use_regex, quoted_part
-from skillopt_sleep.mine.typed import typed_text
+from skillopt_sleep.grammar.clauses import clean_quotes, split_clauses, statement, strip_frame
+from skillopt_sleep.grammar.formats import ISO_DATE_NO_MONTHS_REGEX, ISO_DATE_REGEX, format_checks
+from skillopt_sleep.grammar.forms import _PART_SPLIT, USE_VERBS, normative, parse_part, parse_rule, rule_parts
+from skillopt_sleep.grammar.literals import MAX_LITERAL_CHARS, dotted_name, literal_of, name_use_regex, quoted_part
+from skillopt_sleep.grammar.typed import typed_text
 from skillopt_sleep.models import Check
 
 #: Most rules taken from one message.
@@ -39,7 +39,7 @@ def extract_rules(text: str) -> list[str]:
 
     text: a user message (request, correction, rejection feedback). Returns at most ``MAX_RULES_PER_MESSAGE``
     distinct clauses, in order. Pasted text (``typed_text``) is ignored. Never raises. What a message *reacts* with is
-    read from these (``reactions``); what a night may learn is ``rule_statements``.
+    read from these (``mine.reactions``); what a night may learn is ``rule_statements``.
     """
     return _statements(text, broad=False)
 
@@ -47,7 +47,7 @@ def extract_rules(text: str) -> list[str]:
 def rule_statements(text: str) -> list[str]:
     """``extract_rules``, and every other instruction about how to work the message holds (``forms.normative``: "Do
     NOT ...", "Ensure ...", "X must ...", "I want to use X", "we use ..."), long messages and instruction blocks
-    included: the candidates of what a user teaches. Whether one lasts is ``lasting``'s to decide."""
+    included: the candidates of what a user teaches. Whether one lasts is ``mine.lasting``'s to decide."""
     return _statements(text, broad=True)
 
 

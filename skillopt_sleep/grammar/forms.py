@@ -13,9 +13,9 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from skillopt_sleep.mine.clauses import _QUESTION_START, is_question, strip_frame
-from skillopt_sleep.mine.formats import format_rule_hit
-from skillopt_sleep.mine.literals import ARTICLES, PRONOUNS, literal_of
+from skillopt_sleep.grammar.clauses import _QUESTION_START, is_question, strip_frame
+from skillopt_sleep.grammar.formats import format_rule_hit
+from skillopt_sleep.grammar.literals import ARTICLES, PRONOUNS, literal_of
 
 #: Longest clause (characters) still read as a rule statement; longer sentences are prose or pasted text.
 MAX_RULE_CHARS = 200
@@ -287,7 +287,8 @@ def rule_parts(clause: str) -> list[str]:
 #
 # ``parse_rule`` knows the forms a check can be derived from. Real users state house rules in many more ways, inside
 # long requests and instruction blocks (issue 22); ``normative`` recognises the grammatical shape of an instruction
-# about *how* to work, whatever its subject. It only finds candidates: whether one lasts is ``lasting``'s to decide.
+# about *how* to work, whatever its subject. It only finds candidates: whether one lasts is ``mine.lasting``'s to
+# decide.
 
 _CONSTRAINT_VERBS = (r"use|keep|ensure|make sure|be sure|maintain|preserve|follow|stick (?:to|with)|prefer|respect|"
                      r"remember|stay|avoid|only|always|never|try to keep|try to use|reuse|prioriti[sz]e|favou?r|"
