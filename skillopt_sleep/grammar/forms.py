@@ -46,6 +46,14 @@ _PREFER = re.compile(
 )
 
 
+_SUBJECT_PREFER = re.compile(
+    rf"^(?!(?:i|it|this|that|there|he|she|they|we|you|which|who)\b)(?P<subject>(?:[\w.'/-]+\s+){{1,3}}?)"
+    rf"(?:always\s+|only\s+)?uses?\s+(?P<x>[^,]{{1,40}}?)\s*{_CONTRAST}\s+(?P<y>[^,]{{1,40}})$",
+    re.IGNORECASE,
+)
+"""A house rule with its subject first: "Tests use vitest, never jest", "the backend uses httpx, not requests"."""
+
+
 _PREFER_VERB = re.compile(
     r"^(?:(?:we|i)\s+)?(?:always\s+)?prefer\s+(?P<x>.+?)(?:\s+(?:over|to|instead of|rather than)\s+(?P<y>.+))?$",
     re.IGNORECASE,
@@ -195,6 +203,9 @@ def parse_rule(clause: str) -> ParsedRule | None:
         match = pattern.match(text)
         if match and len(match.group("x").split()) <= 6:
             return ParsedRule("prefer", preferred=match.group("x"), forbidden=match.group("y"))
+    match = _SUBJECT_PREFER.match(text)
+    if match and len(match.group("x").split()) <= 4:
+        return ParsedRule("prefer", preferred=match.group("x"), forbidden=match.group("y"))
     match = _PREFER_VERB.match(text)
     if match:  # softer than "use X, not Y": only the preferred literal is checked
         return ParsedRule("use", preferred=match.group("x"))

@@ -103,13 +103,22 @@ def _use_check(literal: str, rule: str, origin: str) -> Check:
     return Check(op="contains", value=literal, origin=origin, rule=rule)
 
 
+_FLAG = re.compile(r"(?<![\w-])--[a-z][\w-]*")
+
+
+def _flag(rest: str) -> str | None:
+    """The one command-line flag a prohibition names ("Do NOT force push with --force" -> ``--force``), else None."""
+    flags = set(_FLAG.findall(rest))
+    return flags.pop() if len(flags) == 1 else None
+
+
 def _forbid_check(literal: str, preferred: str | None, rule: str, origin: str) -> Check:
-    """``not_contains literal``, or a whole-word negative regex when a substring match would misfire or the literal is
-    a dotted code name (``os.path``)."""
+    """``not_contains literal``, or a whole-word negative regex when a substring match would misfire, the literal is
+    a dotted code name (``os.path``) or a flag (``--force`` is not in ``--force-with-lease``)."""
     inside_preferred = preferred is not None and literal.casefold() in preferred.casefold()
     short_word = re.fullmatch(r"\w{1,3}", literal) is not None
     word_edges = re.match(r"\w", literal) and re.search(r"\w$", literal)
-    if dotted_name(literal) is not None or ((inside_preferred or short_word) and word_edges):
+    if dotted_name(literal) is not None or literal.startswith("-") or ((inside_preferred or short_word) and word_edges):
         return Check(op="regex", value=negative_word_regex(literal), origin=origin, rule=rule)
     return Check(op="not_contains", value=literal, origin=origin, rule=rule)
 
@@ -155,7 +164,8 @@ def checks_of(text: str, rule: str, origin: str) -> list[Check]:
         if forbidden and forbidden.casefold() != (preferred or "").casefold():
             checks.append(_forbid_check(forbidden, parsed.preferred, rule, origin))
     if parsed.form == "forbid":
-        forbidden = literal_of(parsed.forbidden) if parsed.forbidden else quoted_part(parsed.rest or "")
+        forbidden = literal_of(parsed.forbidden) if parsed.forbidden else (quoted_part(parsed.rest or "")
+                                                                            or _flag(parsed.rest or ""))
         if forbidden and len(forbidden) <= MAX_LITERAL_CHARS:
             checks.append(_forbid_check(forbidden, None, rule, origin))
     if parsed.form == "always" and not formatted and parsed.rest:

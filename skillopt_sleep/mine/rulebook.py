@@ -208,9 +208,17 @@ def _overlaps(rule_keys: set[Key], keys: set[Key]) -> bool:
     return bool(rule_keys & keys)
 
 
+def _demands(rule: StatedRule) -> set[Key]:
+    """What a stated rule demands, read as a document line is read (``line_keys``): its keys (validated checks, or its
+    words), and the keys of the checks each of its phrasings implies, validated or not. So "Tests use vitest, never
+    jest" is held by a line "Use `vitest`, never `jest`." even when no session validated its checks."""
+    return rule.key_set.union(*(line_keys(phrasing) for phrasing in rule.phrasings))
+
+
 def stating_line(rule: StatedRule, documents: dict[str, str]) -> str | None:
-    """The document line that already states ``rule`` (its keys overlap the rule's), or None."""
-    wanted = rule.key_set | {text_key(phrasing) for phrasing in rule.phrasings}
+    """The document line that already states ``rule`` (what it demands overlaps the rule's, ``_demands``), or
+    None."""
+    wanted = _demands(rule)
     for text in documents.values():
         for line, keys in document_rules(text):
             if _overlaps(wanted, keys):
@@ -289,9 +297,10 @@ def user_rule_edits(rules: list[StatedRule], documents: dict[str, str], *, targe
     edits: list[EditRecord] = []
     written: set[Key] = set()
     for rule in rules:
-        if rule.scope != "lasting" or rule.key_set & written or stating_line(rule, documents) is not None:
+        demands = _demands(rule)
+        if rule.scope != "lasting" or _overlaps(demands, written) or stating_line(rule, documents) is not None:
             continue  # a candidate waits to be stated again; a one-off is never a memory line
-        written |= rule.key_set
+        written |= demands
         evidence = list(rule.task_ids)
         rationale = rule_rationale(rule)
         content = written_line(rule, wording=wording, screen=screen)
@@ -326,7 +335,7 @@ def restated_rule_reason(content: str, rules: list[StatedRule], documents: dict[
     keys = line_keys(content)
     demanded = {key for key in keys if key[0] != "text"} | {text_key(content)}  # what it demands, or its very words
     for rule in rules:
-        if _overlaps(rule.key_set | {text_key(phrasing) for phrasing in rule.phrasings}, demanded):
+        if _overlaps(_demands(rule), demanded):
             return f"restates the user's rule {rule.text!r}: the user's own words are proposed instead"
     for text in documents.values():
         for line, line_demands in document_rules(text):

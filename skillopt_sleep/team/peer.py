@@ -19,9 +19,9 @@ rule file (``store.RuleFile``) of the member ``PEER_MEMBER``:
 
 * its text: the rule on one line (white space runs made one space); a rule longer than a team rule's line
   (``store.MAX_TEXT_CHARS``) is skipped;
-* its checks: what this project's deterministic rule reader derives from the text (``grammar.statements.checks_for_rule``;
-  the manifest carries none); a rule from which no valid check is derived is skipped, since a team rule is known by
-  its checks (``store.team_rule_id``);
+* its checks: what this project's deterministic rule reader derives from the text
+  (``grammar.statements.checks_for_rule``; the manifest carries none); a rule from which no valid check is derived is
+  skipped, since a team rule is known by its checks (``store.team_rule_id``);
 * an empty held-out record: the exporter's effect was measured elsewhere and is never counted as a member's evidence;
   the rationale names the manifest's rule id and license.
 

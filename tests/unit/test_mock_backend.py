@@ -91,8 +91,8 @@ def test_read_rule_splits_positive_forms_from_the_literals_the_rule_checks_forbi
     assert read_rule("Don't forget the tests") == (("Don't forget the tests",), frozenset())
     # the reader reads this clause as one prohibition ("add it with uv" is no use verb): only pip is left out
     assert read_rule("we don't use pip in this project, add it with uv.") == ((), frozenset({"pip"}))
-    # "never jest" names no literal for the reader (it checks only quoted names after a bare "never"): nothing read
-    assert read_rule("Tests use vitest, never jest.") == ((), frozenset())
+    # a rule with its subject first ("Tests use vitest, never jest.") is read as "use vitest, not jest"
+    assert read_rule("Tests use vitest, never jest.") == (("Use vitest",), frozenset({"jest"}))
 
 
 def test_mock_target_leaves_out_exactly_what_the_miners_checks_forbid():

@@ -174,6 +174,22 @@ def test_short_forbidden_word_is_matched_as_a_whole_word():
     assert not passes(checks, "var value = 1;")
 
 
+def test_a_rule_with_its_subject_first_prefers_and_forbids():
+    """``benchmarks/world3.py``, and how real users state a stack: the subject first, then the contrast."""
+    checks = checks_for_rule("Tests use vitest, never jest.")
+    assert ops(checks) == [("contains", "vitest"), ("not_contains", "jest")]
+    assert ops(checks_for_rule("the backend uses httpx, not requests")) == [("contains", "httpx"),
+                                                                            ("not_contains", "requests")]
+    assert checks_for_rule("It uses a lot of memory, not disk") == []  # a description, not a rule
+
+
+def test_a_prohibition_that_names_one_flag_forbids_the_flag_as_a_whole_word():
+    checks = checks_for_rule("Do NOT force push with --force.")
+    assert passes(checks, "git push --force-with-lease origin main")
+    assert not passes(checks, "git push --force origin main")
+    assert checks_for_rule("Do not run it with --force or --yes") == []  # which one? none is read
+
+
 @pytest.mark.parametrize("rule", ["Tabs, not spaces", "Never commit directly to main", "No emojis in commit messages",
                                   "don't be so verbose"])
 def test_rules_without_a_literal_give_no_check(rule):
