@@ -75,6 +75,13 @@ _FORBID_USE = re.compile(
 )
 
 
+_WITH_TOOL = re.compile(
+    r"^\s*(?:and\s+|but\s+|just\s+)?(?:add|install|format|lint|test|run|build|manage|bundle|compile|deploy|package|"
+    r"type-?check)(?:\s+(?:it|them|this|that|packages?|deps|dependencies|the code|everything))?\s+(?:with|using|via)\s+"
+    r"(?P<x>[\w.@/+-]+)\s*$", re.IGNORECASE)
+"""A tool named by what it does, beside a rule ("never pip, add it with uv"; "no black, format with ruff"): a use."""
+
+
 _FORBID = re.compile(r"^(?:(?:we|you)\s+)?(?:never|don't|dont|do not|avoid|stop)\s+(?P<y>.+)$", re.IGNORECASE)
 
 
@@ -94,7 +101,7 @@ _FORBID_NEUTRAL = re.compile(
 )
 
 
-_NO_THING = re.compile(r"^no\s+(?P<y>.+)$", re.IGNORECASE)
+_NO_THING = re.compile(r"^no\s+(?P<y>[^,;]+)$", re.IGNORECASE)
 
 
 _NO_NEUTRAL = re.compile(
@@ -228,8 +235,9 @@ def parse_rule(clause: str) -> ParsedRule | None:
     match = _FORBID_USE.match(text)
     if match:
         forbidden, _, after = match.group("y").partition(",")
-        positive = re.match(rf"^\s*(?:but\s+|and\s+)?(?:always\s+)?{USE_VERBS}\s+(?P<x>.+)$", after, re.IGNORECASE)
-        if positive:  # "never use print, use logging"
+        positive = (re.match(rf"^\s*(?:but\s+|and\s+)?(?:always\s+)?{USE_VERBS}\s+(?P<x>.+)$", after, re.IGNORECASE)
+                    or _WITH_TOOL.match(after))
+        if positive:  # "never use print, use logging"; "don't use pip, add it with uv"
             return ParsedRule("prefer", preferred=positive.group("x"), forbidden=forbidden)
         return ParsedRule("forbid", forbidden=forbidden)
     match = _FORBID.match(text)
@@ -274,13 +282,21 @@ def parse_rule(clause: str) -> ParsedRule | None:
 _PART_SPLIT = re.compile(r"\s*(?:,|:|\s-\s|\s\u2014\s)\s*")
 
 
-def parse_part(part: str) -> ParsedRule | None:
-    """``parse_rule``, and a bare "not X" (which is a rule only beside another part: "ruff format, not black")."""
+def parse_part(part: str, *, beside: bool = True) -> ParsedRule | None:
+    """``parse_rule``, a bare "not X", a tool named by what it does ("add it with uv") and, ``beside`` another part
+    of its clause, a bare "never X" of one word: each a rule only beside another part ("ruff format, not black"; "no
+    pip, add it with uv"; "never npm, install with pnpm"; alone, "never guess" forbids no word)."""
     parsed = parse_rule(part)
     if parsed is None:
         match = _NOT_THING.match(part)
         if match and _side_ok(match.group("y")):
             return ParsedRule("forbid", forbidden=match.group("y"))
+        match = _WITH_TOOL.match(part)
+        if match and _side_ok(match.group("x")):
+            return ParsedRule("use", preferred=match.group("x"))
+    elif beside and parsed.form == "forbid" and not parsed.forbidden and len((parsed.rest or "").split()) == 1 \
+            and _side_ok(parsed.rest or ""):
+        return ParsedRule("forbid", forbidden=parsed.rest)  # "never npm" beside "install with pnpm"
     return parsed
 
 

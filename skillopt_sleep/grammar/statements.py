@@ -135,7 +135,9 @@ def checks_for_rule(rule: str, *, origin: str = "house_rule") -> list[Check]:
     parsed = parse_rule(text)
     checks = checks_of(text, rule, origin) if parsed is not None else []
     if parsed is None or parsed.form not in ("prefer", "use", "forbid") or not checks:
-        checks += [check for part in rule_parts(text) for check in checks_of(strip_frame(part), rule, origin)]
+        parts = rule_parts(text)
+        checks += [check for part in parts for check in checks_of(strip_frame(part), rule, origin,
+                                                                   beside=len(parts) > 1)]
     if any(check.value == ISO_DATE_NO_MONTHS_REGEX for check in checks):  # a part's looser date check is implied
         checks = [check for check in checks if check.value != ISO_DATE_REGEX]
     return _unique(checks)
@@ -149,9 +151,9 @@ def _unique(checks: list[Check]) -> list[Check]:
     return unique
 
 
-def checks_of(text: str, rule: str, origin: str) -> list[Check]:
-    """The checks of one statement that parses (``parse_part``)."""
-    parsed = parse_part(text)
+def checks_of(text: str, rule: str, origin: str, *, beside: bool = False) -> list[Check]:
+    """The checks of one statement that parses (``parse_part``; ``beside``: another part of its clause is a rule)."""
+    parsed = parse_part(text, beside=beside)
     if parsed is None:
         return []
     checks = format_checks(text, rule, origin)

@@ -89,8 +89,8 @@ def test_read_rule_splits_positive_forms_from_the_literals_the_rule_checks_forbi
     assert read_rule("use tabs, not spaces") == (("Use tabs",), frozenset())
     # not a rule form ("don't forget" is neutral): followed as written, nothing forbidden
     assert read_rule("Don't forget the tests") == (("Don't forget the tests",), frozenset())
-    # the reader reads this clause as one prohibition ("add it with uv" is no use verb): only pip is left out
-    assert read_rule("we don't use pip in this project, add it with uv.") == ((), frozenset({"pip"}))
+    # a tool named by what it does beside a prohibition ("add it with uv") is the tool to use
+    assert read_rule("we don't use pip in this project, add it with uv.") == (("Use uv",), frozenset({"pip"}))
     # a rule with its subject first ("Tests use vitest, never jest.") is read as "use vitest, not jest"
     assert read_rule("Tests use vitest, never jest.") == (("Use vitest",), frozenset({"jest"}))
 

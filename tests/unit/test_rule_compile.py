@@ -56,7 +56,7 @@ def rule(phrasing: str, *accepted: str, checks: list[Check] | None = None):
     ("we use pathlib here, never os.path", "- Use `pathlib`, never `os.path`."),
     ("logger, not print", "- Use `logger`, never `print`."),
     ("we moved from black to ruff: ruff format, never black", "- Use `ruff`, never `black`."),
-    ("we don't use pip in this project, add it with uv", "- Never use `pip`."),
+    ("we don't use pip in this project, add it with uv", "- Use `uv`, never `pip`."),
     ("we're a uv shop", "- Use `uv`."),
     ("dates are ISO here, YYYY-MM-DD please", "- Write every date as `YYYY-MM-DD`."),
     ("no, dates must be ISO 8601 in this repo", "- Write every date as `YYYY-MM-DD`."),

@@ -183,6 +183,18 @@ def test_a_rule_with_its_subject_first_prefers_and_forbids():
     assert checks_for_rule("It uses a lot of memory, not disk") == []  # a description, not a rule
 
 
+def test_a_tool_named_by_what_it_does_beside_a_prohibition_is_the_tool_to_use():
+    """``benchmarks/world2.py``'s uv rule, stated "we don't use pip in this project, add it with uv"."""
+    assert ops(checks_for_rule("we don't use pip in this project, add it with uv.")) == [
+        ("contains", "uv"), ("regex", negative_word_regex("pip"))]
+    assert ops(checks_for_rule("no black, format with ruff")) == [("not_contains", "black"), ("contains", "ruff")]
+    assert ops(checks_for_rule("never npm, install with pnpm")) == [("regex", negative_word_regex("npm")),
+                                                                   ("contains", "pnpm")]
+    assert checks_for_rule("Add it with uv") == []  # alone, a task
+    assert checks_for_rule("never guess") == []  # alone, "never X" forbids no word
+    assert checks_for_rule("don't use a for loop, build it with a loop") == []  # an article is no literal
+
+
 def test_a_prohibition_that_names_one_flag_forbids_the_flag_as_a_whole_word():
     checks = checks_for_rule("Do NOT force push with --force.")
     assert passes(checks, "git push --force-with-lease origin main")
