@@ -27,14 +27,11 @@ Deterministic; no LLM and no side effect at import.
 from __future__ import annotations
 
 import functools
-import json
-import uuid
 from dataclasses import dataclass
-from datetime import timedelta
 from pathlib import Path
 
 from benchmarks.world import night_day, night_run_time, sanitized_cwd  # noqa: F401  (night_run_time: re-exported)
-from benchmarks.world2 import Session, agent, session, session_records, user
+from benchmarks.world2 import Session, agent, session, user, write_sessions
 
 PROJECT = "shop-web"
 INITIAL_MEMORY = "# shop-web\n\nThe shop's web front end (TypeScript) and its Python services.\n"
@@ -243,18 +240,8 @@ def _night(member: int, night: int, requests: _Requests) -> list[Session]:
 def write_night_sessions(claude_home: Path, project: Path, member: int, night: int) -> list[Path]:
     """Write ``member``'s sessions of night ``night`` under ``<claude_home>/projects/<sanitized project>/``; return
     the files."""
-    folder = Path(claude_home) / "projects" / sanitized_cwd(Path(project))
-    folder.mkdir(parents=True, exist_ok=True)
-    written = []
-    for number, item in enumerate(sessions_for(member, night)):
-        seed = ((member + 1) * 100 + night) * 100 + number
-        session_id = str(uuid.UUID(int=seed))
-        start = night_day(night) + timedelta(hours=8, minutes=20 * number)
-        records = session_records(item, session_id=session_id, project=Path(project), start=start, id_seed=seed)
-        path = folder / f"{session_id}.jsonl"
-        path.write_text("".join(json.dumps(record) + "\n" for record in records), encoding="utf-8")
-        written.append(path)
-    return written
+    return write_sessions(claude_home, project, sessions_for(member, night),
+                          first_seed=((member + 1) * 100 + night) * 100, day=night_day(night), minutes_apart=20)
 
 
 def requests_of(member: int, nights: int) -> list[str]:

@@ -394,20 +394,29 @@ def session_records(item: Session, *, session_id: str, project: Path, start: dat
     return records
 
 
-def write_night_sessions(claude_home: Path, project: Path, night: int) -> list[Path]:
-    """Write night ``night``'s sessions under ``<claude_home>/projects/<sanitized project>/``; return the files."""
+def write_sessions(claude_home: Path, project: Path, items: list[Session], *, first_seed: int, day: datetime,
+                   minutes_apart: int = 45) -> list[Path]:
+    """Write ``items`` as Claude Code sessions under ``<claude_home>/projects/<sanitized project>/``, the n-th one
+    with uuid and record seed ``first_seed + n``, starting at 08:00 + ``minutes_apart`` x n on ``day``; return the
+    files. Every world writes its nights through this."""
     folder = Path(claude_home) / "projects" / sanitized_cwd(Path(project))
     folder.mkdir(parents=True, exist_ok=True)
     written = []
-    for number, item in enumerate(sessions_for(night)):
-        session_id = str(uuid.UUID(int=(night + 50) * 1000 + number))
-        start = night_day(night) + timedelta(hours=8, minutes=45 * number)
-        records = session_records(item, session_id=session_id, project=Path(project), start=start,
-                                  id_seed=(night + 50) * 1000 + number)
+    for number, item in enumerate(items):
+        seed = first_seed + number
+        session_id = str(uuid.UUID(int=seed))
+        start = day + timedelta(hours=8, minutes=minutes_apart * number)
+        records = session_records(item, session_id=session_id, project=Path(project), start=start, id_seed=seed)
         path = folder / f"{session_id}.jsonl"
         path.write_text("".join(json.dumps(record) + "\n" for record in records), encoding="utf-8")
         written.append(path)
     return written
+
+
+def write_night_sessions(claude_home: Path, project: Path, night: int) -> list[Path]:
+    """Write night ``night``'s sessions under ``<claude_home>/projects/<sanitized project>/``; return the files."""
+    return write_sessions(claude_home, project, sessions_for(night), first_seed=(night + 50) * 1000,
+                          day=night_day(night))
 
 
 def transcript_text() -> str:

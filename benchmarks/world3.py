@@ -31,18 +31,15 @@ deterministic checker (``CHECKERS``). No LLM and no side effect at import.
 
 from __future__ import annotations
 
-import json
 import re
-import uuid
-from datetime import timedelta
 from pathlib import Path
 
 try:  # the calendar, the project folder convention and the session format the worlds share
     from benchmarks.world import night_day, night_run_time, sanitized_cwd  # noqa: F401
-    from benchmarks.world2 import Probe, Session, agent, session, session_records, user
+    from benchmarks.world2 import Probe, Session, agent, session, user, write_sessions
 except ImportError:  # loaded by path beside world.py (benchmarks/peer/run_peer.py, in the peer's interpreter)
     from world import night_day, night_run_time, sanitized_cwd  # type: ignore[no-redef]  # noqa: F401
-    from world2 import Probe, Session, agent, session, session_records, user  # type: ignore[no-redef]
+    from world2 import Probe, Session, agent, session, user, write_sessions  # type: ignore[no-redef]
 
 NAME = "platform-team"
 
@@ -320,18 +317,8 @@ def sessions_for(night: int) -> list[Session]:
 
 def write_night_sessions(claude_home: Path, project: Path, night: int) -> list[Path]:
     """Write night ``night``'s sessions under ``<claude_home>/projects/<sanitized project>/``; return the files."""
-    folder = Path(claude_home) / "projects" / sanitized_cwd(Path(project))
-    folder.mkdir(parents=True, exist_ok=True)
-    written = []
-    for number, item in enumerate(sessions_for(night)):
-        seed = (night + 90) * 1000 + number
-        session_id = str(uuid.UUID(int=seed))
-        start = night_day(night) + timedelta(hours=8, minutes=45 * number)
-        records = session_records(item, session_id=session_id, project=Path(project), start=start, id_seed=seed)
-        path = folder / f"{session_id}.jsonl"
-        path.write_text("".join(json.dumps(record) + "\n" for record in records), encoding="utf-8")
-        written.append(path)
-    return written
+    return write_sessions(claude_home, project, sessions_for(night), first_seed=(night + 90) * 1000,
+                          day=night_day(night))
 
 
 def transcript_text() -> str:
