@@ -5,7 +5,9 @@ stands, and what it won on held-out tasks.
   to the archived rule it is (their check keys overlap, or, for rules without checks, it says what an archived
   phrasing says: ``mine.lasting.similar``), with the archived id, all the keys and phrasings known for it (so that a
   line written in an earlier night's words counts as stating it) and ``stated_total`` = all nights' statements, then
-  re-ordered most stated first: recurrence across nights orders the edit budget. A ``candidate`` (stated once, no
+  re-ordered most stated first: recurrence across nights orders the edit budget; and the archived lasting rules
+  not stated tonight that no night has gated yet (status ``stated``: over an earlier night's edit budget, or
+  ``pending``), carried to be proposed again (``CARRIED``). A ``candidate`` (stated once, no
   lasting scope) that an earlier night stated too becomes ``lasting`` ("stated on N nights"), as does any rule an
   earlier night found lasting; a ``one_off`` stays one (its words tie it to its task, and a task sent again on
   another night restates nothing).
@@ -31,9 +33,10 @@ from skillopt_sleep.archive.tasks import TaskArchive
 from skillopt_sleep.checks import check_key
 from skillopt_sleep.engine.gate import EVIDENCE_CLAUSES
 from skillopt_sleep.engine.step import StepResult
+from skillopt_sleep.grammar.statements import checks_for_rule
 from skillopt_sleep.mine.lasting import similar
 from skillopt_sleep.mine.rulebook import StatedRule, line_keys, rule_edit, stating_line, text_key
-from skillopt_sleep.models import TaskRecord
+from skillopt_sleep.models import Check, TaskRecord
 
 #: A rule's scope only widens across nights: once lasting, always lasting.
 _SCOPE_RANK = {"one_off": 0, "candidate": 1, "lasting": 2}
@@ -87,8 +90,31 @@ def with_history(rules: list[StatedRule], archive: TaskArchive | None) -> list[S
         phrasings = list(dict.fromkeys([*rule.phrasings, *entry["phrasings"]]))
         out.append(rule.model_copy(update={"id": entry["id"], "stated_total": entry["stated"] + rule.stated,
                                            "keys": keys, "phrasings": phrasings, **_scope_across_nights(rule, entry)}))
+    matched = {rule.id for rule in out}
+    out += [_carried(entry) for entry in archived if entry["id"] not in matched and entry.get("status") in CARRIED
+            and entry.get("scope") == "lasting"]
     out.sort(key=lambda item: (-item.stated_total, -item.stated, item.text))
     return out
+
+
+#: Statuses of an archived lasting rule that a night proposes again though nobody stated it tonight: never proposed
+#: (``stated``: over the edit budget, or blocked) or left pending by the gate.
+CARRIED = ("stated", "pending")
+
+
+def _carried(entry: dict[str, Any]) -> StatedRule:
+    """An archived lasting rule not stated tonight, to be proposed again (``stated`` 0: tonight counts no statement
+    of it). Its words are the archive's phrasings; what it demands, its archived keys; its checks, those its phrasings
+    imply that demand one of those keys (so that it is worded as a rule known by checks is)."""
+    keys = _keys(entry)
+    checks: list[Check] = []
+    for check in (check for phrasing in entry["phrasings"] for check in checks_for_rule(phrasing)):
+        if check_key(check) in keys and all(check_key(known) != check_key(check) for known in checks):
+            checks.append(check)
+    return StatedRule(id=entry["id"], keys=sorted(keys), text=entry["text"], checks=checks,
+                      phrasings=list(entry["phrasings"]), stated=0, stated_total=entry["stated"], scope="lasting",
+                      scope_reason=f"{entry.get('scope_reason') or 'lasting'}; carried from night "
+                                   f"{entry.get('last_night')}, not yet gated")
 
 
 def _tests(task: TaskRecord, keys: set[tuple[str, str]]) -> bool:
@@ -121,10 +147,10 @@ def record_night(archive: TaskArchive, rules: list[StatedRule], step: StepResult
         entry["keys"] = sorted([list(key) for key in keys])
         entry["phrasings"] = list(dict.fromkeys([*entry["phrasings"], *rule.phrasings]))[-MAX_PHRASINGS:]
         entry["sessions"] = list(dict.fromkeys([*entry["sessions"], *rule.session_ids]))[-MAX_SESSIONS:]
-        if night_id not in entry["nights"]:
+        if night_id not in entry["nights"] and rule.stated:  # a carried rule was not stated tonight
             entry["nights"].append(night_id)
             entry["stated"] += rule.stated
-        entry["last_night"] = night_id
+            entry["last_night"] = night_id
         if _SCOPE_RANK[rule.scope] >= _SCOPE_RANK.get(entry.get("scope") or "lasting", 2):
             entry["scope"], entry["scope_reason"] = rule.scope, rule.scope_reason
         if any(_tests(task, keys) for task in replayed):

@@ -143,8 +143,8 @@ _MOVED = re.compile(
 
 
 _WE_VERB_WITH = re.compile(
-    rf"^(?:we|i)\s+(?:always\s+|only\s+)?\w+\s+(?:with|using|via|through|in)\s+(?P<x>[^,]{{1,30}}?)\s*{_CONTRAST}\s+"
-    r"(?P<y>.+)$",
+    rf"^(?:we|i)\s+(?:always\s+|only\s+)?(?!\w+ed\b)\w+(?:\s+(?:and|or)\s+\w+)?(?:\s+(?!with\b|using\b|via\b)\w+){{0,2}}\s+"
+    rf"(?:with|using|via|through|in)\s+(?P<x>[^,]{{1,30}}?)\s*{_CONTRAST}\s+(?P<y>.+)$",
     re.IGNORECASE,
 )
 

@@ -83,10 +83,11 @@ def literal_of(phrase: str) -> str | None:
     quoted = quoted_part(phrase)
     if quoted:
         return quoted if len(quoted) <= MAX_LITERAL_CHARS else None
-    text = _TRAILING_QUALIFIER.sub("", ARTICLES.sub("", phrase.strip())).strip(" ,.;:!")
+    head = phrase.strip().split(",")[0]  # a comma ends a name ("grep, it's much faster here")
+    text = _TRAILING_QUALIFIER.sub("", ARTICLES.sub("", head)).strip(" ,.;:!")
     text = ARTICLES.sub("", text).strip()
-    if not text or len(text) > MAX_LITERAL_CHARS or "," in text or ARTICLES.match(text + " "):
-        return None  # a comma ends a name ("black, format with ruff"); an article alone names nothing
+    if not text or len(text) > MAX_LITERAL_CHARS or ARTICLES.match(text + " "):
+        return None  # an article alone names nothing ("a for loop")
     tokens = text.split()
     if len(tokens) > 3:
         return None

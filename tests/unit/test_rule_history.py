@@ -172,3 +172,25 @@ def test_a_one_off_stays_one_and_an_unrelated_candidate_keeps_waiting(tmp_path):
     later = with_history(stated_rules([words_only("t-3", one_off.model_copy()),
                                        words_only("t-4", candidate("write migrations with alembic"))]), archive)
     assert sorted(rule.scope for rule in later) == ["candidate", "one_off"]
+
+
+def test_a_lasting_rule_no_night_has_gated_yet_is_carried_to_the_next_night_until_gated(tmp_path):
+    """``benchmarks/world3.py``'s rg rule: stated once, "from now on", over night 1's edit budget. Night 2 proposes it
+    again though nobody states it (checks read from its words, so it is worded like any checked rule); a carried rule
+    counts no statement; once the gate has decided it (adopted, rejected) it is no longer carried."""
+    archive = TaskArchive(tmp_path / "archive.sqlite3")
+    rg = stated_rules([task("t-1", "from now on use rg instead of grep", "rg")])
+    pnpm = stated_rules([task("t-2", "use pnpm", "pnpm"), task("t-3", "use pnpm", "pnpm")])
+    assert rg[0].scope == "lasting"
+    night(archive, [*pnpm, *rg], "n1", edits=[applied("use pnpm")], verdict="accept_new_best", clause="accepted",
+          adopted=True, documents_after={"memory": rule_line("use pnpm")})  # rg: over the budget, never proposed
+    statuses = {entry["text"]: entry["status"] for entry in archive.rules()}
+    assert statuses == {"use pnpm": "adopted", "from now on use rg instead of grep": "stated"}
+    [carried] = with_history([], archive)  # night 2: nobody states anything
+    assert carried.text == "from now on use rg instead of grep" and carried.stated == 0 and carried.scope == "lasting"
+    assert {(check.op, check.value) for check in carried.checks} >= {("contains", "rg")}
+    night(archive, [carried], "n2", edits=[applied("Use `rg`, never `grep`.")], clause="margin")
+    entry = next(entry for entry in archive.rules() if entry["id"] == carried.id)
+    assert entry["nights"] == ["n1"] and entry["stated"] == 1  # carried: no statement counted
+    assert entry["status"] == "rejected"
+    assert with_history([], archive) == []  # the gate decided it: it waits to be stated again
