@@ -35,28 +35,36 @@ def sh(cwd: Path, *args: str) -> str:
     return done.stdout.strip()
 
 
-@pytest.fixture
-def team(tmp_path, monkeypatch):
-    """(remote, {name: clone}) with a seeded main branch and each clone's own identity."""
+def seeded_remote(tmp_path: Path, monkeypatch) -> Path:
+    """A bare repository on disk (the team's remote) whose ``main`` holds one commit; no user or system git config
+    is read."""
     monkeypatch.setenv("GIT_CONFIG_GLOBAL", "/dev/null")
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
     remote = tmp_path / "remote.git"
     sh(tmp_path, "init", "--quiet", "--bare", "-b", "main", str(remote))
-    clones = {}
-    for name in ("seed", "a", "b", "c", "reviewer"):
-        clone = tmp_path / "members" / name / "shop-web"
-        clone.parent.mkdir(parents=True)
-        sh(clone.parent, "clone", "--quiet", str(remote), str(clone))
-        sh(clone, "config", "user.email", f"{name}@example.test")
-        sh(clone, "config", "user.name", f"Member {name.upper()}")
-        clones[name] = clone
-    seed = clones.pop("seed")
+    seed = member_clone(remote, tmp_path / "seed" / "shop-web", "seed")
     (seed / "README.md").write_text("# shop-web\n", encoding="utf-8")
     sh(seed, "add", "README.md")
     sh(seed, "commit", "--quiet", "-m", "start")
     sh(seed, "push", "--quiet", "origin", "main")
-    for clone in clones.values():
-        sh(clone, "pull", "--quiet", "origin", "main")
+    return remote
+
+
+def member_clone(remote: Path, clone: Path, name: str) -> Path:
+    """A member's clone of ``remote`` at ``clone``, with the member's own git identity."""
+    clone.parent.mkdir(parents=True, exist_ok=True)
+    sh(clone.parent, "clone", "--quiet", str(remote), str(clone))
+    sh(clone, "config", "user.email", f"{name}@example.test")
+    sh(clone, "config", "user.name", f"Member {name.upper()}")
+    return clone
+
+
+@pytest.fixture
+def team(tmp_path, monkeypatch):
+    """(remote, {name: clone}) with a seeded main branch and each clone's own identity."""
+    remote = seeded_remote(tmp_path, monkeypatch)
+    clones = {name: member_clone(remote, tmp_path / "members" / name / "shop-web", name)
+              for name in ("a", "b", "c", "reviewer")}
     return remote, clones
 
 

@@ -21,7 +21,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from test_team_git import sh
+from test_team_git import member_clone, seeded_remote, sh
 from test_team_night import split_of
 from transcripts import PNPM_CONVERSATIONS, write_claude_sessions
 from typer.testing import CliRunner
@@ -137,24 +137,10 @@ class Member:
 @pytest.fixture
 def team(tmp_path, monkeypatch):
     """(remote, {name: Member}): a bare repository seeded with one commit, and three members' clones."""
-    monkeypatch.setenv("GIT_CONFIG_GLOBAL", "/dev/null")
-    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
-    remote = tmp_path / "remote.git"
-    sh(tmp_path, "init", "--quiet", "--bare", "-b", "main", str(remote))
-    seed = tmp_path / "seed"
-    sh(tmp_path, "clone", "--quiet", str(remote), str(seed))
-    (seed / "README.md").write_text("# shop-web\n", encoding="utf-8")
-    sh(seed, "-c", "user.name=Seed", "-c", "user.email=seed@example.test", "add", "README.md")
-    sh(seed, "-c", "user.name=Seed", "-c", "user.email=seed@example.test", "commit", "--quiet", "-m", "start")
-    sh(seed, "push", "--quiet", "origin", "main")
-    members = {}
-    for name in MEMBERS:
-        clone = tmp_path / name / "shop-web"
-        clone.parent.mkdir()
-        sh(clone.parent, "clone", "--quiet", str(remote), str(clone))
-        sh(clone, "config", "user.email", f"{name}@example.test")
-        sh(clone, "config", "user.name", f"Member {name}")
-        members[name] = Member(tmp_path / name / "machine", name, clone, monkeypatch)
+    remote = seeded_remote(tmp_path, monkeypatch)
+    members = {name: Member(tmp_path / name / "machine", name,
+                            member_clone(remote, tmp_path / name / "shop-web", name), monkeypatch)
+               for name in MEMBERS}
     return remote, members
 
 
