@@ -282,7 +282,7 @@ def parse_rule(clause: str) -> ParsedRule | None:
 _PART_SPLIT = re.compile(r"\s*(?:,|:|\s-\s|\s\u2014\s)\s*")
 
 
-def parse_part(part: str, *, beside: bool = True) -> ParsedRule | None:
+def parse_part(part: str, *, beside: bool = False) -> ParsedRule | None:
     """``parse_rule``, a bare "not X", a tool named by what it does ("add it with uv") and, ``beside`` another part
     of its clause, a bare "never X" of one word: each a rule only beside another part ("ruff format, not black"; "no
     pip, add it with uv"; "never npm, install with pnpm"; alone, "never guess" forbids no word)."""

@@ -348,8 +348,6 @@ def _completion_feedback(blocks: list[str]) -> re.Match | None:
     at = len(blocks) - 1
     while at > 0 and blocks[at].lstrip().startswith(_ATTACHED):
         at -= 1
-    if at < 0:
-        return None
     found = _COMPLETION_FEEDBACK.match(blocks[at])
     if found is None and at > 0 and blocks[at - 1].strip() == _FEEDBACK_NOTICE:
         found = _FEEDBACK.match(blocks[at])

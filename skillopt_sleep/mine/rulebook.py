@@ -218,7 +218,11 @@ def _demands(rule: StatedRule) -> set[Key]:
 def stating_line(rule: StatedRule, documents: dict[str, str]) -> str | None:
     """The document line that already states ``rule`` (what it demands overlaps the rule's, ``_demands``), or
     None."""
-    wanted = _demands(rule)
+    return _held_by(_demands(rule), documents)
+
+
+def _held_by(wanted: set[Key], documents: dict[str, str]) -> str | None:
+    """The first document line whose demands overlap ``wanted``, or None."""
     for text in documents.values():
         for line, keys in document_rules(text):
             if _overlaps(wanted, keys):
@@ -298,7 +302,7 @@ def user_rule_edits(rules: list[StatedRule], documents: dict[str, str], *, targe
     written: set[Key] = set()
     for rule in rules:
         demands = _demands(rule)
-        if rule.scope != "lasting" or _overlaps(demands, written) or stating_line(rule, documents) is not None:
+        if rule.scope != "lasting" or _overlaps(demands, written) or _held_by(demands, documents) is not None:
             continue  # a candidate waits to be stated again; a one-off is never a memory line
         written |= demands
         evidence = list(rule.task_ids)
@@ -337,8 +341,5 @@ def restated_rule_reason(content: str, rules: list[StatedRule], documents: dict[
     for rule in rules:
         if _overlaps(_demands(rule), demanded):
             return f"restates the user's rule {rule.text!r}: the user's own words are proposed instead"
-    for text in documents.values():
-        for line, line_demands in document_rules(text):
-            if _overlaps(line_demands, demanded):
-                return f"already stated in the documents: {line.strip()[:120]!r}"
-    return None
+    line = _held_by(demanded, documents)
+    return f"already stated in the documents: {line.strip()[:120]!r}" if line is not None else None
