@@ -15,7 +15,11 @@ JSON or XML document, code, a diff, a terminal screen. Such a paste is recognise
   and a page's chrome (``PAGE_LINES`` lines, most of them a word or three);
 * inside a paragraph, every line between its first and last machine-shaped lines is pasted too (the code line of a
   traceback, a value of a document); the prose that opens or closes the paragraph ("here is the log:", "why?") is
-  typed.
+  typed;
+* a message holding ``DOCUMENT_PASTES`` or more separate unfenced pastes is a pasted document (a library's docs page
+  with its examples, a tutorial): the prose between its first and last paste is the document's too ("Error Handling:
+  Always check the result.success flag" between two code examples is crawl4ai's advice, not the user's rule). What
+  opens or closes the message stays typed.
 
 Everything else is typed: a long message and a typed instruction block are read line by line, and an indented line is
 not code because it is indented. A block an agent wrote earlier (pasted back into a message) is recognised against
@@ -94,6 +98,8 @@ def _machine(line: str) -> bool:
 
 #: Lines of one shape (digits and hex runs aside) from which they are a program's output, not typing.
 TEMPLATE_REPEATS = 3
+#: Separate unfenced pastes from which a message is a pasted document (module docstring).
+DOCUMENT_PASTES = 4
 #: Lines from which a paragraph made mostly of very short lines (<= 3 words, no list bullet) is a pasted page.
 PAGE_LINES = 8
 _DIGITS = re.compile(r"\b(?:0x)?[0-9a-f]*\d[0-9a-f]*\b|\d+", re.IGNORECASE)
@@ -167,7 +173,17 @@ def segments(message: str) -> list[tuple[str, str]]:
         else:
             paragraph.append(line)
     flush()
-    return pieces
+    return _document(pieces)
+
+
+def _document(pieces: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """``pieces`` with the typed pieces between the first and last of ``DOCUMENT_PASTES`` or more unfenced pastes
+    marked ``machine``: a pasted document's prose (module docstring)."""
+    pasted = [index for index, (kind, _) in enumerate(pieces) if kind == "machine"]
+    if len(pasted) < DOCUMENT_PASTES:
+        return pieces
+    return [("machine" if kind == "typed" and pasted[0] < index < pasted[-1] else kind, text)
+            for index, (kind, text) in enumerate(pieces)]
 
 
 def typed_text(text: str) -> str:

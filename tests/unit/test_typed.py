@@ -101,3 +101,29 @@ def test_a_code_line_with_a_trailing_comment_is_pasted():
     assert typed_text(message) == "the feed does not refresh\nfix it please"
     assert typed_text("Comments start with // in this repo") == "Comments start with // in this repo"
     assert typed_text("Keep the header; we need it") == "Keep the header; we need it"
+
+
+def test_a_pasted_documentation_page_is_the_documents_prose_and_all():
+    """``PierrunoYT/AI-Web-Crawler`` (Aider): a library's docs page pasted unfenced as one message, its advice
+    ("Always check the success flag", "We use the async crawler") between its code examples. Written here in the
+    page's shape (headings, "Label: advice" lines, unfenced examples), not copied from it."""
+    example = "async def crawl_{n}():\n    result = await crawler.run(url=URL_{n})\n    return result.items()"
+    message = "\n\n".join([
+        "please rewrite the crawler with this:",
+        "Extracting Tables",
+        example.format(n=1),
+        "Error Handling: Always check the success flag and handle failures.",
+        example.format(n=2),
+        "We use the async crawler with await for non-blocking execution.",
+        example.format(n=3),
+        "Best Practices\nClose Sessions: Always close a session when you are done with it.",
+        example.format(n=4),
+        "and never commit the API key",
+    ])
+    # what opens the message (its first heading too) and what closes it stay typed
+    assert typed_text(message) == ("please rewrite the crawler with this:\n\nExtracting Tables\n\n"
+                                   "and never commit the API key")
+    # three pastes with the user's own question between them stay a user's message (logs, not a page)
+    three = "\n\n".join(["the log:", "ERROR db down", "why?", "ERROR db down again", "Always retry twice.",
+                         "ERROR gave up"])
+    assert typed_text(three) == "the log:\n\nwhy?\n\nAlways retry twice."
