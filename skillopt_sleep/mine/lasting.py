@@ -3,8 +3,8 @@
 Most of what users write in a request is the task: what to build, which file to touch, a value to use, "no other
 changes". A house rule is what they want every time. Two signals tell them apart (``decide_scopes``):
 
-1. **Recurrence**, the strongest: the same instruction stated in two or more different tasks (``similar``: the same
-   content words, stemmed; for scripts without spaces, the same character pairs) is lasting, however it is phrased
+1. **Recurrence**, the strongest: the same instruction stated in two or more different tasks (``similar``: most of
+   the same content words, stemmed, on both sides; for scripts without spaces, the same character pairs) is lasting, however it is phrased
    ("keep it backwards compatible" in three refactors). A task counts only when it asks something else than the
    others (``recurrence``): a request sent again with its spec, or a document pasted into two requests, is not a
    restatement.
@@ -40,6 +40,10 @@ from skillopt_sleep.models import RuleStatement, TaskRecord
 RECURRENCE_TASKS = 2
 #: Share of the shorter statement's content stems the other must hold to be the same instruction.
 SIMILAR_SHARE = 0.5
+#: Share of the two statements' content stems together that they must exceed in common (Jaccard): a short
+#: statement's two words inside a long spec sentence ("Maintain dark mode support", "The calendar should support
+#: ... view modes") are not the same instruction.
+SIMILAR_COMMON = 1 / 3
 #: Share of the smaller context two tasks may share and still ask different things (``_independent``).
 INDEPENDENT_SHARE = 0.5
 #: Stems two statements must share at least.
@@ -152,13 +156,15 @@ def _pairs(text: str) -> frozenset[str]:
 
 def similar(left: str, right: str) -> bool:
     """Two statements say the same instruction (module docstring): most of the shorter one's content stems are the
-    other's (at least ``SIMILAR_MIN_SHARED``); for a script without spaces, most of its character pairs."""
+    other's (at least ``SIMILAR_MIN_SHARED``), and more than a third of the two's stems together (``SIMILAR_COMMON``); for a
+    script without spaces, most of its character pairs."""
     if _spaceless(left) or _spaceless(right):
         a, b = _pairs(left), _pairs(right)
         return bool(a and b) and len(a & b) >= SIMILAR_PAIRS * min(len(a), len(b))
     a, b = _stems(left), _stems(right)
     shared = len(a & b)
-    return shared >= SIMILAR_MIN_SHARED and shared >= SIMILAR_SHARE * min(len(a), len(b))
+    return (shared >= SIMILAR_MIN_SHARED and shared >= SIMILAR_SHARE * min(len(a), len(b))
+            and shared > SIMILAR_COMMON * len(a | b))
 
 
 def _validated_correction(statement: RuleStatement, task: TaskRecord) -> bool:

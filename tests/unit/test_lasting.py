@@ -65,6 +65,11 @@ def test_similar_is_the_same_instruction_in_other_words_not_shared_vocabulary():
     assert not similar("use pnpm for installs", "use the npm registry for installs")
     assert similar("请用中文回答所有问题", "所有问题请用中文回答")  # a script without spaces: character pairs
     assert not similar("请用中文回答所有问题", "把这个函数改成异步")
+    # ``clusterpj/cluster-estate`` (Aider): two words of a short statement inside a long spec sentence of another
+    # task are not the same instruction (they made a spec sentence "stated in 2 tasks")
+    assert not similar("Maintain dark mode support",
+                       "The calendar should support both single-property and all-properties view modes")
+    assert similar("Maintain dark mode support", "keep the dark mode support working")
 
 
 def test_an_instruction_stated_in_independent_tasks_lasts_however_phrased():
