@@ -86,7 +86,7 @@ def commit_files(repository: Path, *, branch: str, base: str | None, files: dict
     Raises TeamError when the branch exists, no identity is configured, or a git command fails."""
     if branch_exists(repository, branch):
         raise TeamError(f"branch {branch} already exists in {repository}",
-                        fix=f"delete it ('git branch -D {branch}') or publish tomorrow")
+                        fix=f"delete it ('git branch -D {branch}') or publish again")
     with tempfile.TemporaryDirectory(prefix="skillopt-sleep-index-") as scratch:
         env = {"GIT_INDEX_FILE": str(Path(scratch) / "index")}
         if base is not None:

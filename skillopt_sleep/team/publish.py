@@ -12,8 +12,9 @@
 
 Every file is screened (``store.screen_rule``: secrets, provenance, request text) and a file with a hit is blocked,
 with the reason, never written. A file whose content is already in the tree is left out. ``publish`` commits the
-planned files on a new branch ``skillopt-sleep/team-<date>-<member>`` (``git.commit_files``: the checkout is not
-touched) with a message that says what and why, and pushes it with ``push``.
+planned files on a new branch ``skillopt-sleep/team-<date>-<member>`` (``-2``, ``-3``, ... for a second publish
+that day; ``git.commit_files``: the checkout is not touched) with a message that says what and why, and pushes it
+with ``push``.
 """
 
 from __future__ import annotations
@@ -236,8 +237,19 @@ def plan_publish(project: Path, config: Any, *, paths: ProjectPaths | None = Non
         planned = _planned(rule, existing, None)
         if planned is not None:
             files.append(planned)
-    return PublishPlan(location=location, member=member, branch=f"skillopt-sleep/team-{today.isoformat()}-{member}",
-                       message=_message(member, files), files=files, blocked=blocked)
+    branch = _free_branch(location.repository, f"skillopt-sleep/team-{today.isoformat()}-{member}")
+    return PublishPlan(location=location, member=member, branch=branch, message=_message(member, files), files=files,
+                       blocked=blocked)
+
+
+def _free_branch(repository: Path, name: str) -> str:
+    """``name``, or ``name-2``, ``name-3``, ... the first that is not a local branch of ``repository`` yet: a
+    second publish on one day (after a second night, or once the first branch was merged) gets a branch of its own."""
+    candidate, number = name, 1
+    while git.branch_exists(repository, candidate):
+        number += 1
+        candidate = f"{name}-{number}"
+    return candidate
 
 
 def publish(plan: PublishPlan, *, push: bool = False) -> PublishResult:

@@ -161,6 +161,14 @@ def test_three_members_share_a_rule_through_a_bare_repository(team, tmp_path, mo
             assert request not in text
         assert str(tmp_path) not in text and "example.test" not in text and "Member" not in text
 
+    # C's record changes again the same day: a second publish gets a branch of its own (the first one exists)
+    record_result(paths_c, rule["id"], status="rejected", night_id="2025-06-02T020000Z", losses=1,
+                  reason="lost 1 more of C's val tasks")
+    again = json.loads(cli(c, "publish", "--json"))
+    assert again["plan"]["branch"] == published_c["plan"]["branch"] + "-2" and again["commit"]
+    [planned_again] = again["plan"]["files"]
+    assert planned_again["record"]["losses"] == 3
+
 
 def test_a_rules_repository_is_cloned_under_the_state_dir_and_published_to(team, tmp_path, monkeypatch):
     remote, clones = team
