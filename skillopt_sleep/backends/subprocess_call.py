@@ -47,6 +47,8 @@ MARKER_LINE = f"{SESSION_MARKER} automated replay call made by skillopt-sleep; n
 TAIL_CHARS = 600
 #: Seconds between SIGTERM and SIGKILL of a timed-out process group.
 KILL_GRACE_S = 2.0
+#: The environment variables that name a child's temporary directory (POSIX ``TMPDIR``; ``TMP``/``TEMP`` elsewhere).
+TEMP_ENV_VARS = ("TMPDIR", "TMP", "TEMP")
 #: Most seconds waited between two attempts.
 BACKOFF_MAX_S = 30.0
 #: System prompt of a call without system messages whose CLI's own default prompt is replaced (local endpoints).
@@ -261,9 +263,21 @@ def run_contained(argv: list[str], *, stdin_text: str, cwd: str, timeout_s: floa
     """Run ``argv`` in its own session with ``stdin_text`` on stdin; wait at most ``timeout_s`` seconds.
 
     On timeout the whole process group gets SIGTERM, then SIGKILL after ``kill_grace_s`` seconds; after a
-    normal exit any process left in the group is killed too. Raises ``OSError`` (e.g. FileNotFoundError,
+    normal exit any process left in the group is killed too. The child's temporary directory (``TEMP_ENV_VARS``)
+    is one of its own, removed when it is done: what an agent CLI leaves there (Gemini CLI writes an error report
+    into it on a failed call) never stays behind in the user's. Raises ``OSError`` (e.g. FileNotFoundError,
     PermissionError) when the program cannot be started at all.
     """
+    with tempfile.TemporaryDirectory(prefix="skillopt-sleep-child-") as child_tmp:
+        child_env = dict(os.environ if env is None else env)
+        child_env.update(dict.fromkeys(TEMP_ENV_VARS, child_tmp))
+        return _run_group(argv, stdin_text=stdin_text, cwd=cwd, timeout_s=timeout_s, env=child_env,
+                          kill_grace_s=kill_grace_s)
+
+
+def _run_group(argv: list[str], *, stdin_text: str, cwd: str, timeout_s: float, env: dict[str, str],
+               kill_grace_s: float) -> ProcessOutcome:
+    """``run_contained`` with the child's environment made."""
     started = time.monotonic()
     process = subprocess.Popen(
         argv,
@@ -271,7 +285,7 @@ def run_contained(argv: list[str], *, stdin_text: str, cwd: str, timeout_s: floa
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         cwd=cwd,
-        env=dict(env) if env is not None else None,
+        env=env,
         start_new_session=True,
     )
     timed_out = False

@@ -465,6 +465,22 @@ def test_runner_decodes_undecodable_output_with_replacement_characters(tmp_path)
     assert outcome.stderr.startswith("\ufffd")
 
 
+def test_what_a_child_leaves_in_its_temporary_directory_is_removed_with_it(tmp_path, monkeypatch):
+    """Gemini CLI writes an error report into ``os.tmpdir()`` on a failed call: it must not pile up in the user's."""
+    users_tmp = tmp_path / "users-tmp"
+    users_tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(users_tmp))
+    script = ("import tempfile; fd, path = tempfile.mkstemp(prefix='error-report-'); "
+              "open(path, 'w').write('report'); print(path)")
+
+    outcome = run_contained([sys.executable, "-c", script], stdin_text="", cwd=str(tmp_path), timeout_s=20)
+
+    written = Path(outcome.stdout.strip())
+    assert outcome.returncode == 0 and written.name.startswith("error-report-")
+    assert not written.exists() and not written.parent.exists()  # gone, with the child's own temporary directory
+    assert list(users_tmp.iterdir()) == []
+
+
 def test_each_codex_call_gets_a_codex_home_holding_only_a_link_to_the_users_login(tmp_path, monkeypatch):
     from skillopt_sleep.backends.codex_cli import replay_codex_home
 
