@@ -4,10 +4,10 @@ Most of what users write in a request is the task: what to build, which file to 
 changes". A house rule is what they want every time. Two signals tell them apart (``decide_scopes``):
 
 1. **Recurrence**, the strongest: the same instruction stated in two or more different tasks (``similar``: most of
-   the same content words, stemmed, on both sides; for scripts without spaces, the same character pairs) is lasting, however it is phrased
-   ("keep it backwards compatible" in three refactors). A task counts only when it asks something else than the
-   others (``recurrence``): a request sent again with its spec, or a document pasted into two requests, is not a
-   restatement.
+   the same content words, stemmed, on both sides; for scripts without spaces, the same character pairs) is lasting,
+   however it is phrased ("keep it backwards compatible" in three refactors). A task counts only when it asks
+   something else than the others (``recurrence``): a request sent again with its spec, or a document pasted into two
+   requests, is not a restatement.
 2. **Lasting scope** in the words (``lasting_scope``): "always" or "never" near the start of the statement (not an
    adverb deep in a task's description), "from now on", "going forward", "by default", "in this project/repo", "we
    use" (or "we format with", "we test using") opening a statement, "this is an X codebase", "anymore" closing one,
@@ -156,8 +156,8 @@ def _pairs(text: str) -> frozenset[str]:
 
 def similar(left: str, right: str) -> bool:
     """Two statements say the same instruction (module docstring): most of the shorter one's content stems are the
-    other's (at least ``SIMILAR_MIN_SHARED``), and more than a third of the two's stems together (``SIMILAR_COMMON``); for a
-    script without spaces, most of its character pairs."""
+    other's (at least ``SIMILAR_MIN_SHARED``), and more than a third of the two's stems together (``SIMILAR_COMMON``);
+    for a script without spaces, most of its character pairs."""
     if _spaceless(left) or _spaceless(right):
         a, b = _pairs(left), _pairs(right)
         return bool(a and b) and len(a & b) >= SIMILAR_PAIRS * min(len(a), len(b))
