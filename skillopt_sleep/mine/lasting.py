@@ -20,9 +20,10 @@ changes". A house rule is what they want every time. Two signals tell them apart
    often one-offs on real histories ("put the header back"): they wait like any statement.
 
 Otherwise a statement is ``one_off`` when its words tie it to the task at hand (``one_off_scope``: "this", "it",
-"these", "here", a file name, "no other changes", "for now") and ``candidate`` when nothing says either way: a
-candidate waits, and becomes lasting when it is stated again (tonight in another task, or on a later night: the rules
-archive counts nights). The decision and its reason are kept on each ``RuleStatement`` (``scope``, ``why``).
+"these", "here", a file name, "no other changes", "for now"; such a tie also overrides "every"/"each", which then count
+the task's own objects) and ``candidate`` when nothing says either way: a candidate waits, and becomes lasting when
+it is stated again (tonight in another task, or on a later night: the rules archive counts nights). The decision and
+its reason are kept on each ``RuleStatement`` (``scope``, ``why``).
 """
 
 from __future__ import annotations
@@ -79,6 +80,9 @@ _LASTING = [
                                 rf"\blanguage is (?:{_LANGUAGES})\b"),
 ]
 _LASTING_PATTERNS = [(name, re.compile(pattern, re.IGNORECASE)) for name, pattern in _LASTING]
+#: The lasting scope that a tie to the task overrides: "every"/"each" then quantify over the task's own objects
+#: ("Remove variant="outline" from EVERY Badge in this file").
+QUANTIFIER = "every"
 _SHOUTED = re.compile(r"^(?:\S+\s+){0,2}?(?:[Dd]o(?:es)? NOT|DO NOT|DON'T|NEVER|ALWAYS|STOP|ONLY EVER)\b"
                       r"|^(?:\S+\s+){1,6}?(?:MUST(?: NOT)?|SHOULD(?: NOT)?|SHALL|NOT ALLOWED)\b")
 _ONE_OFF = [
@@ -185,10 +189,10 @@ def _decide(statement: RuleStatement, tasks_stating: int, *, validated: bool = F
         statement.why = "a substitution the session validates: the corrected answer broke it"
         return
     scope = lasting_scope(statement.gloss or statement.text) or lasting_scope(statement.text)
-    if scope:
+    tied = one_off_scope(statement.gloss or statement.text)
+    if scope and not (scope == QUANTIFIER and tied):  # "every Badge in this file": the task's objects, not a habit
         statement.scope, statement.why = "lasting", f"lasting scope: {scope}"
         return
-    tied = one_off_scope(statement.gloss or statement.text)
     if tied:
         statement.scope, statement.why = "one_off", f"scoped to its task ({tied})"
     else:

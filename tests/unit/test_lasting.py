@@ -102,6 +102,16 @@ def test_stated_once_a_rule_waits_unless_its_words_say_it_lasts_or_tie_it_to_the
     assert scopes[2][0] == "one_off" and "this" in scopes[2][1]
 
 
+def test_every_in_a_statement_tied_to_its_task_counts_the_tasks_objects():
+    """``BBXtreme/Waterfront`` (Aider, held-out set): "from EVERY Badge in this file" is the task's badges; "each
+    command you'd like to execute" (``mike4567/MRA04242026``, Cline) is a habit."""
+    tasks = [task(1, "Restyle the status badges", 'Remove variant="outline" from EVERY Badge in this file'),
+             task(2, "Deploy the service", "Explain each command you'd like to execute before asking to execute")]
+    decide_scopes(tasks)
+    assert tasks[0].rules[0].scope == "one_off" and "this" in tasks[0].rules[0].why
+    assert (tasks[1].rules[0].scope, tasks[1].rules[0].why) == ("lasting", "lasting scope: every")
+
+
 def test_a_statement_in_another_language_is_decided_on_its_english_gloss():
     reader = RuleStatement(text="Responde siempre en español", gloss="Always respond in Spanish", language="es",
                            origin="rule_reader")
