@@ -79,6 +79,18 @@ def branch_exists(repository: Path, name: str) -> bool:
     return True
 
 
+def branch_names(repository: Path) -> set[str]:
+    """The names of the local branches and of the remote-tracking ones without their remote (``origin/x`` -> ``x``),
+    as last fetched. Raises TeamError when git fails."""
+    names = set()
+    for ref in git(repository, "for-each-ref", "--format=%(refname)", "refs/heads", "refs/remotes").splitlines():
+        if ref.startswith("refs/heads/"):
+            names.add(ref.removeprefix("refs/heads/"))
+        elif ref.count("/") >= 3:  # refs/remotes/<remote>/<name>
+            names.add(ref.split("/", 3)[3])
+    return names
+
+
 def commit_files(repository: Path, *, branch: str, base: str | None, files: dict[str, str], message: str) -> str:
     """Create branch ``branch`` at a new commit: ``base``'s tree (None: an empty tree, no parent) with ``files``
     (path relative to the root, POSIX -> text) added or replaced, committed with ``message`` by the repository's

@@ -243,10 +243,12 @@ def plan_publish(project: Path, config: Any, *, paths: ProjectPaths | None = Non
 
 
 def _free_branch(repository: Path, name: str) -> str:
-    """``name``, or ``name-2``, ``name-3``, ... the first that is not a local branch of ``repository`` yet: a
-    second publish on one day (after a second night, or once the first branch was merged) gets a branch of its own."""
+    """``name``, or ``name-2``, ``name-3``, ... the first that is neither a local branch of ``repository`` nor a
+    remote-tracking one: a second publish on one day (after a second night, or once the first branch was merged and
+    deleted here) gets a branch of its own."""
+    taken = git.branch_names(repository)
     candidate, number = name, 1
-    while git.branch_exists(repository, candidate):
+    while candidate in taken:
         number += 1
         candidate = f"{name}-{number}"
     return candidate

@@ -168,6 +168,11 @@ def test_three_members_share_a_rule_through_a_bare_repository(team, tmp_path, mo
     assert again["plan"]["branch"] == published_c["plan"]["branch"] + "-2" and again["commit"]
     [planned_again] = again["plan"]["files"]
     assert planned_again["record"]["losses"] == 3
+    # a branch deleted here but still on the remote is not reused either (its push would be refused)
+    sh(b, "branch", "-D", published_b["plan"]["branch"])
+    sh(b, "fetch", "--quiet", "origin")
+    as_member(monkeypatch, tmp_path, "b")
+    assert json.loads(cli(b, "publish", "--dry-run", "--json"))["plan"]["branch"] != published_b["plan"]["branch"]
 
 
 def test_a_rules_repository_is_cloned_under_the_state_dir_and_published_to(team, tmp_path, monkeypatch):
