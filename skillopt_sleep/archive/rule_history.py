@@ -7,7 +7,8 @@ stands, and what it won on held-out tasks.
   line written in an earlier night's words counts as stating it) and ``stated_total`` = all nights' statements, then
   re-ordered most stated first: recurrence across nights orders the edit budget; and the archived lasting rules
   not stated tonight that no night has gated yet (status ``stated``: over an earlier night's edit budget, or
-  ``pending``), carried to be proposed again (``CARRIED``). A ``candidate`` (stated once, no
+  ``pending``), carried to be proposed again (``CARRIED``), unless a newer rule contradicts it (``superseded``: the
+  user changed their mind, "we moved from black to ruff"; a candidate never holds both). A ``candidate`` (stated once, no
   lasting scope) that an earlier night stated too becomes ``lasting`` ("stated on N nights"), as does any rule an
   earlier night found lasting; a ``one_off`` stays one (its words tie it to its task, and a task sent again on
   another night restates nothing).
@@ -18,7 +19,8 @@ stands, and what it won on held-out tasks.
     it); ``accepted``: in an accepted candidate that is staged, not yet written;
   - ``pending``: in a candidate the gate left pending; ``rejected``: in a candidate the gate rejected on its scores
     (``rejections`` counts such nights); ``stated``: not proposed yet (over the edit budget, or blocked);
-  - ``retired``: an accepted newer rule replaced its line (``replaced_by``).
+  - ``retired``: an accepted newer rule replaced its line (``replaced_by``), or, never written, a lasting rule stated
+    tonight contradicts it (``superseded``).
 
   Held-out record: when the rule's edit was in the tested candidate, the val tasks whose checks test what the rule
   demands add their win / loss; ``last_exercised`` is the last night a replayed task tested it.
@@ -35,7 +37,7 @@ from skillopt_sleep.engine.gate import EVIDENCE_CLAUSES
 from skillopt_sleep.engine.step import StepResult
 from skillopt_sleep.grammar.statements import checks_for_rule
 from skillopt_sleep.mine.lasting import similar
-from skillopt_sleep.mine.rulebook import StatedRule, line_keys, rule_edit, stating_line, text_key
+from skillopt_sleep.mine.rulebook import StatedRule, line_keys, opposite_keys, rule_edit, stating_line, text_key
 from skillopt_sleep.models import Check, TaskRecord
 
 #: A rule's scope only widens across nights: once lasting, always lasting.
@@ -91,8 +93,11 @@ def with_history(rules: list[StatedRule], archive: TaskArchive | None) -> list[S
         out.append(rule.model_copy(update={"id": entry["id"], "stated_total": entry["stated"] + rule.stated,
                                            "keys": keys, "phrasings": phrasings, **_scope_across_nights(rule, entry)}))
     matched = {rule.id for rule in out}
+    newer = [(rule.key_set, "tonight") for rule in out if rule.stated and rule.scope == "lasting"]
+    newer += [(_keys(entry), entry.get("last_night") or "") for entry in archived if entry.get("scope") == "lasting"
+              and entry.get("status") != "retired"]
     out += [_carried(entry) for entry in archived if entry["id"] not in matched and entry.get("status") in CARRIED
-            and entry.get("scope") == "lasting"]
+            and entry.get("scope") == "lasting" and not superseded(entry, newer)]
     out.sort(key=lambda item: (-item.stated_total, -item.stated, item.text))
     return out
 
@@ -100,6 +105,14 @@ def with_history(rules: list[StatedRule], archive: TaskArchive | None) -> list[S
 #: Statuses of an archived lasting rule that a night proposes again though nobody stated it tonight: never proposed
 #: (``stated``: over the edit budget, or blocked) or left pending by the gate.
 CARRIED = ("stated", "pending")
+
+
+def superseded(entry: dict[str, Any], newer: list[tuple[set[tuple[str, str]], str]]) -> bool:
+    """An archived rule that a rule stated later contradicts (one demands a literal the other forbids,
+    ``rulebook.opposite_keys``). newer: (keys, night id or ``"tonight"``, which sorts after every night id: ids are
+    ``YYYY-MM-DDTHHMMSSZ``) of the rules to compare with; the entry's own night is its ``last_night``."""
+    opposite, stated = opposite_keys(_keys(entry)), entry.get("last_night") or ""
+    return any(keys & opposite and night > stated for keys, night in newer)
 
 
 def _carried(entry: dict[str, Any]) -> StatedRule:
@@ -176,8 +189,19 @@ def record_night(archive: TaskArchive, rules: list[StatedRule], step: StepResult
         if status != entry["status"]:
             entry["status"], entry["status_night"] = status, night_id
         entry["text"] = entry["text"] or rule.text
+        if rule.stated and rule.scope == "lasting":
+            _supersede(archived, entry, night_id=night_id)
     for entry in archived:
         archive.put_rule(entry)
+
+
+def _supersede(archived: list[dict[str, Any]], newer: dict[str, Any], *, night_id: str) -> None:
+    """The rules never written (status ``CARRIED`` or ``rejected``) that ``newer``, stated tonight, contradicts
+    retire: the user's newest statement is the rule. A written one retires only when its line is replaced."""
+    opposite = opposite_keys(_keys(newer))
+    for entry in archived:
+        if entry["id"] != newer["id"] and entry["status"] in (*CARRIED, "rejected") and _keys(entry) & opposite:
+            entry["status"], entry["status_night"], entry["replaced_by"] = "retired", night_id, newer["id"]
 
 
 def _retire(archived: list[dict[str, Any]], line: str, *, replaced_by: str, night_id: str) -> None:

@@ -449,7 +449,10 @@ def _stated_rules_stage(result: StepResult, tester: _Tester, *, proposed: list[E
     passes one the baseline failed and fails none the baseline passed. A flip is no evidence against them either: a
     candidate whose only val losses are flips the perturbation re-test did not confirm (``gate.details["flips"]``),
     with no val win, is treated as a tie here (a rule change, "we moved from black to ruff", must not wait on an
-    unrelated answer that changed at temperature 0). Recorded in ``gate.details["stated_rules"]``."""
+    unrelated answer that changed at temperature 0). A rule change (the candidate replaces a line a newer rule of
+    the user's contradicts, ``rulebook.user_rule_edits``) is accepted when it fails none of its own tasks the baseline
+    passed, win or not: the user's newest statement is the rule, and the old line would now teach the opposite.
+    Recorded in ``gate.details["stated_rules"]`` (``changes``: the lines replaced)."""
     gate = result.gate
     applied = [edit for edit in result.edits if edit.status == "applied"]
     contents = {edit.content for edit in proposed}
@@ -471,16 +474,19 @@ def _stated_rules_stage(result: StepResult, tester: _Tester, *, proposed: list[E
     baseline = {r.task_id: r for r in result.train_results if r.error is None}
     edits = [edit.model_copy(update={"status": "proposed", "reason": ""}) for edit in applied]
     candidate = {r.task_id: r for r in tester.replay(own, edits, 1) if r.error is None}
-    won = [task.id for task in own if task.id in baseline and task.id in candidate
-           and not baseline[task.id].hard and candidate[task.id].hard]
-    lost = [task.id for task in own if task.id in baseline and task.id in candidate
-            and baseline[task.id].hard and not candidate[task.id].hard]
-    report.update(won=won, lost=lost, calls=meter.calls - calls_before)
-    if won and not lost:
+    compared = [task.id for task in own if task.id in baseline and task.id in candidate]
+    won = [task_id for task_id in compared if not baseline[task_id].hard and candidate[task_id].hard]
+    lost = [task_id for task_id in compared if baseline[task_id].hard and not candidate[task_id].hard]
+    changes = [edit.anchor for edit in applied if edit.op == "replace"]
+    report.update(won=won, lost=lost, calls=meter.calls - calls_before, changes=changes)
+    if (won or (changes and compared)) and not lost:
         report["outcome"] = "accepted"
+        evidence = (f"they won {len(won)} of their {len(own)} own task(s)" if won else
+                    f"a rule change that replaces {len(changes)} rule(s) it contradicts and regressed none of its "
+                    f"{len(own)} own task(s)")
         result.gate = gate.model_copy(update={
             "verdict": "accept",
-            "reason": (f"the user's own rules: they won {len(won)} of their {len(own)} own task(s) and lost no val "
+            "reason": (f"the user's own rules: {evidence} and lost no val "
                        f"task ({gate.details.get('ties', 0)} tie(s)"
                        + (f", {len(lost_val)} unconfirmed flip(s)" if only_flips else "")
                        + f", no regression); {gate.reason}"),

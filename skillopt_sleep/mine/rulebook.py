@@ -11,7 +11,8 @@ validated check is identified by its words (``text_key``).
   each with its phrasings, tasks, sessions and how often it was stated (task recurrence).
 * ``document_rules(text)``: the lines of a document and what each demands (``rules.checks_for_rule`` of the line).
 * ``user_rule_edits(rules, documents, target, wording, screen)``: one edit per *lasting* rule not yet in any document
-  (a candidate waits to be stated again, a one-off never is one: ``mine/lasting.py``): ``append`` the rule as one
+  (a candidate waits to be stated again, a one-off never is one: ``mine/lasting.py``; of two rules that contradict
+  each other only the first is proposed, so a candidate never holds both): ``append`` the rule as one
   bullet, or ``replace`` the managed-block line it contradicts (a newer rule "we moved from yarn to pnpm" replaces
   "- always use yarn."). Rules come most-stated first (across nights, ``StatedRule.stated_total``), so recurrence
   orders the edit budget. The bullet (``written_line``) is the rule compiled from its checks ("Use `pnpm`, never
@@ -302,8 +303,10 @@ def user_rule_edits(rules: list[StatedRule], documents: dict[str, str], *, targe
     written: set[Key] = set()
     for rule in rules:
         demands = _demands(rule)
-        if rule.scope != "lasting" or _overlaps(demands, written) or _held_by(demands, documents) is not None:
-            continue  # a candidate waits to be stated again; a one-off is never a memory line
+        if (rule.scope != "lasting" or _overlaps(demands, written) or _overlaps(opposite_keys(rule.key_set), written)
+                or _held_by(demands, documents) is not None):
+            continue  # a candidate waits to be stated again; a one-off is never a memory line; no candidate holds
+            # two rules that contradict each other (the first, most stated, is proposed)
         written |= demands
         evidence = list(rule.task_ids)
         rationale = rule_rationale(rule)

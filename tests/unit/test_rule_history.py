@@ -9,7 +9,7 @@ from skillopt_sleep.archive.rule_history import record_night, with_history
 from skillopt_sleep.archive.tasks import TaskArchive
 from skillopt_sleep.engine.step import StepResult
 from skillopt_sleep.engine.val_pool import select_val, touches
-from skillopt_sleep.mine.rulebook import rule_line, stated_rules
+from skillopt_sleep.mine.rulebook import rule_line, stated_rules, user_rule_edits, written_line
 from skillopt_sleep.models import (
     Check,
     EditRecord,
@@ -194,3 +194,44 @@ def test_a_lasting_rule_no_night_has_gated_yet_is_carried_to_the_next_night_unti
     assert entry["nights"] == ["n1"] and entry["stated"] == 1  # carried: no statement counted
     assert entry["status"] == "rejected"
     assert with_history([], archive) == []  # the gate decided it: it waits to be stated again
+
+
+def checked(task_id: str, rule: str, has: str, forbids: str, *, day: int = 0) -> TaskRecord:
+    return task(task_id, rule, has, day=day).model_copy(update={"judge": Judge(checks=[
+        Check(op="contains", value=has, rule=rule), Check(op="not_contains", value=forbids, rule=rule)])})
+
+
+def test_a_newer_rule_supersedes_an_unwritten_one_it_contradicts(tmp_path):
+    """``benchmarks/world2.py``'s rule change: "we format with black, not autopep8" (night 1, over the edit budget,
+    so carried) and, on night 3, "we moved from black to ruff: use ruff format, never black". Night 3's candidate
+    held both lines (it contradicted itself and tied every task); now the older rule is not carried once a newer
+    one contradicts it, and the night that states the newer one retires it (``replaced_by``)."""
+    archive = TaskArchive(tmp_path / "archive.sqlite3")
+    black = stated_rules([checked("t-1", "we format with black, not autopep8", "black", "autopep8")])
+    black = [rule.model_copy(update={"scope": "lasting"}) for rule in black]
+    night(archive, black, "2026-11-18T233000Z", edits=[])  # over the edit budget: never proposed
+    assert [rule.text for rule in with_history([], archive)] == ["we format with black, not autopep8"]  # carried
+    ruff = [rule.model_copy(update={"scope": "lasting"}) for rule in stated_rules([checked(
+        "t-2", "we moved from black to ruff: use ruff format, never black", "ruff format", "black", day=2)])]
+    tonight = with_history(ruff, archive)
+    assert [rule.text for rule in tonight] == ["we moved from black to ruff: use ruff format, never black"]
+    night(archive, tonight, "2026-11-20T233000Z", edits=[])
+    entries = {entry["text"]: entry for entry in archive.rules()}
+    old, new = entries["we format with black, not autopep8"], entries[tonight[0].text]
+    assert (old["status"], old["replaced_by"], old["status_night"]) == ("retired", new["id"], "2026-11-20T233000Z")
+    assert [rule.text for rule in with_history([], archive)] == [tonight[0].text]  # only the newer one is carried
+    # the user goes back to black, stated again: the old rule is tonight's again, and the ruff rule is not carried
+    again = with_history(stated_rules([checked("t-3", "we format with black, not autopep8", "black", "autopep8",
+                                               day=4)]), archive)
+    assert [rule.text for rule in again] == ["we format with black, not autopep8"]
+
+
+def test_a_candidate_never_holds_two_rules_that_contradict_each_other():
+    """Both stated tonight, lasting: only the first (the most stated) is proposed; the other waits."""
+    rules = stated_rules([checked("t-1", "always format with ruff format, never black", "ruff format", "black"),
+                          checked("t-2", "always format with ruff format, never black", "ruff format", "black"),
+                          checked("t-3", "always use black, never autopep8", "black", "autopep8")])
+    assert all(rule.scope == "lasting" for rule in rules)
+    edits = user_rule_edits(rules, {"memory": ""}, target="memory")
+    assert [edit.content for edit in edits] == [written_line(rules[0])]
+    assert "ruff format" in edits[0].content

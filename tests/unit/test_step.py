@@ -348,9 +348,60 @@ def test_a_tie_on_val_is_no_evidence_against_the_users_own_rule_when_it_wins_its
                      backend=MockBackend(scripted={"reflect": [edits_reply()]}))
     assert result.gate.verdict == "accept" and result.gate.details["clause"] == "stated_rules"
     report = result.gate.details["stated_rules"]
-    assert report == {"own_tasks": ["t-train-0"], "won": ["t-train-0"], "lost": [], "calls": 1,
+    assert report == {"own_tasks": ["t-train-0"], "won": ["t-train-0"], "lost": [], "calls": 1, "changes": [],
                       "outcome": "accepted"}
     assert "the user's own rules" in result.gate.reason
+
+
+def rule_change(own_check: str, *, old_line: str = "- Use oldtool0.", request: str = "say hello to visitor 0"):
+    """The user now states "Use newtool0, not oldtool0" where the managed block says ``old_line``; the rule's own
+    train task asks something unrelated (the simulator applies a rule only to a request that shares its words) and
+    is judged by ``own_check``; the one val task ties."""
+    from skillopt_sleep.documents.block import BLOCK_BEGIN, BLOCK_END, BLOCK_HEADING
+    from skillopt_sleep.mine.rulebook import StatedRule
+
+    text = "Use newtool0, not oldtool0"
+    rule = StatedRule(id="r-newtool0", keys=[("has", "newtool0"), ("not", "oldtool0")], text=text, phrasings=[text],
+                      checks=[Check(op="contains", value="newtool0", rule=text)], task_ids=["t-own"], stated=1,
+                      stated_total=1, scope="lasting")
+    own = TaskRecord(id="t-own", source="claude", request=request, rules=[text], split="train",
+                     judge=Judge(checks=[Check(op="contains", value=own_check, rule=text)]))
+    memory = f"{MEMORY}\n{BLOCK_BEGIN}\n{BLOCK_HEADING}\n\n{old_line}\n\n{BLOCK_END}\n"
+    val = [passing_task(9).model_copy(update={"split": "val", "id": "t-val-pass"})]
+    chosen = settings(propose_user_rules=True, gate_samples=1, wording_max_calls=0, rule_wording="user")
+    backend = MockBackend(scripted={"reflect": [edits_reply()]})
+    return run_step(StepInput(train=[own], val=val, documents={"memory": memory}, rules=[rule]), settings=chosen,
+                    replayer=Replayer(CallMeter(backend), workers=1, cache=ReplayCache(), seed=chosen.seed))
+
+
+def test_a_rule_change_lands_the_night_it_is_stated_when_its_own_tasks_do_not_regress():
+    """Issue 26's "we moved from black to ruff": the newer rule replaces the line it contradicts; every task ties
+    (its own task fails both ways), which leaves an ordinary rule pending, but a change is accepted: the old line
+    would now teach the opposite of what the user says."""
+    result = rule_change("newtool0")
+    [edit] = [edit for edit in result.edits if edit.status == "applied"]
+    assert (edit.op, edit.anchor, edit.content) == ("replace", "- Use oldtool0.", "- Use newtool0, not oldtool0.")
+    report = result.gate.details["stated_rules"]
+    assert (report["won"], report["lost"], report["changes"]) == ([], [], ["- Use oldtool0."])
+    assert result.accepted and result.gate.details["clause"] == "stated_rules"
+    assert "a rule change that replaces 1 rule(s)" in result.gate.reason
+
+
+def test_an_appended_rule_that_wins_none_of_its_own_tasks_still_waits():
+    """The same tie without a line to replace is no rule change: the rule waits for evidence."""
+    result = rule_change("newtool0", old_line="- Deploy after review.")
+    [edit] = [edit for edit in result.edits if edit.status == "applied"]
+    assert edit.op == "append"
+    assert not result.accepted and result.gate.details["stated_rules"]["outcome"] == "pending: won none of its own tasks"
+
+
+def test_a_rule_change_that_breaks_its_own_task_is_not_accepted():
+    """Its own task asks about oldtool0 and wants it named (the baseline's echo of the request passes); the change
+    forbids oldtool0, so the candidate fails it: a loss, and the change waits."""
+    result = rule_change("oldtool0", request="run the oldtool0 command on this project")
+    report = result.gate.details["stated_rules"]
+    assert (report["lost"], report["changes"]) == (["t-own"], ["- Use oldtool0."])
+    assert not result.accepted and report["outcome"] == "pending: lost an own task"
 
 
 def test_the_users_own_rules_can_be_gated_like_any_edit():
