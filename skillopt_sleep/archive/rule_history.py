@@ -8,10 +8,10 @@ stands, and what it won on held-out tasks.
   re-ordered most stated first: recurrence across nights orders the edit budget; and the archived lasting rules
   not stated tonight that no night has gated yet (status ``stated``: over an earlier night's edit budget, or
   ``pending``), carried to be proposed again (``CARRIED``), unless a newer rule contradicts it (``superseded``: the
-  user changed their mind, "we moved from black to ruff"; a candidate never holds both). A ``candidate`` (stated once, no
-  lasting scope) that an earlier night stated too becomes ``lasting`` ("stated on N nights"), as does any rule an
-  earlier night found lasting; a ``one_off`` stays one (its words tie it to its task, and a task sent again on
-  another night restates nothing).
+  user changed their mind, "we moved from black to ruff"; a candidate never holds both). A ``candidate`` (stated
+  once, no lasting scope) that an earlier night stated too becomes ``lasting`` ("stated on N nights"), as does any
+  rule an earlier night found lasting; a ``one_off`` stays one (its words tie it to its task, and a task sent again
+  on another night restates nothing).
 * ``record_night(archive, rules, step, ...)`` (after a completed night): adds tonight's statements (phrasings,
   sessions, the night; a night counts once) and sets each rule's status from what became of its edit:
 

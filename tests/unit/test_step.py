@@ -392,7 +392,8 @@ def test_an_appended_rule_that_wins_none_of_its_own_tasks_still_waits():
     result = rule_change("newtool0", old_line="- Deploy after review.")
     [edit] = [edit for edit in result.edits if edit.status == "applied"]
     assert edit.op == "append"
-    assert not result.accepted and result.gate.details["stated_rules"]["outcome"] == "pending: won none of its own tasks"
+    outcome = result.gate.details["stated_rules"]["outcome"]
+    assert not result.accepted and outcome == "pending: won none of its own tasks"
 
 
 def test_a_rule_change_that_breaks_its_own_task_is_not_accepted():
