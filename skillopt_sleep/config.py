@@ -96,6 +96,11 @@ class StepConfig(BaseModel):
         "tasks and the one that passes most is written (ties: the shortest). A rule still corrected after its line "
         "was adopted is re-worded the same way when another wording passes more of its tasks. Spent on the rules you "
         "stated most first; replays are cached. 0 = off: the compiled line, else your words."))
+    wording_rewrite: bool = Field(True, description=(
+        "With the wording choice on: when no candidate line passes every own task of a rule, ask the optimizer once "
+        "for another line (within ``wording_max_calls``: the call and its replays). It is kept only when the rule "
+        "reader reads it back as the same checks, it passes every screen, and it passes more own tasks than every "
+        "other candidate."))
 
     # -- the gate
     gate_metric: Literal["hard", "soft", "mixed"] = Field("hard", description=(

@@ -47,8 +47,8 @@ class ChatRequest(BaseModel):
     json_schema: a JSON schema the reply must satisfy (structured output), or None for free text.
     temperature: float >= 0; max_tokens: int (completion tokens); seed: int or None.
     purpose: with ``json_schema``, which structured reply this is (a key of ``structured.STRUCTURED_MAX_TOKENS``:
-    reflect, merge, rank, judge, miner, reader): ``CallMeter`` then sets ``max_tokens`` to that purpose's budget and
-    retries / repairs a reply cut off at it. None: ``max_tokens`` is used as given.
+    reflect, merge, rank, judge, miner, reader, rewrite): ``CallMeter`` then sets ``max_tokens`` to that purpose's
+    budget and retries / repairs a reply cut off at it. None: ``max_tokens`` is used as given.
     """
 
     model_config = ConfigDict(extra="forbid")

@@ -24,6 +24,7 @@ from skillopt_sleep.prompts import (
     PATCH_LIST_HEADER,
     RANK_ITEM,
     TASK_HEADER,
+    TRIED_LINE,
     USER_RULE_PREFIX,
     load_prompt,
 )
@@ -157,6 +158,9 @@ class MockBackend:
       spacing and final punctuation are one edit whose evidence joins theirs; at most the schema's ``maxItems``.
     * ``optimizer``, rank prompt (``[i] {JSON edit}`` lines, schema with ``order``): the edit numbers ordered by
       the number of evidence task ids, most first, ties in listed order. Reply: ``{"order": [...]}``.
+    * ``optimizer``, rewrite prompt (schema with ``line``, ``engine/rewrite.py``): the first line tried
+      (``TRIED_LINE``) prefixed with "Always" (a line the simulated target applies to every request); ``""`` when
+      the prompt lists none. Reply: ``{"line": ...}``.
     * ``judge``: reads the ``## Rubric`` and ``## Answer`` sections and replies
       ``{"score": <share of the rubric's content words present in the answer>, "rationale": ...}``.
     * ``miner``: reads the ``## Request`` and ``## ...reaction`` sections and replies ``{"intent": <first 12
@@ -165,7 +169,7 @@ class MockBackend:
 
     Options: ``fail_with`` makes calls fail with ``ChatResult(error=fail_with, error_kind=fail_kind)`` (only for
     ``fail_roles`` when given); ``scripted`` maps a role, or an optimizer prompt kind (``reflect``, ``merge``,
-    ``rank``: tried first), to replies returned in order before simulating. Counters: ``calls``,
+    ``rank``, ``rewrite``: tried first), to replies returned in order before simulating. Counters: ``calls``,
     ``calls_by_role``, ``calls_by_kind`` (optimizer calls by prompt kind, other calls by role), ``requests``
     (every request received). Usage is estimated as
     characters / 4 (rounded up), so token budgets work. Thread-safe.
@@ -214,6 +218,8 @@ class MockBackend:
             text = self._merge(request)
         elif kind == "rank":
             text = self._rank(request)
+        elif kind == "rewrite":
+            text = self._rewrite(request)
         elif request.role == "optimizer":
             text = self._optimizer(request)
         elif request.role == "judge":
@@ -225,13 +231,15 @@ class MockBackend:
 
     @staticmethod
     def prompt_kind(request: ChatRequest) -> str:
-        """``"rank"``, ``"merge"`` or ``"reflect"`` for an optimizer request (by its schema and prompt), else the
-        request's role."""
+        """``"rank"``, ``"rewrite"``, ``"merge"`` or ``"reflect"`` for an optimizer request (by its schema and
+        prompt), else the request's role."""
         if request.role != "optimizer":
             return request.role
         properties = (request.json_schema or {}).get("properties", {})
         if "order" in properties:
             return "rank"
+        if "line" in properties:
+            return "rewrite"
         prompt = "\n".join(message.content for message in request.messages if message.role == "user")
         return "merge" if PATCH_LIST_HEADER.search(prompt) else "reflect"
 
@@ -359,6 +367,15 @@ class MockBackend:
             support.append((int(match.group(1)), len(evidence) if isinstance(evidence, list) else 0))
         order = [index for index, _count in sorted(support, key=lambda item: (-item[1], item[0]))]
         return orjson.dumps({"order": order}).decode()
+
+    @staticmethod
+    def _rewrite(request: ChatRequest) -> str:
+        prompt = "\n".join(message.content for message in request.messages if message.role == "user")
+        first = TRIED_LINE.search(prompt)
+        if first is None:
+            return orjson.dumps({"line": ""}).decode()
+        line = first.group(1).strip()
+        return orjson.dumps({"line": f"Always {line[:1].lower()}{line[1:]}"}).decode()
 
     # -- judge and miner
     def _judge(self, request: ChatRequest) -> str:

@@ -17,7 +17,8 @@ from typing import Any
 
 #: Default completion-token budget of each structured reply, by purpose (``ChatRequest.purpose``).
 #: reflect/merge: the optimizer's ``{"edits": [...]}``; rank: its ``{"order": [...]}``; judge: the rubric judge's
-#: ``{"score", "rationale"}``; miner: the LLM miner's task reading; reader: the rule reader's translations.
+#: ``{"score", "rationale"}``; miner: the LLM miner's task reading; reader: the rule reader's translations;
+#: rewrite: the optimizer's rewrite of a rule's line (``engine/rewrite.py``).
 STRUCTURED_MAX_TOKENS: dict[str, int] = {
     "reflect": 2048,
     "merge": 2048,
@@ -25,6 +26,7 @@ STRUCTURED_MAX_TOKENS: dict[str, int] = {
     "judge": 256,
     "miner": 1024,
     "reader": 1024,
+    "rewrite": 256,
 }
 #: ``ChatResult.reason`` / ``CallRecord.reason`` of a structured reply cut off twice and not repairable.
 REPLY_CUT_OFF = "reply_cut_off"

@@ -23,8 +23,9 @@ step works on is one ``StepInput``, what it may do one ``StepSettings``, how it 
    first, one edit per rule no document states yet (``mine.rulebook.user_rule_edits``), compiled from its checks when
    the compiled line reads back as the same checks and passes these screens as it is, else in their words
    (``rule_wording``, ``mine.rulebook.written_line``); with ``wording_max_calls`` > 0 each rule's line is then chosen
-   by replaying its own train tasks with each candidate wording, and an adopted rule still corrected is re-worded
-   (``engine/wording.py``; these target calls count in ``aggregate``); an optimizer
+   by replaying its own train tasks with each candidate wording (and, with ``wording_rewrite``, one optimizer rewrite
+   when none passes them all: ``engine/rewrite.py``), and an adopted rule still corrected is re-worded
+   (``engine/wording.py``; these calls count in ``aggregate``); an optimizer
    edit that restates one of them, or a line a document already holds, yields (``mine.rulebook.restated_rule_reason``).
    Then the team rules the night proposes (``team_rules``, ``team/night.py``), right after the users' own rules,
    screened like every edit (``_team_rules_stage``).
@@ -88,6 +89,7 @@ from skillopt_sleep.engine.reflect import (
     screen_edits,
 )
 from skillopt_sleep.engine.replay import Replayer, replay_tasks
+from skillopt_sleep.engine.rewrite import make_rewriter
 from skillopt_sleep.engine.val_pool import select_val
 from skillopt_sleep.engine.wording import choose_wordings
 from skillopt_sleep.mine.provenance import UserText, provenance_reason
@@ -568,7 +570,8 @@ def _wording(result: StepResult, inputs: StepInput, *, stated: list[StatedRule],
             budget = min(budget, max(0, left - (2 * pool if settings.gate_mode == "on" else 0)))
         chosen, report = choose_wordings(stated, edits, train=inputs.train, train_results=result.train_results,
                                          documents=texts, replayer=replayer, budget=budget,
-                                         screen=_edit_screen(scope, scope.targets[0]))
+                                         screen=_edit_screen(scope, scope.targets[0]),
+                                         rewriter=make_rewriter(replayer.meter) if settings.wording_rewrite else None)
         if report.rules:
             result.wording = report.as_diagnostics()
         return chosen

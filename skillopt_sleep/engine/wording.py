@@ -44,6 +44,7 @@ from skillopt_sleep.documents.block import managed_block
 from skillopt_sleep.documents.targets import prompt_views
 from skillopt_sleep.engine.edits import apply_edits
 from skillopt_sleep.engine.replay import Replayer, replay_tasks
+from skillopt_sleep.engine.rewrite import Rewriter
 from skillopt_sleep.mine.compile import compile_rule
 from skillopt_sleep.mine.rulebook import (
     Screen,
@@ -58,7 +59,7 @@ from skillopt_sleep.mine.rulebook import (
 from skillopt_sleep.models import EditRecord, ReplayResult, TaskRecord
 
 #: The candidate wordings of a rule, in the order they are made (``wordings``).
-WordingLabel = Literal["compiled", "compiled_plain", "user", "user+compiled", "current"]
+WordingLabel = Literal["compiled", "compiled_plain", "user", "user+compiled", "current", "rewrite"]
 
 
 class Candidate(BaseModel):
@@ -88,6 +89,8 @@ class WordingChoice(BaseModel):
     line: str = ""
     calls: int = 0
     outcome: str = ""
+    rewrite: str = ""
+    """What became of the optimizer's rewrite (``engine/rewrite.py``): empty when none was asked for."""
 
 
 class WordingReport(BaseModel):
@@ -183,14 +186,17 @@ def _replay_line(edit: EditRecord, line: str, tasks: list[TaskRecord], documents
 
 def choose_wordings(rules: list[StatedRule], edits: list[EditRecord], *, train: list[TaskRecord],
                     train_results: list[ReplayResult], documents: dict[str, str], replayer: Replayer,
-                    budget: int, screen: Screen | None = None) -> tuple[list[EditRecord], WordingReport]:
+                    budget: int, screen: Screen | None = None,
+                    rewriter: Rewriter | None = None) -> tuple[list[EditRecord], WordingReport]:
     """The rules' edits with each line chosen by replay, and re-wordings of adopted rules still corrected (module
     docstring).
 
     rules: the stated rules (``mine.rulebook.stated_rules``); edits: their edits (``user_rule_edits``: one per rule
     no document states yet); train / train_results: the step's train tasks and their rollouts with ``documents``
     (the current documents, kind -> text); replayer: the night's (its meter counts every call, its cache is used);
-    budget: the most calls (0: nothing is replayed and ``edits`` come back as given). Returns (the edits, most-stated
+    budget: the most calls (0: nothing is replayed and ``edits`` come back as given); rewriter: the optimizer's
+    rewrite (``engine/rewrite.py``), asked once for a rule no candidate passes every own task of, or None. Returns
+    (the edits, most-stated
     rule first, a rule's edit re-worded in place and a re-wording ``replace`` where its rule stands; the report).
     Raises what ``replay_tasks`` raises (``BackendError``, ``BudgetExhausted``).
     """
@@ -219,7 +225,7 @@ def choose_wordings(rules: list[StatedRule], edits: list[EditRecord], *, train: 
     rewordings: list[tuple[StatedRule, EditRecord]] = []
     for rule, edit, adopted in work:
         choice, best = _choose(rule, edit, adopted, train=train, documents=documents, replayer=replayer,
-                               left=budget - report.calls, screen=screen)
+                               left=budget - report.calls, screen=screen, rewriter=rewriter)
         report.rules.append(choice)
         report.calls += choice.calls
         if best is None:
@@ -250,8 +256,8 @@ def choose_wordings(rules: list[StatedRule], edits: list[EditRecord], *, train: 
 
 
 def _choose(rule: StatedRule, edit: EditRecord, adopted: str | None, *, train: list[TaskRecord],
-            documents: dict[str, str], replayer: Replayer, left: int,
-            screen: Screen | None) -> tuple[WordingChoice, Candidate | None]:
+            documents: dict[str, str], replayer: Replayer, left: int, screen: Screen | None,
+            rewriter: Rewriter | None = None) -> tuple[WordingChoice, Candidate | None]:
     """Replay the candidate wordings of one rule (``adopted``: the line that states it now, a candidate too, or None
     for a new rule whose ``edit`` is proposed) on its own tasks within ``left`` calls. Returns (the choice, the
     candidate to write, or None to keep the line as it is)."""
@@ -289,9 +295,17 @@ def _choose(rule: StatedRule, edit: EditRecord, adopted: str | None, *, train: l
         candidate.passes, candidate.tasks = _passes(results), len(fitting)
         if candidate.passes == len(fitting):
             break
+    best = _best(candidates)
+    if rewriter is not None and (best is None or best.passes < len(fitting)):
+        rewrite, choice.rewrite = _rewrite(rule, edit, candidates, fitting, documents=documents, replayer=replayer,
+                                           left=left - (replayer.meter.calls - before), screen=screen,
+                                           rewriter=rewriter)
+        if rewrite is not None:
+            candidates.append(rewrite)
+            if rewrite.passes > (best.passes if best is not None else 0):
+                best = rewrite
     choice.candidates = candidates
     choice.calls = replayer.meter.calls - before
-    best = _best(candidates)
     if best is None:
         choice.outcome = "kept: no wording passed an own task"
         return choice, None
@@ -301,3 +315,28 @@ def _choose(rule: StatedRule, edit: EditRecord, adopted: str | None, *, train: l
     choice.line = best.line
     choice.outcome = f"chose {best.label}" if adopted is None else f"re-worded as {best.label}"
     return choice, best
+
+
+def _rewrite(rule: StatedRule, edit: EditRecord, tried: list[Candidate], tasks: list[TaskRecord], *,
+             documents: dict[str, str], replayer: Replayer, left: int, screen: Screen | None,
+             rewriter: Rewriter) -> tuple[Candidate | None, str]:
+    """Ask ``rewriter`` once for another line of ``rule`` and replay it on ``tasks`` (when the call and the replays
+    fit in ``left`` calls). Returns (the replayed candidate, or None; what became of the rewrite)."""
+    if left < 1 + sum(_cost(task) for task in tasks):
+        return None, "not asked: no budget left"
+    ordered = sorted((candidate for candidate in tried if candidate.tasks),
+                     key=lambda candidate: candidate.label not in ("compiled", "compiled_plain"))
+    text = rewriter(rule, ordered, tasks)  # type: ignore[arg-type]
+    if text is None:
+        return None, "refused: the reply held no line"
+    line = rule_line(text)
+    if any(candidate.line == line for candidate in tried):
+        return None, f"refused: {line!r} was tried already"
+    if not admissible(line, rule):
+        return None, f"refused: {line!r} does not read back as the rule's checks"
+    reason = screen(line) if screen is not None else None
+    if reason is not None:
+        return None, f"refused: {line!r}: {reason}"
+    results = _replay_line(edit, line, tasks, documents, replayer)
+    candidate = Candidate(label="rewrite", line=line, passes=_passes(results), tasks=len(tasks))
+    return candidate, f"replayed: {candidate.passes}/{candidate.tasks}"

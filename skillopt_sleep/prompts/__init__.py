@@ -84,8 +84,8 @@ def quote_data(text: str, *, inline: bool = False) -> str:
 
 
 # --------------------------------------------------------------------------- the evidence formats
-# The lines the engine renders into the ``{tasks}``, ``{patches}`` and ``{edits}`` values, which the mock optimizer
-# (``backends/mock.py``) parses back: one definition for the writer and the reader.
+# The lines the engine renders into the ``{tasks}``, ``{patches}`` and ``{edits}`` values (and into a rewrite
+# prompt), which the mock optimizer (``backends/mock.py``) parses back: one definition for the writer and the reader.
 
 #: Prefix of a user-rule line in the rendered task evidence (``engine/reflect.py``).
 USER_RULE_PREFIX = "- user rule: "
@@ -95,6 +95,8 @@ TASK_HEADER = re.compile(r"^### task (\S+): (PASS|FAIL|MIXED)\b", re.MULTILINE)
 PATCH_LIST_HEADER = re.compile(r"^### patch list (\d+) \((failing|passing) tasks\)\s*$", re.MULTILINE)
 #: One edit in a rank prompt: ``[3] {"target": ...}`` (``engine/aggregate.py``).
 RANK_ITEM = re.compile(r"^\[(\d+)\] (\{.*\})\s*$", re.MULTILINE)
+#: One line tried in a rewrite prompt: ``- <line> (right on 1 of 3)`` (``engine/rewrite.py``).
+TRIED_LINE = re.compile(r"^- (.+) \(right on (\d+) of (\d+)\)\s*$", re.MULTILINE)
 
 
 def literal_runs(template: str) -> list[str]:

@@ -18,6 +18,7 @@ from skillopt_sleep.backends.mock import MockBackend
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.documents.block import BLOCK_BEGIN, BLOCK_END
 from skillopt_sleep.engine.replay import ReplayCache, Replayer, replay_tasks
+from skillopt_sleep.engine.rewrite import make_rewriter
 from skillopt_sleep.engine.step import StepInput, StepSettings, run_step
 from skillopt_sleep.engine.wording import choose_wordings, wordings
 from skillopt_sleep.grammar.statements import checks_for_rule
@@ -65,7 +66,7 @@ def memory(*lines: str) -> dict[str, str]:
     return {"memory": f"# Notes\n\n{BLOCK_BEGIN}\n{block}\n{BLOCK_END}\n"}
 
 
-def choose(train, backend, *, budget=12, documents=None, cache=None, rules=None):
+def choose(train, backend, *, budget=12, documents=None, cache=None, rules=None, rewriter=None):
     documents = documents or memory()
     stated = rules if rules is not None else stated_rules(train)
     edits = user_rule_edits(stated, documents, target="memory")
@@ -73,7 +74,8 @@ def choose(train, backend, *, budget=12, documents=None, cache=None, rules=None)
     results = replay_tasks(train, replayer, **{"skill": "", "memory": documents["memory"]})
     before = backend.calls
     out, report = choose_wordings(stated, edits, train=train, train_results=results, documents=documents,
-                                  replayer=replayer, budget=budget)
+                                  replayer=replayer, budget=budget,
+                                  rewriter=rewriter(replayer.meter) if callable(rewriter) else None)
     return out, report, backend.calls - before
 
 
@@ -168,6 +170,74 @@ def test_an_adopted_rule_is_not_reworded_when_it_is_followed_or_nothing_does_bet
     assert edits == [] and report.rules == [] and calls == 0  # its tasks pass: not corrected tonight
     edits, report, _ = choose(train, Follows("no such line"), documents=memory(WORDS))
     assert edits == [] and report.rules[0].outcome == "kept: no wording passed an own task"
+
+
+# --------------------------------------------------------------------------- the optimizer's rewrite
+
+SITUATION = "- When you add a package, use `pnpm`, never `npm`."
+
+
+class Rewrites:
+    """A stand-in rewriter that answers ``line`` and records what it was shown (``rewriter(meter)`` builds it)."""
+
+    def __init__(self, line: str | None):
+        self.line, self.asked = line, []
+
+    def __call__(self, meter):
+        def rewriter(rule, tried, tasks):
+            self.asked.append((rule.text, [(c.line, c.passes, c.tasks) for c in tried], [t.id for t in tasks]))
+            return self.line
+        return rewriter
+
+
+def test_a_rewrite_is_asked_once_when_no_wording_passes_and_written_when_it_passes_more():
+    rewrites = Rewrites(SITUATION[2:])
+    edits, report, calls = choose([task(0)], Follows(SITUATION), rewriter=rewrites)
+    assert [edit.content for edit in edits] == [SITUATION]
+    [choice] = report.rules
+    assert choice.outcome == "chose rewrite" and choice.rewrite == "replayed: 1/1"
+    assert calls == 5 == choice.calls  # the 4 wordings, then the rewrite's one replay
+    [(rule, tried, tasks)] = rewrites.asked
+    assert rule == PNPM and tasks == ["t-pnpm-0"]
+    assert tried[0] == (COMPILED, 0, 1) and len(tried) == 4  # the compiled line first, every line with its score
+
+
+@pytest.mark.parametrize("line, why", [
+    ("Use `yarn`, never `npm`.", "does not read back as the rule's checks"),  # changed what it demands
+    ("Use `pnpm`, never `npm`.", "was tried already"),
+    (None, "the reply held no line"),
+])
+def test_a_rewrite_that_is_not_the_rule_or_is_no_new_line_is_refused_without_a_replay(line, why):
+    edits, report, calls = choose([task(0)], Follows("no such line"), rewriter=Rewrites(line))
+    assert calls == 4 and why in report.rules[0].rewrite
+    assert all(candidate.label != "rewrite" for candidate in report.rules[0].candidates)
+
+
+def test_a_rewrite_that_passes_no_more_than_the_others_is_not_written():
+    edits, report, _ = choose([task(0), task(1)], Follows(JOINED, SITUATION, only="part 0"),
+                              rewriter=Rewrites(SITUATION[2:]))
+    [choice] = report.rules
+    assert choice.rewrite == "replayed: 1/2" and [edit.content for edit in edits] == [JOINED]  # 1/2 each: no gain
+
+
+def test_no_rewrite_is_asked_when_a_wording_passes_every_task_or_no_budget_is_left():
+    rewrites = Rewrites(SITUATION[2:])
+    edits, report, calls = choose([task(0)], Follows(COMPILED), rewriter=rewrites)
+    assert rewrites.asked == [] and report.rules[0].rewrite == "" and [e.content for e in edits] == [COMPILED]
+    edits, report, calls = choose([task(0)], Follows(SITUATION), budget=4, rewriter=rewrites)
+    assert rewrites.asked == [] and report.rules[0].rewrite == "not asked: no budget left" and calls == 4
+
+
+def test_the_optimizers_rewrite_is_one_metered_call_whose_prompt_quotes_the_requests_as_data():
+    backend = Follows("Always use `pnpm`, never `npm` (e.g. `pnpm add axios`).")
+    edits, report, calls = choose([task(0)], backend, rewriter=make_rewriter)
+    [request] = [r for r in backend.requests if r.role == "optimizer"]
+    assert MockBackend.prompt_kind(request) == "rewrite" and request.purpose == "rewrite"
+    prompt = request.messages[0].content
+    assert "<data>pnpm: set up part 0</data>" in prompt and f"- {PNPM}" in prompt
+    assert f"- {COMPILED[2:]} (right on 0 of 1)" in prompt
+    assert calls == 6 == report.calls  # 4 wordings, the rewrite call, its replay: all within the budget
+    assert [edit.content for edit in edits] == ["- Always use `pnpm`, never `npm` (e.g. `pnpm add axios`)."]
 
 
 def run(train, backend, documents=None, **overrides):
