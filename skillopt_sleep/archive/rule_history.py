@@ -4,7 +4,8 @@ stands, and what it won on held-out tasks.
 * ``with_history(rules, archive)`` (before the step, read only): tonight's ``mine.rulebook.StatedRule``s, each matched
   to the archived rule it is (their check keys overlap, or, for rules without checks, it says what an archived
   phrasing says: ``mine.lasting.similar``), with the archived id, all the keys and phrasings known for it (so that a
-  line written in an earlier night's words counts as stating it) and ``stated_total`` = all nights' statements, then
+  line written in an earlier night's words counts as stating it), the checks its phrasings imply for those keys (so
+  that it is compiled from everything it demands) and ``stated_total`` = all nights' statements, then
   re-ordered most stated first: recurrence across nights orders the edit budget; and the archived lasting rules
   not stated tonight that no night has gated yet (status ``stated``: over an earlier night's edit budget, or
   ``pending``), carried to be proposed again (``CARRIED``), unless a newer rule contradicts it (``superseded``: the
@@ -88,10 +89,12 @@ def with_history(rules: list[StatedRule], archive: TaskArchive | None) -> list[S
         if entry is None:
             out.append(rule)
             continue
-        keys = sorted(set(rule.key_set) | _keys(entry))
+        keys = set(rule.key_set) | _keys(entry)
         phrasings = list(dict.fromkeys([*rule.phrasings, *entry["phrasings"]]))
         out.append(rule.model_copy(update={"id": entry["id"], "stated_total": entry["stated"] + rule.stated,
-                                           "keys": keys, "phrasings": phrasings, **_scope_across_nights(rule, entry)}))
+                                           "keys": sorted(keys), "phrasings": phrasings,
+                                           "checks": _implied_checks(keys, phrasings, rule.checks),
+                                           **_scope_across_nights(rule, entry)}))
     matched = {rule.id for rule in out}
     newer = [(rule.key_set, "tonight") for rule in out if rule.stated and rule.scope == "lasting"]
     newer += [(_keys(entry), entry.get("last_night") or "") for entry in archived if entry.get("scope") == "lasting"
@@ -120,14 +123,22 @@ def _carried(entry: dict[str, Any]) -> StatedRule:
     of it). Its words are the archive's phrasings; what it demands, its archived keys; its checks, those its phrasings
     imply that demand one of those keys (so that it is worded as a rule known by checks is)."""
     keys = _keys(entry)
-    checks: list[Check] = []
-    for check in (check for phrasing in entry["phrasings"] for check in checks_for_rule(phrasing)):
-        if check_key(check) in keys and all(check_key(known) != check_key(check) for known in checks):
-            checks.append(check)
+    checks = _implied_checks(keys, entry["phrasings"], [])
     return StatedRule(id=entry["id"], keys=sorted(keys), text=entry["text"], checks=checks,
                       phrasings=list(entry["phrasings"]), stated=0, stated_total=entry["stated"], scope="lasting",
                       scope_reason=f"{entry.get('scope_reason') or 'lasting'}; carried from night "
                                    f"{entry.get('last_night')}, not yet gated")
+
+
+def _implied_checks(keys: set[tuple[str, str]], phrasings: list[str], checks: list[Check]) -> list[Check]:
+    """``checks``, then the checks the ``phrasings`` imply (``checks_for_rule``) that demand one of ``keys`` and no
+    check holds yet: a rule known across nights by more keys than tonight's checks demand ("we're a uv shop" tonight,
+    "we don't use pip in this project, add it with uv" on an earlier night) is compiled and worded by all of them."""
+    out = list(checks)
+    for check in (check for phrasing in phrasings for check in checks_for_rule(phrasing)):
+        if check_key(check) in keys and all(check_key(known) != check_key(check) for known in out):
+            out.append(check)
+    return out
 
 
 def _tests(task: TaskRecord, keys: set[tuple[str, str]]) -> bool:

@@ -7,6 +7,7 @@ from datetime import datetime, timedelta, timezone
 
 from skillopt_sleep.archive.rule_history import record_night, with_history
 from skillopt_sleep.archive.tasks import TaskArchive
+from skillopt_sleep.checks import check_key
 from skillopt_sleep.engine.step import StepResult
 from skillopt_sleep.engine.val_pool import select_val, touches
 from skillopt_sleep.mine.rulebook import rule_line, stated_rules, user_rule_edits, written_line
@@ -235,3 +236,16 @@ def test_a_candidate_never_holds_two_rules_that_contradict_each_other():
     edits = user_rule_edits(rules, {"memory": ""}, target="memory")
     assert [edit.content for edit in edits] == [written_line(rules[0])]
     assert "ruff format" in edits[0].content
+
+
+def test_a_rule_known_by_more_keys_than_tonights_checks_is_compiled_from_all_of_them(tmp_path):
+    """World 2 on Qwen, night 3: tonight's "we're a uv shop" validated `has uv` only, the archive knew the rule as
+    `has uv` + `not pip` too; its line was the user's words ("we're a uv shop."), since the compiled "Use `uv`." does
+    not read back as everything the rule demands. The checks its phrasings imply now join tonight's."""
+    archive = TaskArchive(tmp_path / "archive.sqlite3")
+    night(archive, stated_rules([checked("t-1", "we don't use pip in this project, add it with uv", "uv", "pip")]),
+          "2026-11-19T233000Z", edits=[])
+    [tonight] = with_history(stated_rules([task("t-2", "we're a uv shop", "uv", day=2)]), archive)
+    assert tonight.key_set >= {("has", "uv"), ("not", "pip")}
+    assert {check_key(check) for check in tonight.checks} == {("has", "uv"), ("not", "pip")}
+    assert written_line(tonight) == "- Use `uv`, never `pip`."
