@@ -38,7 +38,15 @@ from skillopt_sleep.engine.gate import EVIDENCE_CLAUSES
 from skillopt_sleep.engine.step import StepResult
 from skillopt_sleep.grammar.statements import checks_for_rule
 from skillopt_sleep.mine.lasting import similar
-from skillopt_sleep.mine.rulebook import StatedRule, line_keys, opposite_keys, rule_edit, stating_line, text_key
+from skillopt_sleep.mine.rulebook import (
+    StatedRule,
+    keys_overlap,
+    line_keys,
+    opposite_keys,
+    rule_edit,
+    stating_line,
+    text_key,
+)
 from skillopt_sleep.models import Check, TaskRecord
 
 #: A rule's scope only widens across nights: once lasting, always lasting.
@@ -220,5 +228,5 @@ def _retire(archived: list[dict[str, Any]], line: str, *, replaced_by: str, nigh
     demanded = line_keys(line)
     for entry in archived:
         known = _keys(entry) | {text_key(phrasing) for phrasing in entry["phrasings"]} | {text_key(entry["text"])}
-        if entry["id"] != replaced_by and known & demanded:
+        if entry["id"] != replaced_by and keys_overlap(known, demanded):
             entry["status"], entry["status_night"], entry["replaced_by"] = "retired", night_id, replaced_by

@@ -22,6 +22,11 @@ the rule is not compiled (None) and is written in the user's words. Literals kee
 literal to use that another one holds is said by that one (``ruff format`` says ``ruff``), and a literal to avoid
 that holds another one by that one (never ``os`` says never ``os.path``).
 
+A literal to use that its example uses as a command is named by that command: ``Use `uv add`, never `pip` (e.g. `uv
+add polars`).`` where the example starts with the literal and the next word and shows more (the exact command in
+backticks is what a small model follows: world 2's uv probes on Qwen2.5-Coder-1.5B, 2 of 4 with ``Use `uv```, 4 of
+4 with ``Use `uv add```, and 0 of 4 either way without the example).
+
 One example is added from the answers the user accepted (``TaskEvidence.accepted_answer``) that pass every check of
 the rule: for ``contains X``, the code span, code line or tool input holding X, trimmed to X and the next word or two
 (``pnpm add``); for a format regex, its first match (``2026-11-03``; a line-anchored regex: the matched line). No
@@ -102,6 +107,9 @@ def compile_rule(rule: StatedRule, examples_from: list[str]) -> str | None:
             if banned_literals:
                 sentence += ", never " + " or ".join(f"`{literal}`" for literal in banned_literals)
             example = _literal_example(wanted_literals[0], _passing(examples_from, checks))
+            form = _use_form(wanted_literals[0], example)
+            if form is not None:  # "Use `uv add`, never `pip` (e.g. `uv add polars`)."
+                sentence = sentence.replace(f"`{wanted_literals[0]}`", f"`{form}`", 1)
         else:
             sentence = "Never use " + " or ".join(f"`{literal}`" for literal in banned_literals)
         sentences.append(sentence)
@@ -214,6 +222,18 @@ def _literal_example(literal: str, answers: list[str]) -> str | None:
         if example.casefold() != literal.casefold() and len(example) <= EXAMPLE_CHARS and "`" not in example:
             return example
     return None
+
+
+def _use_form(literal: str, example: str | None) -> str | None:
+    """The command a literal to use is used as in its example: the literal and the next word, when the example
+    starts with them and shows more (``uv add`` of ``uv add polars``); else None."""
+    if example is None or not example.casefold().startswith(literal.casefold()):
+        return None
+    following = _NEXT_WORD.match(example, len(literal))
+    if following is None or following.end() >= len(example.rstrip()):
+        return None
+    return example[:following.end()]
+
 
 
 def _regex_example(pattern: str, answers: list[str]) -> str | None:

@@ -205,8 +205,12 @@ def document_rules(text: str) -> list[tuple[str, set[Key]]]:
     return out
 
 
-def _overlaps(rule_keys: set[Key], keys: set[Key]) -> bool:
-    return bool(rule_keys & keys)
+def keys_overlap(some: set[Key], others: set[Key]) -> bool:
+    """The two demand something in common: a shared key, or a literal one uses as a command the other demands
+    (``has "uv add"``, the line ``Use `uv add`...``, demands ``has "uv"``; ``_command_of``)."""
+    return bool(some & others) or any(_command_of(key, others) for key in some) or any(
+        _command_of(key, some) for key in others)
+
 
 
 def _demands(rule: StatedRule) -> set[Key]:
@@ -226,7 +230,7 @@ def _held_by(wanted: set[Key], documents: dict[str, str]) -> str | None:
     """The first document line whose demands overlap ``wanted``, or None."""
     for text in documents.values():
         for line, keys in document_rules(text):
-            if _overlaps(wanted, keys):
+            if keys_overlap(wanted, keys):
                 return line
     return None
 
@@ -246,7 +250,7 @@ def contradicted_line(rule: StatedRule, block: str) -> str | None:
     for line, keys in document_rules(block):
         if line.strip() == BLOCK_HEADING:
             continue
-        if keys & opposite:
+        if keys_overlap(keys, opposite):
             return line
     return None
 
@@ -255,10 +259,11 @@ def admissible(line: str, rule: StatedRule) -> bool:
     """A line may state ``rule`` in other words than the user's: read back by the deterministic rule reader
     (``line_keys``), it demands what the rule demands, no more and no less (its check keys, text keys aside; a
     ``has`` key is also demanded by a longer literal that holds it, ``has "ruff format"`` demands ``has "ruff"``, and
-    a ``not`` key by a shorter one it holds, ``not "os"`` demands ``not "os.path"``). A rule known only by its words
-    never is."""
+    a ``not`` key by a shorter one it holds, ``not "os"`` demands ``not "os.path"``; a ``has`` key is read as the
+    literal it is a command form of, ``has "uv add"`` as ``has "uv"``). A rule known only by its words never is."""
     demanded = {key for key in rule.key_set if key[0] != "text"}
     read = {key for key in line_keys(line) if key[0] != "text"}
+    read = {key if key in demanded else _command_of(key, demanded) or key for key in read}
 
     def implied(kind: str, value: str) -> bool:
         return (kind, value) in read or any(
@@ -266,6 +271,16 @@ def admissible(line: str, rule: StatedRule) -> bool:
             for other_kind, other in read if kind in ("has", "not"))
 
     return bool(demanded) and read <= demanded and all(implied(*key) for key in demanded)
+
+
+def _command_of(key: Key, demanded: set[Key]) -> Key | None:
+    """The ``demanded`` ``has`` key that ``key`` names as a command (``has "uv add"`` of ``has "uv"``: the literal, a
+    space and one more word, as ``compile`` writes ``Use `uv add```), or None."""
+    kind, value = key
+    if kind != "has":
+        return None
+    return next((other for other in demanded if other[0] == "has" and value.startswith(other[1] + " ")
+                 and len(value[len(other[1]) + 1:].split()) == 1), None)
 
 
 def written_line(rule: StatedRule, *, wording: RuleWording = "compiled", screen: Screen | None = None) -> str:
@@ -303,8 +318,8 @@ def user_rule_edits(rules: list[StatedRule], documents: dict[str, str], *, targe
     written: set[Key] = set()
     for rule in rules:
         demands = _demands(rule)
-        if (rule.scope != "lasting" or _overlaps(demands, written) or _overlaps(opposite_keys(rule.key_set), written)
-                or _held_by(demands, documents) is not None):
+        if (rule.scope != "lasting" or keys_overlap(demands, written)
+                or keys_overlap(opposite_keys(rule.key_set), written) or _held_by(demands, documents) is not None):
             continue  # a candidate waits to be stated again; a one-off is never a memory line; no candidate holds
             # two rules that contradict each other (the first, most stated, is proposed)
         written |= demands
@@ -332,7 +347,7 @@ def rule_edit(rule: StatedRule, edits: list[EditRecord]) -> EditRecord | None:
     demands, ``stating_line``'s test), an applied one first; None when there is none."""
     wanted = rule.key_set | {text_key(phrasing) for phrasing in rule.phrasings} | {text_key(rule.text)}
     stating = [edit for edit in edits if edit.op != "delete" and edit.content
-               and _overlaps(wanted, line_keys(edit.content))]
+               and keys_overlap(wanted, line_keys(edit.content))]
     return next((edit for edit in stating if edit.status == "applied"), stating[0] if stating else None)
 
 
@@ -342,7 +357,7 @@ def restated_rule_reason(content: str, rules: list[StatedRule], documents: dict[
     keys = line_keys(content)
     demanded = {key for key in keys if key[0] != "text"} | {text_key(content)}  # what it demands, or its very words
     for rule in rules:
-        if _overlaps(_demands(rule), demanded):
+        if keys_overlap(_demands(rule), demanded):
             return f"restates the user's rule {rule.text!r}: the user's own words are proposed instead"
     line = _held_by(demanded, documents)
     return f"already stated in the documents: {line.strip()[:120]!r}" if line is not None else None

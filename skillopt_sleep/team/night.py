@@ -35,7 +35,7 @@ from skillopt_sleep.checks import check_key
 from skillopt_sleep.documents.block import team_line, team_rule_of
 from skillopt_sleep.errors import TeamError
 from skillopt_sleep.mine.provenance import UserText
-from skillopt_sleep.mine.rulebook import StatedRule, document_rules, opposite_keys, rule_line
+from skillopt_sleep.mine.rulebook import StatedRule, document_rules, keys_overlap, opposite_keys, rule_line
 from skillopt_sleep.models import EditRecord, TaskRecord
 from skillopt_sleep.paths import ProjectPaths
 from skillopt_sleep.team.local import load_local, record_result
@@ -84,7 +84,7 @@ def rule_keys(rule: SharedRule) -> set[Key]:
 
 def contradicts(keys: set[Key], other: set[Key]) -> bool:
     """One demands a literal the other forbids (the test of ``mine.rulebook.contradicted_line``)."""
-    return bool(opposite_keys(keys) & other)
+    return keys_overlap(opposite_keys(keys), other)
 
 
 def team_edit(rule: SharedRule, target: str = "memory") -> EditRecord:
@@ -160,11 +160,11 @@ def plan_team_night(project: Path, config: Any, paths: ProjectPaths, *, document
                 record_result(paths, rule.id, status="overridden", night_id=night_id, reason=reason, text=rule.text)
             plan.overridden.append({"id": rule.id, "reason": reason})
             continue
-        held = next((line for line, own in lines if keys & own), None)
+        held = next((line for line, own in lines if keys_overlap(keys, own)), None)
         if held is not None:
             plan.skipped.append({"id": rule.id, "reason": f"your documents hold it: {held.strip()[:120]!r}"})
             continue
-        mine = next((text for text, own in own_rules if keys & own), None)
+        mine = next((text for text, own in own_rules if keys_overlap(keys, own)), None)
         if mine is not None:
             plan.skipped.append({"id": rule.id, "reason": f"you stated it yourself: {mine[:120]!r}"})
             continue

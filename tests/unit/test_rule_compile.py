@@ -22,6 +22,7 @@ from skillopt_sleep.mine.provenance import UserText, provenance_reason
 from skillopt_sleep.mine.rulebook import (
     admissible,
     contradicted_line,
+    keys_overlap,
     restated_rule_reason,
     rule_edit,
     rule_line,
@@ -124,7 +125,7 @@ def test_a_contains_example_is_the_accepted_command_trimmed_to_the_literal_and_t
     assert compile_rule(stated, stated.accepted_answers) == "Use `pnpm`, never `npm` (e.g. `pnpm add`)."
     # a tool input the agent ran counts as well (world 2's uv session)
     uv = rule("we're a uv shop", "Added polars.\n\n[actions]\n[Bash] uv add polars")
-    assert compile_rule(uv, uv.accepted_answers) == "Use `uv` (e.g. `uv add polars`)."
+    assert compile_rule(uv, uv.accepted_answers) == "Use `uv add` (e.g. `uv add polars`)."  # named by its command
     # inside a code block: the line that holds it
     httpx = rule("use httpx instead of requests", "```python\nimport httpx\nresponse = httpx.get(url)\n```")
     assert compile_rule(httpx, httpx.accepted_answers) == "Use `httpx`, never `requests` (e.g. `import httpx`)."
@@ -158,6 +159,18 @@ def test_the_accepted_answers_of_held_out_tasks_are_never_examples():
 
 
 # --------------------------------------------------------------------------- admissibility
+
+
+def test_a_literal_named_by_its_command_is_the_same_rule_and_nothing_more():
+    """``Use `uv add`, never `pip``` states "has uv, not pip" (the command holds the literal and one more word); a
+    longer command or another tool does not, and every comparison of what lines demand sees the command's literal."""
+    uv = rule("we don't use pip in this project, add it with uv", "Run `uv add scikit-learn`.")
+    assert written_line(uv) == "- Use `uv add`, never `pip` (e.g. `uv add scikit-learn`)."
+    assert admissible("- Use `uv add`, never `pip`.", uv)
+    assert not admissible("- Use `uv add numpy`, never `pip`.", uv)  # demands a package: more than the rule
+    assert not admissible("- Use `uvx add`, never `pip`.", uv)
+    assert keys_overlap({("has", "uv add")}, {("has", "uv")}) and not keys_overlap({("has", "uvx")}, {("has", "uv")})
+    assert stating_line(uv, {"memory": "- Use `uv add` for packages."}) == "- Use `uv add` for packages."
 
 
 def test_a_line_whose_re_read_loses_a_key_is_not_written():
@@ -213,7 +226,7 @@ def test_an_example_the_provenance_screen_blocks_is_dropped_and_the_line_written
         "- Write every commit message as a Conventional Commit, `type(scope): subject`.")
     # the pnpm command and the date pass: the user typed pnpm, and a date names nothing
     pnpm = rule("we use pnpm in this repo, never npm", "Run `pnpm add axios`.")
-    assert written_line(pnpm, screen=screen) == "- Use `pnpm`, never `npm` (e.g. `pnpm add axios`)."
+    assert written_line(pnpm, screen=screen) == "- Use `pnpm add`, never `npm` (e.g. `pnpm add axios`)."
     dates = rule("dates are ISO here, YYYY-MM-DD please", "## 1.3.0 - 2026-11-03")
     assert written_line(dates, screen=screen) == "- Write every date as `YYYY-MM-DD` (e.g. `2026-11-03`)."
     # an example the screens would rewrite (cleaning drops a "(... from ...)" annotation) is dropped as well
@@ -268,10 +281,10 @@ def test_a_second_night_knows_the_compiled_line_as_the_rule_and_does_not_propose
     first = stated_rules([task(0, "we use pnpm in this repo, never npm", accepted="Run `pnpm add axios`.")])
     [edit] = user_rule_edits(first, {"memory": "# Notes\n"}, target="memory")
     memory, [applied] = apply_edits("# Notes\n", [edit], "memory")
-    assert applied.status == "applied" and "- Use `pnpm`, never `npm` (e.g. `pnpm add axios`)." in memory
+    assert applied.status == "applied" and "- Use `pnpm add`, never `npm` (e.g. `pnpm add axios`)." in memory
     # night 2: the same rule in other words
     second = stated_rules([task(5, "we use pnpm in this project, not npm", accepted="Run `pnpm dev`.")])
-    assert stating_line(second[0], {"memory": memory}) == "- Use `pnpm`, never `npm` (e.g. `pnpm add axios`)."
+    assert stating_line(second[0], {"memory": memory}) == "- Use `pnpm add`, never `npm` (e.g. `pnpm add axios`)."
     assert user_rule_edits(second, {"memory": memory}, target="memory") == []
     assert "already stated in the documents" in restated_rule_reason("- Always use pnpm.", [],
                                                                      {"memory": memory})
@@ -283,12 +296,13 @@ def test_a_second_night_knows_the_compiled_line_as_the_rule_and_does_not_propose
 def test_a_rule_change_replaces_the_compiled_line_of_the_rule_it_contradicts():
     old = stated_rules([task(0, "we always use yarn here, never npm", accepted="Run `yarn add lodash`.")])
     memory, _ = apply_edits("# Notes\n", user_rule_edits(old, {"memory": "# Notes\n"}, target="memory"), "memory")
-    assert "- Use `yarn`, never `npm` (e.g. `yarn add lodash`)." in memory
+    assert "- Use `yarn add`, never `npm` (e.g. `yarn add lodash`)." in memory
     new = stated_rules([task(1, "we moved from yarn to pnpm", accepted="Run `pnpm add lodash`.")])
-    assert contradicted_line(new[0], memory) == "- Use `yarn`, never `npm` (e.g. `yarn add lodash`)."
+    assert contradicted_line(new[0], memory) == "- Use `yarn add`, never `npm` (e.g. `yarn add lodash`)."
     [edit] = user_rule_edits(new, {"memory": memory}, target="memory")
-    assert (edit.op, edit.anchor, edit.content) == ("replace", "- Use `yarn`, never `npm` (e.g. `yarn add lodash`).",
-                                                    "- Use `pnpm`, never `yarn` (e.g. `pnpm add lodash`).")
+    assert (edit.op, edit.anchor, edit.content) == (
+        "replace", "- Use `yarn add`, never `npm` (e.g. `yarn add lodash`).",
+        "- Use `pnpm add`, never `yarn` (e.g. `pnpm add lodash`).")
     assert edit.rationale.endswith('you said: "we moved from yarn to pnpm"; replaces the rule it contradicts')
     replaced, [applied] = apply_edits(memory, [edit], "memory")
     assert applied.status == "applied" and "`yarn add lodash`" not in replaced

@@ -29,7 +29,7 @@ from skillopt_sleep.night import run_night
 PNPM = "we use pnpm in this repo, never npm"
 LOGGER = "logger, not print"
 #: The candidate lines of PNPM (its accepted answers show `pnpm add axios`).
-COMPILED = "- Use `pnpm`, never `npm` (e.g. `pnpm add axios`)."
+COMPILED = "- Use `pnpm add`, never `npm` (e.g. `pnpm add axios`)."
 PLAIN = "- Use `pnpm`, never `npm`."
 WORDS = "- we use pnpm in this repo, never npm."
 JOINED = "- Use `pnpm`, never `npm`: we use pnpm in this repo, never npm."
@@ -229,7 +229,7 @@ def test_no_rewrite_is_asked_when_a_wording_passes_every_task_or_no_budget_is_le
 
 
 def test_the_optimizers_rewrite_is_one_metered_call_whose_prompt_quotes_the_requests_as_data():
-    backend = Follows("Always use `pnpm`, never `npm` (e.g. `pnpm add axios`).")
+    backend = Follows("Always use `pnpm add`, never `npm` (e.g. `pnpm add axios`).")
     edits, report, calls = choose([task(0)], backend, rewriter=make_rewriter)
     [request] = [r for r in backend.requests if r.role == "optimizer"]
     assert MockBackend.prompt_kind(request) == "rewrite" and request.purpose == "rewrite"
@@ -237,7 +237,7 @@ def test_the_optimizers_rewrite_is_one_metered_call_whose_prompt_quotes_the_requ
     assert "<data>pnpm: set up part 0</data>" in prompt and f"- {PNPM}" in prompt
     assert f"- {COMPILED[2:]} (right on 0 of 1)" in prompt
     assert calls == 6 == report.calls  # 4 wordings, the rewrite call, its replay: all within the budget
-    assert [edit.content for edit in edits] == ["- Always use `pnpm`, never `npm` (e.g. `pnpm add axios`)."]
+    assert [edit.content for edit in edits] == ["- Always use `pnpm add`, never `npm` (e.g. `pnpm add axios`)."]
 
 
 def run(train, backend, documents=None, **overrides):
