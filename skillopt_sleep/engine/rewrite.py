@@ -17,6 +17,7 @@ and then only when its replays pass more own tasks than every other candidate.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -30,6 +31,9 @@ REQUEST_CHARS = 240
 MAX_REQUESTS = 3
 #: Most characters of the line a rewrite may be (a memory line, not a paragraph).
 MAX_LINE_CHARS = 200
+
+#: The score a tried line is listed with (``prompts.TRIED_LINE``), when a reply copies it after its line.
+_SCORE_SUFFIX = re.compile(r"\s*\(right on \d+ of \d+\)[.!]?$")
 
 #: JSON schema of the reply.
 REWRITE_SCHEMA: dict[str, Any] = {
@@ -91,6 +95,7 @@ def make_rewriter(meter: CallMeter) -> Rewriter:
         line = reply.get("line") if isinstance(reply, dict) else None
         if not isinstance(line, str) or not line.strip() or "\n" in line.strip():
             return None
-        return " ".join(line.split())[:MAX_LINE_CHARS]
+        line = _SCORE_SUFFIX.sub("", " ".join(line.split()))  # a small model copies the listing's score
+        return line[:MAX_LINE_CHARS] or None
 
     return rewriter

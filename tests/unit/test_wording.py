@@ -296,3 +296,12 @@ def test_a_night_records_the_wording_in_its_diagnostics(tmp_path: Path):
     [choice] = wording["rules"]
     assert choice["rule"] == PNPM and choice["calls"] == wording["calls"] <= wording["budget"] == 12
     assert choice["line"] in [edit.content for edit in diagnostics.edits if edit.status == "applied"]
+
+
+def test_a_rewrite_that_copies_the_listings_score_is_read_without_it():
+    """Qwen2.5-Coder-1.5B on world 2 answered "Use the logging module for this, never print. (right on 0 of 1).":
+    the score is the prompt's, not the line's."""
+    reply = '{"line": "Use `pnpm` for packages, never `npm`. (right on 0 of 1)."}'
+    backend = MockBackend(scripted={"rewrite": [reply]})
+    rewriter = make_rewriter(CallMeter(backend))
+    assert rewriter(stated_rules([task(0)])[0], [], [task(0)]) == "Use `pnpm` for packages, never `npm`."
