@@ -449,18 +449,18 @@ def _stated_rules_stage(result: StepResult, tester: _Tester, *, proposed: list[E
     pending a candidate made only of rules the users stated, and it lost no val task and regressed none (at least one
     val task replayed), the candidate is replayed on the train tasks those rules came from; it is accepted when it
     passes one the baseline failed and fails none the baseline passed. A flip is no evidence against them either: a
-    candidate whose only val losses are flips the perturbation re-test did not confirm (``gate.details["flips"]``),
-    with no val win, is treated as a tie here (a rule change, "we moved from black to ruff", must not wait on an
-    unrelated answer that changed at temperature 0). A rule change (the candidate replaces a line a newer rule of
-    the user's contradicts, ``rulebook.user_rule_edits``) is accepted when it fails none of its own tasks the baseline
-    passed, win or not: the user's newest statement is the rule, and the old line would now teach the opposite.
+    candidate whose only val losses are flips the perturbation re-test did not confirm (``gate.details["flips"]``) is
+    judged here as if they were ties, with or without a val win (a rule change, "we moved from black to ruff", must not
+    wait on an unrelated answer that changed at temperature 0). A rule change (the candidate replaces a line a newer
+    rule of the user's contradicts, ``rulebook.user_rule_edits``) is accepted when it fails none of its own tasks the
+    baseline passed, win or not: the user's newest statement is the rule, and the old line would now teach the opposite.
     Recorded in ``gate.details["stated_rules"]`` (``changes``: the lines replaced)."""
     gate = result.gate
     applied = [edit for edit in result.edits if edit.status == "applied"]
     contents = {edit.content for edit in proposed}
     flips = {flip.get("task") for flip in gate.details.get("flips", [])}
     lost_val = {comparison.task_id for comparison in gate.per_task if comparison.outcome == "loss"}
-    only_flips = bool(lost_val) and lost_val <= flips and not gate.details.get("wins")
+    only_flips = bool(lost_val) and lost_val <= flips
     if (not (gate.details.get("pending") or only_flips) or not gate.per_task or not applied
             or any(edit.content not in contents for edit in applied)
             or (gate.details.get("losses") and not only_flips) or gate.details.get("regressions")):
@@ -489,7 +489,7 @@ def _stated_rules_stage(result: StepResult, tester: _Tester, *, proposed: list[E
         result.gate = gate.model_copy(update={
             "verdict": "accept",
             "reason": (f"the user's own rules: {evidence} and lost no val "
-                       f"task ({gate.details.get('ties', 0)} tie(s)"
+                       f"task ({gate.details.get('wins', 0)} win(s), {gate.details.get('ties', 0)} tie(s)"
                        + (f", {len(lost_val)} unconfirmed flip(s)" if only_flips else "")
                        + f", no regression); {gate.reason}"),
             "details": {**gate.details, "clause": "stated_rules", "pending": False}})
