@@ -1,0 +1,71 @@
+"""Which one-line wording of a rule does the target follow? A world's held-out probes of one rule, answered with each
+candidate line in the memory's managed block (beside the same other lines), at temperature 0.
+
+Each ``--line LABEL=LINE`` is written into the world's initial memory after the ``--other`` lines (the rest of the
+rules, as a night wrote them), and the rule's probes are scored with the checker of the rules in force after
+``--night``. The answers' heads are printed, so a reader sees what the model did.
+
+Usage (a llama.cpp server on 127.0.0.1):
+
+    python benchmarks/rule_lines.py --world 2 --rule uv --night 4 --base-url http://127.0.0.1:18432/v1 \\
+        --other '- Use `logger`, never `print`.' \\
+        --line 'compiled=- Use `uv`, never `pip` (e.g. `uv add scikit-learn`).' \\
+        --line 'command=- Use `uv add`, never `pip` (e.g. `uv add scikit-learn`).'
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+import benchmarks.learning as learning  # noqa: E402
+from skillopt_sleep.documents.block import ensure_block  # noqa: E402
+from skillopt_sleep.engine.edits import apply_edits  # noqa: E402
+from skillopt_sleep.models import EditRecord  # noqa: E402
+
+
+def memory_with(world, lines: list[str]) -> str:
+    """The world's initial memory with ``lines`` appended to its managed block, as a night appends them."""
+    memory, _ = apply_edits(ensure_block(world.INITIAL_MEMORY),
+                            [EditRecord(target="memory", op="append", content=line) for line in lines], "memory")
+    return memory
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--world", type=int, choices=sorted(learning.WORLDS), required=True)
+    parser.add_argument("--rule", required=True, help="the rule whose probes are scored (a world's RULE_NAMES)")
+    parser.add_argument("--night", type=int, default=1, help="score with the rules in force after this night")
+    parser.add_argument("--line", action="append", required=True, metavar="LABEL=LINE")
+    parser.add_argument("--other", action="append", default=[], metavar="LINE", help="another rule's line, kept")
+    parser.add_argument("--base-url", required=True)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args(argv)
+    world = learning.WORLDS[args.world]
+    learning.world = world  # score_documents scores with the module's world
+    probes = [probe for probe in world.PROBES if probe.rule == args.rule]
+    if not probes:
+        raise SystemExit(f"world {args.world} has no probes of rule {args.rule!r}: {', '.join(world.RULE_NAMES)}")
+    results = {}
+    print("| line | probes passed |")
+    print("|---|---:|")
+    for item in args.line:
+        label, _, line = item.partition("=")
+        scored = learning.score_documents(args.base_url, "", memory_with(world, [line, *args.other]), probes,
+                                          night=args.night)
+        results[label] = {"line": line, "passed": scored["by_rule"][args.rule],
+                          "answers": [answer["answer"][:120] for answer in scored["answers"]]}
+        print(f"| {label}: `{line}` | {scored['by_rule'][args.rule]} |", flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
