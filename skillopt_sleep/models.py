@@ -501,6 +501,10 @@ class Diagnostics(_Model):
     cost: dict[str, RoleCost] = Field(default_factory=dict)
     """Calls and tokens by role (miner, target, judge, optimizer)."""
     stage_seconds: dict[str, float] = Field(default_factory=dict)
+    stage_calls: dict[str, int] = Field(default_factory=dict)
+    """LLM calls by stage: the night's (``mine_llm``; ``memory``: the pending candidate's re-test; ``test``) and the
+    step's (``rollout``, ``reflect``, ``aggregate``: the wording choice, ``gate``: val replays, re-tests, flips);
+    they add up to the calls of ``cost``."""
     memory: dict[str, Any] = Field(default_factory=dict)
     """The archive across nights (``archive.around_step.AcrossNights.report``; the field keeps its name, a
     diagnostics.json format): ``archive`` (search backend, tasks new / recurring / total), ``recalled`` (past

@@ -105,7 +105,9 @@ class _Stages(StageClock):
         return f"between stages, after {self.last}" if self.last else "start"
 
     def watch(self, meter: CallMeter, planned: int | None = None) -> None:
-        """Report the meter's calls and tokens, out of ``planned`` calls (an estimate: ``CallPlan.estimate``)."""
+        """Report the meter's calls and tokens, out of ``planned`` calls (an estimate: ``CallPlan.estimate``), and
+        count the calls of each stage from now on (``calls``)."""
+        self.meter = meter
         watch_meter(meter, self.progress, planned)
 
 
@@ -461,6 +463,8 @@ class _Night:
         prepared.replayer.meter.check_alive()  # a dead backend is a backend error, however few calls the night made
         for stage, seconds in step.stage_seconds.items():
             self.stages.seconds[stage] = round(self.stages.seconds.get(stage, 0.0) + seconds, 3)
+        for stage, calls in step.calls_by_stage.items():
+            self.stages.calls[stage] = self.stages.calls.get(stage, 0) + calls
         diagnostics.train_results = step.train_results
         diagnostics.baseline = _scores(step.baseline_val or step.train_results, config)
         diagnostics.optimizer_raw_head = redact_text(step.optimizer_raw_head)
@@ -599,6 +603,7 @@ class _Night:
         diagnostics.status = status
         diagnostics.finished_at = datetime.now(timezone.utc)
         diagnostics.stage_seconds = self.stages.seconds
+        diagnostics.stage_calls = {stage: calls for stage, calls in self.stages.calls.items() if calls}
         diagnostics.headline = changes_sentence(diagnostics)
         diagnostics.summary = _summary(diagnostics)
         if self.config.notify and not dry_run and any(c.state != "unchanged" for c in diagnostics.changes):

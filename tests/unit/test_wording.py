@@ -305,3 +305,17 @@ def test_a_rewrite_that_copies_the_listings_score_is_read_without_it():
     backend = MockBackend(scripted={"rewrite": [reply]})
     rewriter = make_rewriter(CallMeter(backend))
     assert rewriter(stated_rules([task(0)])[0], [], [task(0)]) == "Use `pnpm` for packages, never `npm`."
+
+
+def test_a_nights_calls_by_stage_add_up_to_its_calls(tmp_path: Path):
+    """``diagnostics.stage_calls``: where a night's calls went (the wording choice in ``aggregate``), each call once."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "CLAUDE.md").write_text("# Web app\n\nHand-written notes.\n", encoding="utf-8")
+    write_claude_sessions(tmp_path / "claude", project, PNPM_CONVERSATIONS, fixed_answer="Sorry, I will use pnpm.")
+    config = SleepConfig(backend="mock", lookback_hours=0, claude_home=tmp_path / "claude")
+    diagnostics = run_night(config, project=project, state_root=tmp_path / "state").diagnostics
+    calls = sum(cost.calls for cost in diagnostics.cost.values())
+    assert calls > 0 and sum(diagnostics.stage_calls.values()) == calls
+    assert diagnostics.stage_calls["aggregate"] >= diagnostics.mining["wording"]["calls"] > 0
+    assert diagnostics.stage_calls["rollout"] > 0
