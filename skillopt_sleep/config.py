@@ -98,7 +98,8 @@ class StepConfig(BaseModel):
         "stated most first; replays are cached. 0 = off: the compiled line, else your words."))
     wording_rewrite: bool = Field(True, description=(
         "With the wording choice on: when no candidate line passes every own task of a rule, ask the optimizer once "
-        "for another line (within ``wording_max_calls``: the call and its replays). It is kept only when the rule "
+        "for another line (within ``wording_max_calls``: the call and its replays, after every rule's own lines were "
+        "replayed). It is kept only when the rule "
         "reader reads it back as the same checks, it passes every screen, and it passes more own tasks than every "
         "other candidate."))
 

@@ -27,6 +27,11 @@ in a managed block (``rulebook.stating_line``) and whose own train tasks fail to
 a ``replace`` of that line with the best candidate, only if it passes more of those tasks than the current line (and
 only when that line demands nothing beyond the rule: a line that states more is never cut down to one rule).
 
+When no line passes every own task replayed, the optimizer may be asked once for another (``engine/rewrite.py``,
+config ``wording_rewrite``): after every rule's own lines were replayed, with what they left of the budget (so a
+rewrite never starves a rule stated less), kept only when it reads back as the rule, passes the screens and passes
+more tasks than every other line.
+
 Budget: at most ``budget`` calls a night (config ``wording_max_calls``), spent on the rules the user stated most first
 (``StatedRule.stated_total``). A rule is replayed only when every candidate fits on at least one task in what is left
 (the upper bound: one call per task and candidate, two for a task with a rubric); a rule left without budget keeps
@@ -195,7 +200,8 @@ def choose_wordings(rules: list[StatedRule], edits: list[EditRecord], *, train: 
     no document states yet); train / train_results: the step's train tasks and their rollouts with ``documents``
     (the current documents, kind -> text); replayer: the night's (its meter counts every call, its cache is used);
     budget: the most calls (0: nothing is replayed and ``edits`` come back as given); rewriter: the optimizer's
-    rewrite (``engine/rewrite.py``), asked once for a rule no candidate passes every own task of, or None. Returns
+    rewrite (``engine/rewrite.py``), asked once for a rule no candidate passes every own task of, after every rule's
+    own lines were replayed (with what they left of the budget), or None. Returns
     (the edits, most-stated
     rule first, a rule's edit re-worded in place and a re-wording ``replace`` where its rule stands; the report).
     Raises what ``replay_tasks`` raises (``BackendError``, ``BudgetExhausted``).
@@ -223,11 +229,24 @@ def choose_wordings(rules: list[StatedRule], edits: list[EditRecord], *, train: 
     work.sort(key=lambda item: -item[0].stated_total)  # stable: ties keep the rules' order
     chosen: dict[int, EditRecord] = {}
     rewordings: list[tuple[StatedRule, EditRecord]] = []
+    decided: list[tuple[StatedRule, EditRecord, str | None, WordingChoice, Candidate | None]] = []
     for rule, edit, adopted in work:
         choice, best = _choose(rule, edit, adopted, train=train, documents=documents, replayer=replayer,
-                               left=budget - report.calls, screen=screen, rewriter=rewriter)
+                               left=budget - report.calls, screen=screen)
         report.rules.append(choice)
         report.calls += choice.calls
+        decided.append((rule, edit, adopted, choice, best))
+    if rewriter is not None:  # then the optimizer's rewrites, with what the lines we build left of the budget
+        for index, (rule, edit, adopted, choice, best) in enumerate(decided):
+            before = replayer.meter.calls
+            rewrite = _rewrite_stage(rule, edit, choice, train=train, documents=documents, replayer=replayer,
+                                     left=budget - report.calls, screen=screen, rewriter=rewriter)
+            spent = replayer.meter.calls - before
+            choice.calls += spent
+            report.calls += spent
+            if rewrite is not None:
+                decided[index] = (rule, edit, adopted, choice, rewrite)
+    for rule, edit, adopted, choice, best in decided:
         if best is None:
             continue
         scores = ", ".join(f"{candidate.label} {candidate.passes}/{candidate.tasks}" for candidate in choice.candidates
@@ -256,8 +275,8 @@ def choose_wordings(rules: list[StatedRule], edits: list[EditRecord], *, train: 
 
 
 def _choose(rule: StatedRule, edit: EditRecord, adopted: str | None, *, train: list[TaskRecord],
-            documents: dict[str, str], replayer: Replayer, left: int, screen: Screen | None,
-            rewriter: Rewriter | None = None) -> tuple[WordingChoice, Candidate | None]:
+            documents: dict[str, str], replayer: Replayer, left: int,
+            screen: Screen | None) -> tuple[WordingChoice, Candidate | None]:
     """Replay the candidate wordings of one rule (``adopted``: the line that states it now, a candidate too, or None
     for a new rule whose ``edit`` is proposed) on its own tasks within ``left`` calls. Returns (the choice, the
     candidate to write, or None to keep the line as it is)."""
@@ -295,17 +314,9 @@ def _choose(rule: StatedRule, edit: EditRecord, adopted: str | None, *, train: l
         candidate.passes, candidate.tasks = _passes(results), len(fitting)
         if candidate.passes == len(fitting):
             break
-    best = _best(candidates)
-    if rewriter is not None and (best is None or best.passes < len(fitting)):
-        rewrite, choice.rewrite = _rewrite(rule, edit, candidates, fitting, documents=documents, replayer=replayer,
-                                           left=left - (replayer.meter.calls - before), screen=screen,
-                                           rewriter=rewriter)
-        if rewrite is not None:
-            candidates.append(rewrite)
-            if rewrite.passes > (best.passes if best is not None else 0):
-                best = rewrite
     choice.candidates = candidates
     choice.calls = replayer.meter.calls - before
+    best = _best(candidates)
     if best is None:
         choice.outcome = "kept: no wording passed an own task"
         return choice, None
@@ -315,6 +326,31 @@ def _choose(rule: StatedRule, edit: EditRecord, adopted: str | None, *, train: l
     choice.line = best.line
     choice.outcome = f"chose {best.label}" if adopted is None else f"re-worded as {best.label}"
     return choice, best
+
+
+def _rewrite_stage(rule: StatedRule, edit: EditRecord, choice: WordingChoice, *, train: list[TaskRecord],
+                   documents: dict[str, str], replayer: Replayer, left: int, screen: Screen | None,
+                   rewriter: Rewriter) -> Candidate | None:
+    """The optimizer's rewrite of a rule whose lines were replayed and none passed every task replayed (``choice``,
+    updated in place: its candidates, line, outcome and ``rewrite``). Returns the rewrite when it passes more tasks
+    than every other line (the line to write), else None."""
+    if not choice.task_ids or not any(candidate.tasks for candidate in choice.candidates):
+        return None
+    ids = set(choice.task_ids)
+    tasks = [task for task in own_tasks(rule, train) if task.id in ids]
+    top = max(candidate.passes for candidate in choice.candidates)
+    if top >= len(tasks):
+        return None
+    rewrite, choice.rewrite = _rewrite(rule, edit, choice.candidates, tasks, documents=documents,
+                                       replayer=replayer, left=left, screen=screen, rewriter=rewriter)
+    if rewrite is None:
+        return None
+    choice.candidates.append(rewrite)
+    if rewrite.passes <= top:
+        return None
+    choice.line = rewrite.line
+    choice.outcome = "chose rewrite" if choice.kind == "new" else "re-worded as rewrite"
+    return rewrite
 
 
 def _rewrite(rule: StatedRule, edit: EditRecord, tried: list[Candidate], tasks: list[TaskRecord], *,

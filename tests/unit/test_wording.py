@@ -319,3 +319,19 @@ def test_a_nights_calls_by_stage_add_up_to_its_calls(tmp_path: Path):
     assert calls > 0 and sum(diagnostics.stage_calls.values()) == calls
     assert diagnostics.stage_calls["aggregate"] >= diagnostics.mining["wording"]["calls"] > 0
     assert diagnostics.stage_calls["rollout"] > 0
+
+
+def test_rewrites_come_after_every_rules_own_lines_so_they_never_starve_a_less_stated_rule():
+    """World 1 on Qwen at ``d489ba5``: the date rule's lines, then its rewrite, spent 11 of the 12 calls and the
+    three other rules were left "no budget left". Now every rule's own lines are replayed first."""
+    train = [task(0, LOGGER), task(0), task(1), task(2)]
+    stated = stated_rules(train)
+    assert [rule.text for rule in stated] == [PNPM, LOGGER]
+    pnpm_lines, logger_lines = (len(wordings(rule)) for rule in stated)
+    rewrites = Rewrites("Always use `pnpm`, never `npm`.")
+    budget = 3 * pnpm_lines + logger_lines  # pnpm's 3 tasks and logger's 1 in every line; nothing left to rewrite
+    _, report, calls = choose(train, Follows("no such line"), budget=budget + 1, rules=stated, rewriter=rewrites)
+    assert [choice.rule for choice in report.rules] == [PNPM, LOGGER]
+    assert report.rules[1].calls == logger_lines and report.rules[1].outcome == "kept: no wording passed an own task"
+    assert rewrites.asked == [] and report.rules[0].rewrite == "not asked: no budget left"
+    assert calls == report.calls == budget
