@@ -201,9 +201,8 @@ def choose_wordings(rules: list[StatedRule], edits: list[EditRecord], *, train: 
     (the current documents, kind -> text); replayer: the night's (its meter counts every call, its cache is used);
     budget: the most calls (0: nothing is replayed and ``edits`` come back as given); rewriter: the optimizer's
     rewrite (``engine/rewrite.py``), asked once for a rule no candidate passes every own task of, after every rule's
-    own lines were replayed (with what they left of the budget), or None. Returns
-    (the edits, most-stated
-    rule first, a rule's edit re-worded in place and a re-wording ``replace`` where its rule stands; the report).
+    own lines were replayed (with what they left of the budget), or None. Returns (the edits, most-stated rule
+    first, a rule's edit re-worded in place and a re-wording ``replace`` where its rule stands; the report).
     Raises what ``replay_tasks`` raises (``BackendError``, ``BudgetExhausted``).
     """
     report = WordingReport(budget=budget)

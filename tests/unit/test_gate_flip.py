@@ -250,9 +250,9 @@ def test_the_flip_settings_come_from_the_config():
         GateSettings(mode="on", metric="hard", mixed_weight=0.0, rule="paired", flip_alpha=1.5)
 
 
-def test_a_stated_rule_whose_only_val_loss_is_an_unconfirmed_flip_is_judged_on_its_own_tasks():
-    """A rule the user stated (its line contains HELPFUL_1, so the visitor task flips) wins no val task and loses only
-    the flip: without the flip clause the gate rejects it outright; with it, its own train task decides."""
+def run_stated_rule(val: list[TaskRecord]):
+    """A rule the user stated ("Use newtool1, not oldtool1": its line contains HELPFUL_1, so the visitor task flips)
+    as the only edit, its own train task the newtool1 one, gated on ``val``."""
     from skillopt_sleep.mine.rulebook import StatedRule
 
     rule = StatedRule(id="r-newtool1", keys=[("has", "newtool1")], text="Use newtool1, not oldtool1",
@@ -261,10 +261,15 @@ def test_a_stated_rule_whose_only_val_loss_is_an_unconfirmed_flip_is_judged_on_i
     backend = FlipBackend("flip", scripted={"reflect": [reply()]})
     settings = StepSettings(edit_budget=4, gate_samples=2, propose_user_rules=True, rule_wording="user",
                             wording_max_calls=0, workers=1, gate_repair=False)
-    result = run_step(StepInput(train=[tool_task("train", 1)], val=[tool_task("val", 0), visitor_task(9)],
-                                documents={"memory": MEMORY}, rules=[rule]),
-                      settings=settings, replayer=Replayer(CallMeter(backend), workers=1, cache=ReplayCache(),
-                                                           seed=settings.seed))
+    return run_step(StepInput(train=[tool_task("train", 1)], val=val, documents={"memory": MEMORY}, rules=[rule]),
+                    settings=settings, replayer=Replayer(CallMeter(backend), workers=1, cache=ReplayCache(),
+                                                         seed=settings.seed))
+
+
+def test_a_stated_rule_whose_only_val_loss_is_an_unconfirmed_flip_is_judged_on_its_own_tasks():
+    """The stated rule wins no val task and loses only the flip: without the flip clause the gate rejects it
+    outright; with it, its own train task decides."""
+    result = run_stated_rule([tool_task("val", 0), visitor_task(9)])
     details = result.gate.details
     assert (details["wins"], details["losses"]) == (0, 1) and [flip["task"] for flip in details["flips"]] == [
         "t-val-visitor-9"]
@@ -277,18 +282,7 @@ def test_a_stated_rule_with_a_val_win_and_an_unconfirmed_flip_is_judged_on_its_o
     """World 2 on Qwen, night 3 (``969918a``): the rule change won one val task and lost one to a flip the
     perturbation re-test did not confirm; wins - losses = 0 left it to the own-task clause, which skipped it because
     of the win. A win is more evidence for the rule, not less."""
-    from skillopt_sleep.mine.rulebook import StatedRule
-
-    rule = StatedRule(id="r-newtool1", keys=[("has", "newtool1")], text="Use newtool1, not oldtool1",
-                      phrasings=["Use newtool1, not oldtool1"], checks=[Check(op="contains", value="newtool1")],
-                      task_ids=["t-train-1"], stated=3, stated_total=3, scope="lasting")
-    backend = FlipBackend("flip", scripted={"reflect": [reply()]})
-    settings = StepSettings(edit_budget=4, gate_samples=2, propose_user_rules=True, rule_wording="user",
-                            wording_max_calls=0, workers=1, gate_repair=False)
-    val = [tool_task("val", 0), tool_task("val", 1), visitor_task(9)]
-    result = run_step(StepInput(train=[tool_task("train", 1)], val=val, documents={"memory": MEMORY}, rules=[rule]),
-                      settings=settings, replayer=Replayer(CallMeter(backend), workers=1, cache=ReplayCache(),
-                                                           seed=settings.seed))
+    result = run_stated_rule([tool_task("val", 0), tool_task("val", 1), visitor_task(9)])
     details = result.gate.details
     assert (details["wins"], details["losses"]) == (1, 1)
     assert details["stated_rules"]["won"] == ["t-train-1"] and result.accepted

@@ -285,13 +285,18 @@ def test_the_meter_budget_leaves_room_for_the_gate():
     assert result.wording["budget"] == 9 and result.wording["calls"] == 6
 
 
-def test_a_night_records_the_wording_in_its_diagnostics(tmp_path: Path):
+def pnpm_night(tmp_path: Path):
+    """One night (the mock simulator) on sessions where the user corrects npm to pnpm; its diagnostics."""
     project = tmp_path / "project"
     project.mkdir()
     (project / "CLAUDE.md").write_text("# Web app\n\nHand-written notes.\n", encoding="utf-8")
     write_claude_sessions(tmp_path / "claude", project, PNPM_CONVERSATIONS, fixed_answer="Sorry, I will use pnpm.")
     config = SleepConfig(backend="mock", lookback_hours=0, claude_home=tmp_path / "claude")
-    diagnostics = run_night(config, project=project, state_root=tmp_path / "state").diagnostics
+    return run_night(config, project=project, state_root=tmp_path / "state").diagnostics
+
+
+def test_a_night_records_the_wording_in_its_diagnostics(tmp_path: Path):
+    diagnostics = pnpm_night(tmp_path)
     wording = diagnostics.mining["wording"]
     [choice] = wording["rules"]
     assert choice["rule"] == PNPM and choice["calls"] == wording["calls"] <= wording["budget"] == 12
@@ -309,12 +314,7 @@ def test_a_rewrite_that_copies_the_listings_score_is_read_without_it():
 
 def test_a_nights_calls_by_stage_add_up_to_its_calls(tmp_path: Path):
     """``diagnostics.stage_calls``: where a night's calls went (the wording choice in ``aggregate``), each call once."""
-    project = tmp_path / "project"
-    project.mkdir()
-    (project / "CLAUDE.md").write_text("# Web app\n\nHand-written notes.\n", encoding="utf-8")
-    write_claude_sessions(tmp_path / "claude", project, PNPM_CONVERSATIONS, fixed_answer="Sorry, I will use pnpm.")
-    config = SleepConfig(backend="mock", lookback_hours=0, claude_home=tmp_path / "claude")
-    diagnostics = run_night(config, project=project, state_root=tmp_path / "state").diagnostics
+    diagnostics = pnpm_night(tmp_path)
     calls = sum(cost.calls for cost in diagnostics.cost.values())
     assert calls > 0 and sum(diagnostics.stage_calls.values()) == calls
     assert diagnostics.stage_calls["aggregate"] >= diagnostics.mining["wording"]["calls"] > 0
