@@ -235,7 +235,6 @@ def _use_form(literal: str, example: str | None) -> str | None:
     return example[:following.end()]
 
 
-
 def _regex_example(pattern: str, answers: list[str]) -> str | None:
     """The first match of ``pattern`` in ``answers`` (its group ``example`` when it has one; the whole line for a
     line-anchored pattern, ``(?m)^``), at most ``EXAMPLE_CHARS``, or None."""

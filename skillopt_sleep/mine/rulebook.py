@@ -212,7 +212,6 @@ def keys_overlap(some: set[Key], others: set[Key]) -> bool:
         _command_of(key, some) for key in others)
 
 
-
 def _demands(rule: StatedRule) -> set[Key]:
     """What a stated rule demands, read as a document line is read (``line_keys``): its keys (validated checks, or its
     words), and the keys of the checks each of its phrasings implies, validated or not. So "Tests use vitest, never
