@@ -40,9 +40,9 @@ from skillopt_sleep.grammar.statements import checks_for_rule
 from skillopt_sleep.mine.lasting import similar
 from skillopt_sleep.mine.rulebook import (
     StatedRule,
+    contradicts,
     keys_overlap,
     line_keys,
-    opposite_keys,
     rule_edit,
     stating_line,
     text_key,
@@ -120,10 +120,10 @@ CARRIED = ("stated", "pending")
 
 def superseded(entry: dict[str, Any], newer: list[tuple[set[tuple[str, str]], str]]) -> bool:
     """An archived rule that a rule stated later contradicts (one demands a literal the other forbids,
-    ``rulebook.opposite_keys``). newer: (keys, night id or ``"tonight"``, which sorts after every night id: ids are
+    ``rulebook.contradicts``). newer: (keys, night id or ``"tonight"``, which sorts after every night id: ids are
     ``YYYY-MM-DDTHHMMSSZ``) of the rules to compare with; the entry's own night is its ``last_night``."""
-    opposite, stated = opposite_keys(_keys(entry)), entry.get("last_night") or ""
-    return any(keys & opposite and night > stated for keys, night in newer)
+    stated = entry.get("last_night") or ""
+    return any(night > stated and contradicts(_keys(entry), keys) for keys, night in newer)
 
 
 def _carried(entry: dict[str, Any]) -> StatedRule:
@@ -217,9 +217,9 @@ def record_night(archive: TaskArchive, rules: list[StatedRule], step: StepResult
 def _supersede(archived: list[dict[str, Any]], newer: dict[str, Any], *, night_id: str) -> None:
     """The rules never written (status ``CARRIED`` or ``rejected``) that ``newer``, stated tonight, contradicts
     retire: the user's newest statement is the rule. A written one retires only when its line is replaced."""
-    opposite = opposite_keys(_keys(newer))
     for entry in archived:
-        if entry["id"] != newer["id"] and entry["status"] in (*CARRIED, "rejected") and _keys(entry) & opposite:
+        if entry["id"] != newer["id"] and entry["status"] in (*CARRIED, "rejected") and contradicts(_keys(newer),
+                                                                                                   _keys(entry)):
             entry["status"], entry["status_night"], entry["replaced_by"] = "retired", night_id, newer["id"]
 
 

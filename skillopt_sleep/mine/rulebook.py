@@ -240,16 +240,17 @@ def opposite_keys(keys: set[Key]) -> set[Key]:
     return {("not" if kind == "has" else "has", value) for kind, value in keys if kind in ("has", "not")}
 
 
+def contradicts(keys: set[Key], other: set[Key]) -> bool:
+    """One demands a literal the other forbids (``opposite_keys``), a literal's command form included
+    (``keys_overlap``): the one test of a contradiction between rules, lines and team rules."""
+    return keys_overlap(opposite_keys(keys), other)
+
+
 def contradicted_line(rule: StatedRule, block: str) -> str | None:
     """The managed-block line a newer rule contradicts: it demands a literal the rule forbids, or forbids one the
     rule demands ("- always use yarn." against "we moved from yarn to pnpm"). None when there is none."""
-    opposite = opposite_keys(rule.key_set)
-    if not opposite:
-        return None
     for line, keys in document_rules(block):
-        if line.strip() == BLOCK_HEADING:
-            continue
-        if keys_overlap(keys, opposite):
+        if line.strip() != BLOCK_HEADING and contradicts(rule.key_set, keys):
             return line
     return None
 
@@ -318,7 +319,7 @@ def user_rule_edits(rules: list[StatedRule], documents: dict[str, str], *, targe
     for rule in rules:
         demands = _demands(rule)
         if (rule.scope != "lasting" or keys_overlap(demands, written)
-                or keys_overlap(opposite_keys(rule.key_set), written) or _held_by(demands, documents) is not None):
+                or contradicts(rule.key_set, written) or _held_by(demands, documents) is not None):
             continue  # a candidate waits to be stated again; a one-off is never a memory line; no candidate holds
             # two rules that contradict each other (the first, most stated, is proposed)
         written |= demands

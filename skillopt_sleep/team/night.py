@@ -35,7 +35,14 @@ from skillopt_sleep.checks import check_key
 from skillopt_sleep.documents.block import team_line, team_rule_of
 from skillopt_sleep.errors import TeamError
 from skillopt_sleep.mine.provenance import UserText
-from skillopt_sleep.mine.rulebook import StatedRule, document_rules, keys_overlap, opposite_keys, rule_line
+from skillopt_sleep.mine.rulebook import (
+    StatedRule,
+    contradicts,
+    document_rules,
+    keys_overlap,
+    opposite_keys,
+    rule_line,
+)
 from skillopt_sleep.models import EditRecord, TaskRecord
 from skillopt_sleep.paths import ProjectPaths
 from skillopt_sleep.team.local import load_local, record_result
@@ -80,11 +87,6 @@ class TeamNight(BaseModel):
 def rule_keys(rule: SharedRule) -> set[Key]:
     """What a team rule demands: the keys of its checks (``checks.check_key``)."""
     return {check_key(check) for check in rule.checks}
-
-
-def contradicts(keys: set[Key], other: set[Key]) -> bool:
-    """One demands a literal the other forbids (the test of ``mine.rulebook.contradicted_line``)."""
-    return keys_overlap(opposite_keys(keys), other)
 
 
 def team_edit(rule: SharedRule, target: str = "memory") -> EditRecord:
