@@ -18,11 +18,12 @@ and then only when its replays pass more own tasks than every other candidate.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from skillopt_sleep.backends.base import CallMeter, ChatMessage, ChatRequest
 from skillopt_sleep.backends.jsonextract import extract_json
+from skillopt_sleep.mine.rulebook import StatedRule
 from skillopt_sleep.models import TaskRecord
 from skillopt_sleep.prompts import quote_data
 
@@ -49,18 +50,11 @@ class Tried(Protocol):
     tasks: int
 
 
-class Rule(Protocol):
-    """What the prompt shows of a rule (``mine.rulebook.StatedRule``): the user's phrasings."""
-
-    phrasings: list[str]
-    text: str
-
-
 #: ``rewriter(rule, tried, tasks)``: a new line for ``rule`` (None when the reply gives none).
-Rewriter = Callable[[Rule, list[Tried], list[TaskRecord]], "str | None"]
+Rewriter = Callable[[StatedRule, Sequence[Tried], list[TaskRecord]], "str | None"]
 
 
-def rewrite_prompt(rule: Rule, tried: list[Tried], tasks: list[TaskRecord]) -> str:
+def rewrite_prompt(rule: StatedRule, tried: Sequence[Tried], tasks: list[TaskRecord]) -> str:
     """The prompt of one rewrite (module docstring). ``tried``: the candidate lines replayed, the compiled one first
     when there is one; ``tasks``: the rule's own tasks replayed."""
     words = "\n".join(f"- {phrasing}" for phrasing in (rule.phrasings or [rule.text])[:3])
@@ -84,7 +78,7 @@ def make_rewriter(meter: CallMeter) -> Rewriter:
     """The rewriter (module docstring). meter: every call goes through it. Raises ``BudgetExhausted`` and, for a
     fatal error, ``BackendError`` (from the meter); a failed call or a reply without one usable line gives None."""
 
-    def rewriter(rule: Rule, tried: list[Tried], tasks: list[TaskRecord]) -> str | None:
+    def rewriter(rule: StatedRule, tried: Sequence[Tried], tasks: list[TaskRecord]) -> str | None:
         request = ChatRequest(role="optimizer",
                               messages=[ChatMessage(role="user", content=rewrite_prompt(rule, tried, tasks))],
                               json_schema=REWRITE_SCHEMA, temperature=0.0, purpose="rewrite")

@@ -135,12 +135,17 @@ def wordings(rule: StatedRule, *, screen: Screen | None = None) -> list[Candidat
     for label, line in made:
         if any(candidate.line == line or candidate.label == label for candidate in out):
             continue
-        if label != "user" and not admissible(line, rule):
-            continue
-        if screen is not None and screen(line) is not None:
-            continue
-        out.append(Candidate(label=label, line=line))
+        if _refusal(line, rule, screen, machine_made=label != "user") is None:
+            out.append(Candidate(label=label, line=line))
     return out
+
+
+def _refusal(line: str, rule: StatedRule, screen: Screen | None, *, machine_made: bool = True) -> str | None:
+    """Why ``line`` may not stand for ``rule``: a machine-made line that does not read back as the rule's checks
+    (``admissible``), or what ``screen`` refuses; None when it may."""
+    if machine_made and not admissible(line, rule):
+        return "does not read back as the rule's checks"
+    return screen(line) if screen is not None else None
 
 
 def own_tasks(rule: StatedRule, train: list[TaskRecord]) -> list[TaskRecord]:
@@ -361,15 +366,13 @@ def _rewrite(rule: StatedRule, edit: EditRecord, tried: list[Candidate], tasks: 
         return None, "not asked: no budget left"
     ordered = sorted((candidate for candidate in tried if candidate.tasks),
                      key=lambda candidate: candidate.label not in ("compiled", "compiled_plain"))
-    text = rewriter(rule, ordered, tasks)  # type: ignore[arg-type]
+    text = rewriter(rule, ordered, tasks)
     if text is None:
         return None, "refused: the reply held no line"
     line = rule_line(text)
     if any(candidate.line == line for candidate in tried):
         return None, f"refused: {line!r} was tried already"
-    if not admissible(line, rule):
-        return None, f"refused: {line!r} does not read back as the rule's checks"
-    reason = screen(line) if screen is not None else None
+    reason = _refusal(line, rule, screen)
     if reason is not None:
         return None, f"refused: {line!r}: {reason}"
     results = _replay_line(edit, line, tasks, documents, replayer)
