@@ -21,6 +21,7 @@ from skillopt_sleep.engine.replay import ReplayCache, Replayer, replay_tasks
 from skillopt_sleep.engine.rewrite import make_rewriter
 from skillopt_sleep.engine.step import StepInput, StepSettings, run_step
 from skillopt_sleep.engine.wording import choose_wordings, wordings
+from skillopt_sleep.errors import BackendError
 from skillopt_sleep.grammar.statements import checks_for_rule
 from skillopt_sleep.mine.rulebook import admissible, stated_rules, user_rule_edits
 from skillopt_sleep.models import Judge, TaskEvidence, TaskRecord
@@ -335,3 +336,14 @@ def test_rewrites_come_after_every_rules_own_lines_so_they_never_starve_a_less_s
     assert report.rules[1].calls == logger_lines and report.rules[1].outcome == "kept: no wording passed an own task"
     assert rewrites.asked == [] and report.rules[0].rewrite == "not asked: no budget left"
     assert calls == report.calls == budget
+
+
+def test_a_failed_rewrite_call_is_no_line_and_a_fatal_one_stops_the_night():
+    """A transient failure (after the backend's own retries) leaves the lines already replayed; a fatal one is the
+    night's backend error, as for every other call."""
+    rule = stated_rules([task(0)])[0]
+    transient = make_rewriter(CallMeter(MockBackend(fail_with="503 from the server", fail_kind="transient")))
+    assert transient(rule, [], [task(0)]) is None
+    fatal = make_rewriter(CallMeter(MockBackend(fail_with="invalid API key", fail_kind="fatal")))
+    with pytest.raises(BackendError):
+        fatal(rule, [], [task(0)])
