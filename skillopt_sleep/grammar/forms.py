@@ -325,6 +325,11 @@ _IMPERATIVE = re.compile(rf"^(?:please\s+|pls\s+|kindly\s+|also\s+|and\s+)?(?:{_
 _VERBS = (r"add|apply|ask|build|check|comment|commit|create|document|explain|format|generate|give|handle|implement|"
           r"include|label|list|log|make|mark|move|name|put|read|record|refactor|remove|rename|report|return|run|save|"
           r"show|sign|store|test|translate|type|update|validate|verify|wrap|write")
+_TASK_VERBS = (rf"{_VERBS}|change|clean|confirm|delete|describe|fix|pause|proceed|reference|refresh|remind|replace|"
+               r"suggest|summari[sz]e|utili[sz]e|wait")
+_PLAIN_IMPERATIVE = re.compile(rf"^(?:please\s+|pls\s+|kindly\s+|also\s+|and\s+|then\s+)?(?:{_TASK_VERBS})"
+                               r"\s+(?=[\w\"'`])", re.IGNORECASE)
+"""A task verb opening a clause and followed by a word (``print(x)`` is code, not an imperative)."""
 _UNIVERSAL_IMPERATIVE = re.compile(rf"^(?:please\s+)?(?:{_VERBS})\b[^.?]{{0,40}}\b(?:every|each|all)\b",
                                    re.IGNORECASE)
 _LANGUAGE_ASK = re.compile(r"^(?:please\s+)?(?:respond|answer|reply|talk|speak|write|comment)\w*\b[^.?]{0,30}\b"
@@ -370,3 +375,14 @@ def normative(clause: str) -> bool:
     return bool(_PROHIBITION.match(text) or _IMPERATIVE.match(text) or _MODAL.match(text) or _WANT.match(text)
                 or _DECLARE.match(text) or _UNIVERSAL_IMPERATIVE.match(text) or _LANGUAGE_ASK.match(text)
                 or _SHOUTING.search(text))
+
+
+def plain_imperative(clause: str) -> bool:
+    """``clause`` (frame words stripped) is an imperative with a task verb and nothing ``normative`` ("Show the diff
+    after applying", "Remind me to run pnpm dev"): how tasks are asked, and how some habits are. Only coming back in
+    several tasks tells the habit (``mine.lasting.IMPERATIVE_RECURRENCE_TASKS``)."""
+    text = clause.strip()
+    words = len(text.split())
+    if not NORMATIVE_WORDS[0] <= words <= NORMATIVE_WORDS[1] or is_question(text) or _REPORT.match(text):
+        return False
+    return bool(_PLAIN_IMPERATIVE.match(text)) and not normative(text)

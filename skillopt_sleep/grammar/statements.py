@@ -6,8 +6,10 @@ A *rule* is a standing instruction about how work is done ("use pnpm, not npm", 
 * ``rule_statements(text)``: the rule statements of one message, each a clause in the user's words (a leading "No,"
   / "Please" / "I said" is dropped, nothing else is rewritten), read only from what the user typed
   (``typed.typed_text``): the forms a check comes from (``extract_rules``, ``forms.parse_rule``), and any other
-  instruction about how to work (``forms.normative``: "Do NOT ...", "Ensure ...", "X must ...", "we use ..."), long
-  messages and instruction blocks included. Whether a statement lasts is ``mine.lasting``'s to decide.
+  instruction about how to work (``forms.normative``: "Do NOT ...", "Ensure ...", "X must ...", "we use ..."), and
+  a plain imperative after the message's first clause (``forms.plain_imperative``: "Show the diff and explain the
+  changes" appended to a request; the first clause is the request itself), long messages and instruction blocks
+  included. Whether a statement lasts is ``mine.lasting``'s to decide.
 * ``checks_for_rule(rule)``: deterministic checks a response can be scored with. Values stay short and literal; a
   rule whose subject is not a literal ("use tabs, not spaces", "never commit to main") yields no check and is judged
   by the rubric. A forbidden word that is part of the preferred one ("pnpm" contains "npm"), or a very short word
@@ -24,7 +26,15 @@ import re
 from skillopt_sleep.checks import negative_word_regex
 from skillopt_sleep.grammar.clauses import clean_quotes, split_clauses, statement, strip_frame
 from skillopt_sleep.grammar.formats import ISO_DATE_NO_MONTHS_REGEX, ISO_DATE_REGEX, format_checks
-from skillopt_sleep.grammar.forms import _PART_SPLIT, USE_VERBS, normative, parse_part, parse_rule, rule_parts
+from skillopt_sleep.grammar.forms import (
+    _PART_SPLIT,
+    USE_VERBS,
+    normative,
+    parse_part,
+    parse_rule,
+    plain_imperative,
+    rule_parts,
+)
 from skillopt_sleep.grammar.literals import MAX_LITERAL_CHARS, dotted_name, literal_of, name_use_regex, quoted_part
 from skillopt_sleep.grammar.typed import typed_text
 from skillopt_sleep.models import Check
@@ -46,18 +56,20 @@ def extract_rules(text: str) -> list[str]:
 
 def rule_statements(text: str) -> list[str]:
     """``extract_rules``, and every other instruction about how to work the message holds (``forms.normative``: "Do
-    NOT ...", "Ensure ...", "X must ...", "I want to use X", "we use ..."), long messages and instruction blocks
-    included: the candidates of what a user teaches. Whether one lasts is ``mine.lasting``'s to decide."""
+    NOT ...", "Ensure ...", "X must ...", "I want to use X", "we use ..."), and every plain imperative after the first
+    clause ("Show the diff and explain the changes"), long messages and instruction blocks included: the candidates
+    of what a user teaches. Whether one lasts is ``mine.lasting``'s to decide."""
     return _statements(text, broad=True)
 
 
 def _statements(text: str, *, broad: bool) -> list[str]:
     found: list[str] = []
     seen: set[str] = set()
-    for clause in split_clauses(typed_text(text)):
+    for index, clause in enumerate(split_clauses(typed_text(text))):
         bare, kept = strip_frame(clause), statement(clause)
         rules = [kept if rule == bare else rule for rule in _rule_statements(bare)]
-        for rule in rules or ([kept] if broad and (normative(bare) or normative(kept)) else []):
+        instruction = normative(bare) or normative(kept) or (index > 0 and plain_imperative(bare))
+        for rule in rules or ([kept] if broad and instruction else []):
             key = rule.casefold()
             if key not in seen and len(found) < MAX_RULES_PER_MESSAGE:
                 seen.add(key)

@@ -7,11 +7,15 @@ changes". A house rule is what they want every time. Two signals tell them apart
    the same content words, stemmed, on both sides; for scripts without spaces, the same character pairs) is lasting,
    however it is phrased ("keep it backwards compatible" in three refactors). A task counts only when it asks
    something else than the others (``recurrence``): a request sent again with its spec, or a document pasted into two
-   requests, is not a restatement.
+   requests, is not a restatement. A plain imperative (a task verb after the request: "Show the diff and explain the
+   changes", ``forms.plain_imperative``) is how tasks are asked too: it lasts only from a third task
+   (``IMPERATIVE_RECURRENCE_TASKS``), and its words never make it last sooner.
 2. **Lasting scope** in the words (``lasting_scope``): "always" or "never" near the start of the statement (not an
    adverb deep in a task's description), "from now on", "going forward", "by default", "in this project/repo", "we
    use" (or "we format with", "we test using") opening a statement, "this is an X codebase", "anymore" closing one,
-   a rule shouted in capitals ("DO NOT ...", "MUST", "SHOULD"), a language to answer in.
+   a rule shouted in capitals ("DO NOT ...", "MUST", "SHOULD"), a language to answer in, "every"/"each" over the
+   agent's own work ("Explain each command", "Show diffs for each change"; over anything else, "each card", it counts
+   one feature's objects).
 
 3. **A substitution the session validates**: the user corrected an answer with "X, not Y" / "use X instead of Y",
    and a check it implies fails the answer they corrected and passes the one they accepted ("logger, not print"
@@ -21,9 +25,10 @@ changes". A house rule is what they want every time. Two signals tell them apart
 
 Otherwise a statement is ``one_off`` when its words tie it to the task at hand (``one_off_scope``: "this", "it",
 "these", "here", a file name, "no other changes", "for now"; such a tie also overrides "every"/"each", which then count
-the task's own objects) and ``candidate`` when nothing says either way: a candidate waits, and becomes lasting when
-it is stated again (tonight in another task, or on a later night: the rules archive counts nights). The decision and
-its reason are kept on each ``RuleStatement`` (``scope``, ``why``).
+the task's own objects; a temporary tie, "for now", "not ... yet", overrides every lasting word, capitals included)
+and ``candidate`` when nothing says either way: a candidate waits, and becomes lasting when it is stated again
+(tonight in another task, or on a later night: the rules archive counts nights). The decision and its reason are kept
+on each ``RuleStatement`` (``scope``, ``why``).
 """
 
 from __future__ import annotations
@@ -34,11 +39,15 @@ from collections.abc import Iterable
 from functools import lru_cache
 
 from skillopt_sleep.grammar.clauses import strip_frame
-from skillopt_sleep.grammar.forms import parse_rule
+from skillopt_sleep.grammar.forms import parse_rule, plain_imperative
 from skillopt_sleep.models import RuleStatement, TaskRecord
 
 #: Different tasks from which the same instruction is lasting.
 RECURRENCE_TASKS = 2
+#: Different tasks from which a plain imperative is lasting (a task verb and nothing normative: "Show the diff after
+#: applying"): tasks are asked in the imperative too, so such a statement is a habit only when it comes back in a third
+#: task, and no word of it makes it last sooner.
+IMPERATIVE_RECURRENCE_TASKS = 3
 #: Share of the shorter statement's content stems the other must hold to be the same instruction.
 SIMILAR_SHARE = 0.5
 #: Share of the two statements' content stems together that they must exceed in common (Jaccard): a short
@@ -57,10 +66,14 @@ STEM_CHARS = 6
 _LANGUAGES = ("english|german|french|spanish|portuguese|italian|dutch|polish|russian|ukrainian|czech|danish|swedish|"
               "norwegian|finnish|turkish|chinese|japanese|korean|arabic|hebrew|hindi|indonesian|vietnamese|thai|"
               "catalan|greek|romanian|hungarian")
+#: What the agent's own work is made of: "every"/"each" over these is a habit ("Explain each command", "Show diffs
+#: for each change"); over anything else it counts a task's objects ("add a margin to each card").
+_WORK = (r"change|edit|command|commit|step|response|answer|reply|message|request|task|time|session|feature|function|"
+         r"method|class|file|module|component|test|pr|pull request|script|endpoint|migration|query")
 _LASTING = [
     ("always", r"(?:^|[,;:(]\s*|\bbut\s+|\band\s+)(?:\S+\s+){0,3}?always\b"),
     ("never", r"(?:^|[,;:(]\s*|\bbut\s+|\band\s+)(?:\S+\s+){0,3}?never\b"),
-    ("every", r"^(?:please\s+)?[a-z]+\b[^.;]{0,40}\b(?:every|each)\b"),
+    ("every", rf"^(?:please\s+)?[a-z]+\b[^.;]{{0,40}}\b(?:every|each)\s+(?:single\s+|new\s+)?(?:{_WORK})s?\b"),
     ("from now on", r"\bfrom now on\b|\bfrom here on\b|\bgoing forward\b|\bin (?:the )?future\b|\bhenceforth\b"),
     ("by default", r"\bby default\b|\bas (?:a|the) default\b|\bdefault (?:language|behaviou?r|format)\b"),
     ("every time", r"^(?:\S+\s+){0,3}?(?:every ?time|whenever|at all times|each time)\b"),
@@ -85,9 +98,12 @@ _LASTING_PATTERNS = [(name, re.compile(pattern, re.IGNORECASE)) for name, patter
 QUANTIFIER = "every"
 _SHOUTED = re.compile(r"^(?:\S+\s+){0,2}?(?:[Dd]o(?:es)? NOT|DO NOT|DON'T|NEVER|ALWAYS|STOP|ONLY EVER)\b"
                       r"|^(?:\S+\s+){1,6}?(?:MUST(?: NOT)?|SHOULD(?: NOT)?|SHALL|NOT ALLOWED)\b")
+#: The tie that says the statement is temporary ("for now", "not yet", "this time"): it outweighs any lasting word.
+TEMPORARY = "for now"
 _ONE_OFF = [
     ("this task", r"\b(?:this|that|these|those|it|here)\b"),
-    ("for now", r"\bfor now\b|\bthis time\b|\bfor this (?:one|task|file|change|pr|feature)\b|\bjust once\b"),
+    (TEMPORARY, r"\bfor now\b|(?:\bnot|\bno|n't)\b[^.;]*\byet\b|\bthis time\b|"
+                r"\bfor this (?:one|task|file|change|pr|feature)\b|\bjust once\b"),
     ("nothing else", r"\bno other changes?\b|\b(?:anything|nothing) else\b|\bonly (?:change|touch|edit|modify)\b"),
     ("a file", r"\b[\w./-]+\.(?:py|js|jsx|ts|tsx|vue|rb|go|rs|java|kt|cs|cpp|c|h|md|json|ya?ml|toml|html|css|sql|"
                r"sh)\b"),
@@ -180,16 +196,28 @@ def _validated_correction(statement: RuleStatement, task: TaskRecord) -> bool:
     return parsed is not None and parsed.form == "prefer"
 
 
+def recurrence_needed(text: str) -> int:
+    """Different tasks that must state ``text`` for it to last by recurrence: ``IMPERATIVE_RECURRENCE_TASKS`` for a
+    plain imperative no rule form parses (``forms.plain_imperative``), else ``RECURRENCE_TASKS``."""
+    plain = plain_imperative(text) and parse_rule(strip_frame(text)) is None  # "from now on, write ..." is not plain
+    return IMPERATIVE_RECURRENCE_TASKS if plain else RECURRENCE_TASKS
+
+
 def _decide(statement: RuleStatement, tasks_stating: int, *, validated: bool = False) -> None:
-    if tasks_stating >= RECURRENCE_TASKS:
+    needed = recurrence_needed(statement.text)
+    if tasks_stating >= needed:
         statement.scope, statement.why = "lasting", f"stated in {tasks_stating} tasks"
         return
-    if validated and one_off_scope(statement.gloss or statement.text) is None:
+    tied = one_off_scope(statement.gloss or statement.text)
+    if needed > RECURRENCE_TASKS or (tied and tied.startswith(TEMPORARY)):  # only recurrence makes these last
+        statement.scope, statement.why = ("one_off", f"scoped to its task ({tied})") if tied else (
+            "candidate", f"a plain imperative stated in {tasks_stating} task(s): lasting once stated in {needed}")
+        return
+    if validated and tied is None:
         statement.scope = "lasting"
         statement.why = "a substitution the session validates: the corrected answer broke it"
         return
     scope = lasting_scope(statement.gloss or statement.text) or lasting_scope(statement.text)
-    tied = one_off_scope(statement.gloss or statement.text)
     if scope and not (scope == QUANTIFIER and tied):  # "every Badge in this file": the task's objects, not a habit
         statement.scope, statement.why = "lasting", f"lasting scope: {scope}"
         return

@@ -37,7 +37,7 @@ from skillopt_sleep.checks import check_key
 from skillopt_sleep.documents.block import BLOCK_BEGIN, BLOCK_END, BLOCK_HEADING, managed_block, strip_team_mark
 from skillopt_sleep.grammar.statements import checks_for_rule
 from skillopt_sleep.mine.compile import compile_rule
-from skillopt_sleep.mine.lasting import RECURRENCE_TASKS, similar
+from skillopt_sleep.mine.lasting import recurrence_needed, similar
 from skillopt_sleep.models import Check, EditRecord, RuleScope, RuleStatement, TaskRecord
 
 Key = tuple[str, str]
@@ -121,12 +121,12 @@ def _phrasing_keys(task: TaskRecord, phrasing: str) -> set[Key]:
 
 
 def _scope(statements: list[RuleStatement], tasks: int) -> tuple[RuleScope, str]:
-    """A rule is lasting when one of its statements is, or when it was stated in ``RECURRENCE_TASKS`` tasks; else a
-    candidate (or one-off, when every statement was)."""
+    """A rule is lasting when one of its statements is, or when it was stated in as many tasks as its phrasings need
+    (``lasting.recurrence_needed``); else a candidate (or one-off, when every statement was)."""
     lasting = next((statement for statement in statements if statement.scope == "lasting"), None)
     if lasting is not None:
         return "lasting", lasting.why
-    if tasks >= RECURRENCE_TASKS:
+    if tasks >= min(recurrence_needed(statement.text) for statement in statements):
         return "lasting", f"stated in {tasks} tasks"
     if all(statement.scope == "one_off" for statement in statements):
         return "one_off", statements[0].why

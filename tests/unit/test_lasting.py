@@ -5,7 +5,16 @@ from __future__ import annotations
 
 import pytest
 
-from skillopt_sleep.mine.lasting import decide_scopes, lasting_scope, one_off_scope, similar
+from skillopt_sleep.mine.lasting import (
+    IMPERATIVE_RECURRENCE_TASKS,
+    TEMPORARY,
+    decide_scopes,
+    lasting_scope,
+    one_off_scope,
+    recurrence_needed,
+    similar,
+)
+from skillopt_sleep.mine.rulebook import stated_rules
 from skillopt_sleep.models import Check, Judge, RuleStatement, TaskRecord
 
 
@@ -112,6 +121,47 @@ def test_every_in_a_statement_tied_to_its_task_counts_the_tasks_objects():
     assert (tasks[1].rules[0].scope, tasks[1].rules[0].why) == ("lasting", "lasting scope: every")
 
 
+def test_every_over_a_tasks_objects_is_not_a_habit():
+    """``BBXtreme/Waterfront`` and ``djha786543-gif/career-os-v2`` (Aider): "each card", "each broker", "each job card"
+    count the objects of one feature; "each change", "every commit" count the agent's own work."""
+    for text in ("add margin right to each button of 10px", "Ensure each job card is a clickable <a> tag",
+                 "Use independent mqtt clients for each broker"):
+        assert lasting_scope(text) is None, text
+    for text in ("Show diffs for each change", "Run the linter before every commit",
+                 "Explain each command you'd like to execute"):
+        assert lasting_scope(text) == "every", text
+
+
+def test_a_temporary_statement_is_one_off_whatever_its_capitals_say():
+    """``BBXtreme/Waterfront``: "Do NOT add new features yet" is a limit of this step, shouted or not."""
+    tasks = [task(1, "Strip the MDB code", "Do NOT add new features yet (relay, sensor) — focus only on stripping"),
+             task(2, "Fix the build", "Do NOT add new MQTT code for now"),
+             task(3, "Fix the build again", "Do NOT touch the vendored SDK")]
+    decide_scopes(tasks)
+    assert [t.rules[0].scope for t in tasks] == ["one_off", "one_off", "lasting"]
+    assert one_off_scope("don't add the relay yet").startswith(TEMPORARY)
+    assert one_off_scope("yet another helper") is None  # "yet" without a negation limits nothing
+
+
+def test_a_plain_imperative_lasts_only_when_a_third_task_states_it():
+    """A task verb is how tasks are asked ("Show the diff ..."): ``BBXtreme/Waterfront`` appended "Show diff and explain
+    changes" to 25 requests; two tasks are not enough, and no lasting word makes it last sooner."""
+    show = "Show the diff and explain the changes"
+    assert recurrence_needed(show) == IMPERATIVE_RECURRENCE_TASKS == 3
+    assert recurrence_needed("Keep the diff small") == 2  # a constraint verb: normative
+    two = [task(1, f"Add a dark mode toggle. {show}", show), task(2, f"Move the login form to a modal. {show}", show),
+           task(3, "Rename the broker card", "Show the test output across our codebase")]
+    decide_scopes(two)
+    assert [t.rules[0].scope for t in two[:2]] == ["candidate", "candidate"]
+    assert "plain imperative" in two[0].rules[0].why
+    assert lasting_scope(two[2].rules[0].text) == "project-wide" and two[2].rules[0].scope == "candidate"
+    [rule] = [rule for rule in stated_rules(two[:2]) if rule.text == show]
+    assert (rule.scope, len(rule.task_ids)) == ("candidate", 2)  # the rule book needs the same third task
+    three = two[:2] + [task(4, f"Add a refresh button to the status page. {show}", show)]
+    decide_scopes(three)
+    assert [(t.rules[0].scope, t.rules[0].why) for t in three] == [("lasting", "stated in 3 tasks")] * 3
+
+
 def test_a_statement_in_another_language_is_decided_on_its_english_gloss():
     reader = RuleStatement(text="Responde siempre en español", gloss="Always respond in Spanish", language="es",
                            origin="rule_reader")
@@ -159,3 +209,18 @@ def test_frame_words_that_make_an_instruction_or_say_it_lasts_stay_in_the_statem
     if "pnpm" in message:
         same = [(check.op, check.value) for check in checks_for_rule(statement)]
         assert same == [(check.op, check.value) for check in checks_for_rule("use pnpm")]  # read on the bare form
+
+
+def test_a_task_verb_after_the_request_is_a_statement_the_request_itself_is_not():
+    """The first clause of a message is its request; a plain imperative after it may be a habit appended to the task
+    (``BBXtreme/Waterfront``: "After fix, remind to run pnpm dev and refresh the page." at the end of 26 requests)."""
+    from skillopt_sleep.grammar.forms import plain_imperative
+    from skillopt_sleep.grammar.statements import rule_statements
+
+    message = "Fix the broker reconnect loop in the dashboard. Show the diff and explain the changes."
+    assert rule_statements(message) == ["Show the diff and explain the changes"]
+    assert rule_statements("Show the diff and explain the changes.") == []  # alone it is the request
+    assert plain_imperative("Remind me to run pnpm dev and refresh the page")
+    assert not plain_imperative('print("done", result)')  # code, not an imperative
+    assert not plain_imperative("Keep the diff small")  # a constraint verb: normative, not plain
+    assert not plain_imperative("show me?")

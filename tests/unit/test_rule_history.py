@@ -165,6 +165,20 @@ def test_a_candidate_stated_again_on_a_later_night_in_other_words_becomes_lastin
     assert archive.rules()[0]["scope"] == "lasting"
 
 
+def test_a_plain_imperative_waits_for_its_third_statement_across_nights(tmp_path):
+    """"Show the diff ..." (a task verb, ``lasting.IMPERATIVE_RECURRENCE_TASKS``) lasts from its third statement, on
+    whichever nights they came."""
+    archive = TaskArchive(tmp_path / "archive.sqlite3")
+    show = "Show the diff and explain the changes"
+    waiting = RuleStatement(text=show, scope="candidate", why="a plain imperative stated in 1 task(s)")
+    night(archive, with_history(stated_rules([words_only("t-1", waiting)]), archive), "n1", edits=[])
+    [second] = with_history(stated_rules([words_only("t-2", waiting.model_copy())]), archive)
+    assert (second.scope, second.stated_total) == ("candidate", 2)
+    night(archive, [second], "n2", edits=[])
+    [third] = with_history(stated_rules([words_only("t-3", waiting.model_copy())]), archive)
+    assert (third.scope, third.scope_reason, third.stated_total) == ("lasting", "stated on 3 nights", 3)
+
+
 def test_a_one_off_stays_one_and_an_unrelated_candidate_keeps_waiting(tmp_path):
     archive = TaskArchive(tmp_path / "archive.sqlite3")
     one_off = RuleStatement(text="no other changes to this file", scope="one_off", why="scoped to its task")
