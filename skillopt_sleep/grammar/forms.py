@@ -351,9 +351,16 @@ _WANT = re.compile(r"^(?:i|we)\s+(?:only\s+)?(?:want|would like|'d like|prefer|n
                    r"you to (?:always|never|use|keep|follow|stop|only))\b", re.IGNORECASE)
 _DECLARE = re.compile(r"^(?:we(?:'re| are)?\s+(?:always\s+|only\s+|completely\s+)?(?:use|using|dropping|moving|"
                       r"switching|standardi[sz]ing|sticking)\b|our\s+\w+(?:\s+\w+)?\s+(?:is|are)\b|"
+                      r"(?:the\s+|this\s+|our\s+)?(?:project|repo|repository|codebase|app|firmware|backend|frontend)\s+"
+                      r"uses\b|"
                       r"[\w\s]{0,30}\blanguage is\b)", re.IGNORECASE)
 _SHOUTING = re.compile(r"\b(?:DO NOT|DON'T|NEVER|ALWAYS|MUST|SHOULD|SHALL|ONLY|STOP|NOT ALLOWED)\b")
 _LASTING_LEAD = re.compile(r"^(?:from now on|from here on|going forward|in the future)\b[,:;]?\s*", re.IGNORECASE)
+_SCOPE_LEAD = re.compile(
+    r"^(?:for|in|on|inside|within|across)\s+(?:[\w/.'-]+\s+){0,4}?[\w/.'-]+(?:,\s*|\s+(?=(?:we|you|i)\s+\w|"
+    r"(?:please\s+)?(?:use|keep|always|never|do not|don't|make sure|ensure|avoid|prefer|only)\b))", re.IGNORECASE)
+"""What an instruction is about, before it ("For the input components we want to use shadcn-vue", "In tests, never
+mock the database"): the instruction is read after it."""
 #: The fewest and most words of a normative statement (shorter: a fragment; longer: a paragraph of prose).
 NORMATIVE_WORDS = (3, 45)
 _REPORT = re.compile(r"^(?:no|not)\s+[\w\s]{0,40}\b(?:encountered|performed|found|modified|needed|required|changed|"
@@ -367,8 +374,8 @@ def normative(clause: str) -> bool:
     declaration ("we use ...", "display text language is german"), an imperative over every item ("Explain each
     command ..."), or shouted (``MUST``, ``NEVER``), after a leading "from now on". Questions and reports ("no errors
     encountered") are not."""
-    text = _LASTING_LEAD.sub("", clause.strip())
-    words = len(text.split())
+    whole = _LASTING_LEAD.sub("", clause.strip())
+    text, words = _SCOPE_LEAD.sub("", whole), len(whole.split())
     if (not NORMATIVE_WORDS[0] <= words <= NORMATIVE_WORDS[1] or is_question(text) or _REPORT.match(text)
             or _FORBID_NEUTRAL.match(text)):
         return False

@@ -86,6 +86,7 @@ _LASTING = [
                r"do not use|don't use|write|work with|dropping|moving to|switching to)\b(?!.*\bto\s+\w+\b)|"
                r"^(?:\S+\s+)?we (?:always |usually )?[a-z]+(?<!ed) (?:with|using)\b|"  # habitual, not narrated
                r"\bour (?:convention|standard|style|house rule|policy)s?\b|"
+               r"^(?:the |this |our )?(?:project|repo|repository|codebase|app|firmware|backend|frontend) uses\b|"
                r"\b(?:we're|we are) an? \S+ (?:shop|house|team)\b"),
     ("anymore", r"\bany ?more\s*[.!]?$|\bno longer\b|\bever again\b|\bdon't ever\b|\bdo not ever\b"),
     ("a language to answer in", rf"\b(?:respond|answer|reply|write|speak|talk|comment|text)\w*\b[^.;]{{0,30}}"

@@ -30,6 +30,7 @@ def task(number: int, request: str, *statements: RuleStatement | str) -> TaskRec
     ("Do NOT remove console.log lines – they are for debugging", "a prohibition in capitals"),
     ("Respond in German", "a language to answer in"),
     ("We use tabs in this repo", "project-wide"),
+    ("Project uses Arduino framework — use Serial.println for logging", "we use"),  # BBXtreme/Waterfront, Aider
 ])
 def test_words_that_say_a_rule_lasts(text, reason):
     assert lasting_scope(text) == reason
@@ -224,3 +225,17 @@ def test_a_task_verb_after_the_request_is_a_statement_the_request_itself_is_not(
     assert not plain_imperative('print("done", result)')  # code, not an imperative
     assert not plain_imperative("Keep the diff small")  # a constraint verb: normative, not plain
     assert not plain_imperative("show me?")
+
+
+@pytest.mark.parametrize(("message", "statement"), [
+    ("For the input components we want to use shadcn-vue.", "For the input components we want to use shadcn-vue"),
+    ("Build the table. For Input and Table Elements use shadcn-vue.", "For Input and Table Elements use shadcn-vue"),
+    ("In tests, never mock the database.", "In tests, never mock the database"),
+])
+def test_an_instruction_after_what_it_is_about_is_read(message, statement):
+    """``Sprayer115/KLIMA`` (Aider) stated its shadcn-vue rule six times, each after what it is about ("For the input
+    components ..."): the instruction is read after that phrase, and the statement keeps it."""
+    from skillopt_sleep.grammar.statements import rule_statements
+
+    assert statement in rule_statements(message)
+    assert rule_statements("For the login page we got a new design.") == []  # what it is about, then no instruction
