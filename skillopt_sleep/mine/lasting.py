@@ -9,7 +9,8 @@ changes". A house rule is what they want every time. Two signals tell them apart
    something else than the others (``recurrence``): a request sent again with its spec, or a document pasted into two
    requests, is not a restatement. A plain imperative (a task verb after the request: "Show the diff and explain the
    changes", ``forms.plain_imperative``) is how tasks are asked too: it lasts only from a third task
-   (``IMPERATIVE_RECURRENCE_TASKS``), and its words never make it last sooner.
+   (``IMPERATIVE_RECURRENCE_TASKS``), its words never make it last sooner, and one that names its object ("Write
+   tests for slugify() in src/utils/slug.ts", four times) is a kind of task, however often it comes.
 2. **Lasting scope** in the words (``lasting_scope``): "always" or "never" near the start of the statement (not an
    adverb deep in a task's description), "from now on", "going forward", "by default", "in this project/repo", "we
    use" (or "we format with", "we test using") opening a statement, "this is an X codebase", "anymore" closing one,
@@ -206,10 +207,10 @@ def recurrence_needed(text: str) -> int:
 
 def _decide(statement: RuleStatement, tasks_stating: int, *, validated: bool = False) -> None:
     needed = recurrence_needed(statement.text)
-    if tasks_stating >= needed:
-        statement.scope, statement.why = "lasting", f"stated in {tasks_stating} tasks"
-        return
     tied = one_off_scope(statement.gloss or statement.text)
+    if tasks_stating >= needed and not (tied and needed > RECURRENCE_TASKS):  # a plain imperative naming its
+        statement.scope, statement.why = "lasting", f"stated in {tasks_stating} tasks"  # object: a kind of task
+        return
     if needed > RECURRENCE_TASKS or (tied and tied.startswith(TEMPORARY)):  # only recurrence makes these last
         statement.scope, statement.why = ("one_off", f"scoped to its task ({tied})") if tied else (
             "candidate", f"a plain imperative stated in {tasks_stating} task(s): lasting once stated in {needed}")

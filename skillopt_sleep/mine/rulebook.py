@@ -37,7 +37,7 @@ from skillopt_sleep.checks import check_key
 from skillopt_sleep.documents.block import BLOCK_BEGIN, BLOCK_END, BLOCK_HEADING, managed_block, strip_team_mark
 from skillopt_sleep.grammar.statements import checks_for_rule
 from skillopt_sleep.mine.compile import compile_rule
-from skillopt_sleep.mine.lasting import recurrence_needed, similar
+from skillopt_sleep.mine.lasting import RECURRENCE_TASKS, recurrence_needed, similar
 from skillopt_sleep.models import Check, EditRecord, RuleScope, RuleStatement, TaskRecord
 
 Key = tuple[str, str]
@@ -126,7 +126,9 @@ def _scope(statements: list[RuleStatement], tasks: int) -> tuple[RuleScope, str]
     lasting = next((statement for statement in statements if statement.scope == "lasting"), None)
     if lasting is not None:
         return "lasting", lasting.why
-    if tasks >= min(recurrence_needed(statement.text) for statement in statements):
+    needed = min(recurrence_needed(statement.text) for statement in statements)
+    tied = all(statement.scope == "one_off" for statement in statements)
+    if tasks >= needed and not (tied and needed > RECURRENCE_TASKS):  # a kind of task, each naming its object
         return "lasting", f"stated in {tasks} tasks"
     if all(statement.scope == "one_off" for statement in statements):
         return "one_off", statements[0].why

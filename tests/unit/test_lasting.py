@@ -163,6 +163,20 @@ def test_a_plain_imperative_lasts_only_when_a_third_task_states_it():
     assert [(t.rules[0].scope, t.rules[0].why) for t in three] == [("lasting", "stated in 3 tasks")] * 3
 
 
+def test_a_plain_imperative_that_names_its_object_is_a_kind_of_task_however_often():
+    """``benchmarks/world3.py``: "Write unit tests for the slugify() helper in src/utils/slug.ts." after the typed
+    instruction block, and three more such requests: the same kind of task, each naming its file, not a habit."""
+    block = "Instructions:\n- Tests use vitest, never jest.\n\n"
+    requests = ["Write unit tests for the slugify() helper in src/utils/slug.ts",
+                "Write unit tests for the clamp() helper in src/math/clamp.ts",
+                "Write unit tests for the capitalize() helper in src/utils/text.ts",
+                "Write unit tests for the divide() helper in src/math/divide.ts"]
+    tasks = [task(n, block + request, request) for n, request in enumerate(requests)]
+    decide_scopes(tasks)
+    assert {t.rules[0].scope for t in tasks} == {"one_off"}
+    assert all(rule.scope == "one_off" for rule in stated_rules(tasks))
+
+
 def test_a_statement_in_another_language_is_decided_on_its_english_gloss():
     reader = RuleStatement(text="Responde siempre en español", gloss="Always respond in Spanish", language="es",
                            origin="rule_reader")
