@@ -7,8 +7,9 @@ JSON or XML document, code, a diff, a terminal screen. Such a paste is recognise
 * machine-shaped lines (``PASTE_SHAPES``): log lines (a timestamp, a level such as ``INFO`` / ``ERROR``), traces
   (``Traceback (most recent call last):``, ``  File "x.py", line 3``, ``    at f (app.js:1:2)``, ``FooError: …``),
   compiler and linter diagnostics (``src/a.ts(3,5): error TS2345``, ``a.c:3:5: warning:``, ``error[E0425]:``, a code
-  frame ``  12 | …`` and its ``^^^``), HTTP lines (``GET /x HTTP/1.1``, ``HTTP/1.1 404``, ``Status Code: 500``), JSON
-  and XML lines, shell prompts (``$ cmd``, ``PS C:\\>``, ``user@host:~$``), diffs (``@@ -1 +1 @@``, ``+++ b/x``), tree
+  frame ``  12 | …`` and its ``^^^``, a problem copied from an editor, ending in its source and code: ``ts(2307)``),
+  HTTP lines (``GET /x HTTP/1.1``, ``HTTP/1.1 404``, ``Status Code: 500``), JSON and XML lines, shell prompts
+  (``$ cmd``, ``PS C:\\>``, ``user@host:~$``), diffs (``@@ -1 +1 @@``, ``+++ b/x``), tree
   drawings (``├──``), and code (a line that opens with a keyword such as ``def`` / ``import`` / ``const`` and holds
   code punctuation, or ends in ``;`` / ``{`` / ``}``, before a trailing ``//`` or ``#`` comment), a command line
   (``npm run dev``, ``COMMAND_LINE``), lines that repeat one template (``TEMPLATE_REPEATS``: a program's output),
@@ -56,6 +57,7 @@ PASTE_SHAPES = re.compile(
     r"|^\s*at \S+:\d+:\d+|^\s*[A-Za-z_.]*(?:Error|Exception)(?::\s|$)|^\s*Caused by: "
     r"|^\S+\.\w+[:(]\d+[:,]\d+\)?:?\s*(?:error|warning|note|info)\b|^\s*error(?:\[\w+\])?:|^\s*--> \S+:\d+"
     r"|^\s*\d+\s*[|│]|^\s*[\^~]{2,}\s*$|\bnpm (?:ERR!|WARN)|^\s*(?:ERROR|WARNING) in "
+    r"|(?:\b|(?<=\.))(?:ts|eslint|Pylance|pylint|Ruff|flake8|mypy|pyright)\([\w/@.-]+\)(?:\s*\[Ln \d+, Col \d+\])?\s*$"
     r"|^\s*(?:GET|POST|PUT|PATCH|DELETE|HEAD|OPTIONS) /\S* HTTP/|\bHTTP/\d(?:\.\d)? \d{3}\b"
     r"|\b[Ss]tatus(?: [Cc]ode)?[: ]+[1-5]\d\d\b"
     r"|^\s*[{}\[\]],?\s*$|^\s*\"[^\"]+\"\s*:\s*\S"  # JSON

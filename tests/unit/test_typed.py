@@ -42,6 +42,8 @@ def test_logs_traces_and_compiler_output_are_pasted_and_the_prose_around_them_is
         "BrokenPipeError: [Errno 32] Broken pipe",
         "",
         "src/app.ts(3,5): error TS2345: Argument of type 'string' is not assignable",
+        "",  # a problem copied from VS Code's Problems panel (clusterpj/cluster-estate, Aider, twice)
+        "Cannot find module '@/types/property' or its corresponding type declarations.ts(2307)",
         "Also: always use logging, never print.",
     ])
     expected = "I now have the full log:\nwhy does it stop?\n\nAlso: always use logging, never print."
