@@ -26,16 +26,19 @@ def clean_quotes(text: str) -> str:
 
 def split_clauses(text: str) -> list[str]:
     """Split a message into sentence-like clauses (lines, then ``. ! ? ;``), without code blocks or bullets."""
-    text = clean_quotes(text or "")
-    text = _FENCED_CODE.sub("\n", text)
-    clauses: list[str] = []
+    return [clause for line in clause_lines(text) for clause in line]
+
+
+def clause_lines(text: str) -> list[list[str]]:
+    """``split_clauses`` line by line: the clauses of each non-empty line of ``text``, in order."""
+    text = _FENCED_CODE.sub("\n", clean_quotes(text or ""))
+    lines = []
     for line in text.splitlines():
         line = _BULLET.sub("", line.strip()).strip()
-        for part in _SENTENCE_END.split(line):
-            part = part.strip()
-            if part:
-                clauses.append(part)
-    return clauses
+        clauses = [part.strip() for part in _SENTENCE_END.split(line) if part.strip()]
+        if clauses:
+            lines.append(clauses)
+    return lines
 
 
 # Discourse markers that only frame a rule: "No, use pnpm" / "Please use pnpm" / "I said use pnpm" / "Wrong format,".

@@ -233,8 +233,8 @@ def parse_rule(clause: str) -> ParsedRule | None:
     if match and _side_ok(match.group("x")):  # "we're a pnpm shop"
         return ParsedRule("use", preferred=match.group("x"))
     match = _FORBID_USE.match(text)
-    if match:
-        forbidden, _, after = match.group("y").partition(",")
+    if match:  # what to use instead follows after a comma, or as the next sentence ("never X. Use Y.")
+        forbidden, after = (re.split(r",|(?<=[^\s.])[.;]\s+", match.group("y"), maxsplit=1) + [""])[:2]
         positive = (re.match(rf"^\s*(?:but\s+|and\s+)?(?:always\s+)?{USE_VERBS}\s+(?P<x>.+)$", after, re.IGNORECASE)
                     or _WITH_TOOL.match(after))
         if positive:  # "never use print, use logging"; "don't use pip, add it with uv"

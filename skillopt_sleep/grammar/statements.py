@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 
 from skillopt_sleep.checks import negative_word_regex
-from skillopt_sleep.grammar.clauses import clean_quotes, split_clauses, statement, strip_frame
+from skillopt_sleep.grammar.clauses import clause_lines, clean_quotes, split_clauses, statement, strip_frame
 from skillopt_sleep.grammar.formats import ISO_DATE_NO_MONTHS_REGEX, ISO_DATE_REGEX, format_checks
 from skillopt_sleep.grammar.forms import (
     _PART_SPLIT,
@@ -62,10 +62,37 @@ def rule_statements(text: str) -> list[str]:
     return _statements(text, broad=True)
 
 
+#: Most words of the sentence after a prohibition that says what to use instead ("Use --force-with-lease.").
+INSTEAD_WORDS = 6
+
+
+def _with_instead(lines: list[list[str]]) -> list[str]:
+    """The clauses of ``lines``, a prohibition joined with the short sentence after it on its line that names what
+    to use instead: "Do NOT use --force on shared branches. Use --force-with-lease." is one substitution (both halves
+    checked), not a prohibition and a separate rule."""
+    out = []
+    for clauses in lines:
+        index = 0
+        while index < len(clauses):
+            clause = clauses[index]
+            after = clauses[index + 1] if index + 1 < len(clauses) else ""
+            if after and len(after.split()) <= INSTEAD_WORDS:
+                alone, then = parse_rule(strip_frame(clause)), parse_rule(strip_frame(after))
+                joined = parse_rule(strip_frame(f"{clause} {after}"))
+                if (alone is not None and alone.form == "forbid" and then is not None and then.form == "use"
+                        and joined is not None and joined.form == "prefer"):
+                    out.append(f"{clause} {after}")
+                    index += 2
+                    continue
+            out.append(clause)
+            index += 1
+    return out
+
+
 def _statements(text: str, *, broad: bool) -> list[str]:
     found: list[str] = []
     seen: set[str] = set()
-    for index, clause in enumerate(split_clauses(typed_text(text))):
+    for index, clause in enumerate(_with_instead(clause_lines(typed_text(text)))):
         bare, kept = strip_frame(clause), statement(clause)
         rules = [kept if rule == bare else rule for rule in _rule_statements(bare)]
         instruction = normative(bare) or normative(kept) or (index > 0 and plain_imperative(bare))

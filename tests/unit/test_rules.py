@@ -202,6 +202,19 @@ def test_a_prohibition_that_names_one_flag_forbids_the_flag_as_a_whole_word():
     assert checks_for_rule("Do not run it with --force or --yes") == []  # which one? none is read
 
 
+def test_a_prohibition_then_what_to_use_instead_on_its_line_is_one_substitution():
+    """Issue 26: a terse rule given as two sentences ("no X. Y.") was written as its negative half only
+    (``benchmarks/world3.py``: "Do NOT use --force on shared branches. Use --force-with-lease.")."""
+    message = "Do NOT use --force on shared branches. Use --force-with-lease."
+    [rule] = extract_rules(message)
+    assert rule == "Do NOT use --force on shared branches. Use --force-with-lease"
+    checks = checks_for_rule(rule)
+    assert passes(checks, "git push --force-with-lease origin main")
+    assert not passes(checks, "git push --force origin main") and not passes(checks, "git push origin main")
+    assert extract_rules("Never use var.\nUse pnpm for installs.") == ["Never use var", "Use pnpm for installs"]
+    assert len(extract_rules("Never use npm. Use pnpm, yarn or bun whenever you add a package.")) == 2  # too long
+
+
 @pytest.mark.parametrize("rule", ["Tabs, not spaces", "Never commit directly to main", "No emojis in commit messages",
                                   "don't be so verbose"])
 def test_rules_without_a_literal_give_no_check(rule):
