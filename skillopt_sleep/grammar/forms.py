@@ -385,8 +385,9 @@ def normative(clause: str) -> bool:
 
 
 def plain_imperative(clause: str) -> bool:
-    """``clause`` (frame words stripped) is an imperative with a task verb and nothing ``normative`` ("Show the diff
-    after applying", "Remind me to run pnpm dev"): how tasks are asked, and how some habits are. Only coming back in
+    """``clause`` is an imperative with a task verb and nothing ``normative`` ("Show the diff after applying",
+    "Remind me to run pnpm dev"; "From now on show the diff" is not plain): how tasks are asked, and how some habits
+    are. Only coming back in
     several tasks tells the habit (``mine.lasting.IMPERATIVE_RECURRENCE_TASKS``)."""
     text = clause.strip()
     words = len(text.split())

@@ -207,11 +207,12 @@ def recurrence_needed(text: str) -> int:
 
 def _decide(statement: RuleStatement, tasks_stating: int, *, validated: bool = False) -> None:
     needed = recurrence_needed(statement.text)
+    plain = needed > RECURRENCE_TASKS
     tied = one_off_scope(statement.gloss or statement.text)
-    if tasks_stating >= needed and not (tied and needed > RECURRENCE_TASKS):  # a plain imperative naming its
-        statement.scope, statement.why = "lasting", f"stated in {tasks_stating} tasks"  # object: a kind of task
+    if tasks_stating >= needed and not (tied and plain):  # a plain imperative naming its object: a kind of task
+        statement.scope, statement.why = "lasting", f"stated in {tasks_stating} tasks"
         return
-    if needed > RECURRENCE_TASKS or (tied and tied.startswith(TEMPORARY)):  # only recurrence makes these last
+    if plain or (tied and tied.startswith(TEMPORARY)):  # no word makes these last
         statement.scope, statement.why = ("one_off", f"scoped to its task ({tied})") if tied else (
             "candidate", f"a plain imperative stated in {tasks_stating} task(s): lasting once stated in {needed}")
         return

@@ -130,7 +130,7 @@ def _scope(statements: list[RuleStatement], tasks: int) -> tuple[RuleScope, str]
     tied = all(statement.scope == "one_off" for statement in statements)
     if tasks >= needed and not (tied and needed > RECURRENCE_TASKS):  # a kind of task, each naming its object
         return "lasting", f"stated in {tasks} tasks"
-    if all(statement.scope == "one_off" for statement in statements):
+    if tied:
         return "one_off", statements[0].why
     waiting = next(statement for statement in statements if statement.scope == "candidate")
     return "candidate", waiting.why
