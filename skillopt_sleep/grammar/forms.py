@@ -387,8 +387,7 @@ def normative(clause: str) -> bool:
 def plain_imperative(clause: str) -> bool:
     """``clause`` is an imperative with a task verb and nothing ``normative`` ("Show the diff after applying",
     "Remind me to run pnpm dev"; "From now on show the diff" is not plain): how tasks are asked, and how some habits
-    are. Only coming back in
-    several tasks tells the habit (``mine.lasting.IMPERATIVE_RECURRENCE_TASKS``)."""
+    are. Only coming back in several tasks tells the habit (``mine.lasting.IMPERATIVE_RECURRENCE_TASKS``)."""
     text = clause.strip()
     words = len(text.split())
     if not NORMATIVE_WORDS[0] <= words <= NORMATIVE_WORDS[1] or is_question(text) or _REPORT.match(text):
