@@ -9,7 +9,8 @@ A *rule* is a standing instruction about how work is done ("use pnpm, not npm", 
   instruction about how to work (``forms.normative``: "Do NOT ...", "Ensure ...", "X must ...", "we use ..."), and
   a plain imperative after the message's first clause (``forms.plain_imperative``: "Show the diff and explain the
   changes" appended to a request; the first clause is the request itself), long messages and instruction blocks
-  included. Whether a statement lasts is ``mine.lasting``'s to decide.
+  included; of "<a remark>, but <an instruction>" the statement is the instruction. Whether a statement lasts is
+  ``mine.lasting``'s to decide.
 * ``checks_for_rule(rule)``: deterministic checks a response can be scored with. Values stay short and literal; a
   rule whose subject is not a literal ("use tabs, not spaces", "never commit to main") yields no check and is judged
   by the rubric. A forbidden word that is part of the preferred one ("pnpm" contains "npm"), or a very short word
@@ -89,10 +90,26 @@ def _with_instead(lines: list[list[str]]) -> list[str]:
     return out
 
 
+def _instruction_after_but(clause: str) -> str:
+    """The instruction of "<a remark>, but <instruction>" ("If things go well, you two can collaborate, but STOP and
+    ask LOGAN before doing anything drastic"): what follows the last ", but" when the clause is no rule or
+    instruction as a whole and that part is one; else ``clause``."""
+    head, _, tail = clause.rpartition(", but ") if ", but " in clause else ("", "", "")
+    if not head or parse_rule(strip_frame(clause)) is not None or _instruction(head):
+        return clause
+    return tail if _instruction(tail) else clause
+
+
+def _instruction(text: str) -> bool:
+    bare = strip_frame(text)
+    return parse_rule(bare) is not None or normative(bare)
+
+
 def _statements(text: str, *, broad: bool) -> list[str]:
     found: list[str] = []
     seen: set[str] = set()
     for index, clause in enumerate(_with_instead(clause_lines(typed_text(text)))):
+        clause = _instruction_after_but(clause)
         bare, kept = strip_frame(clause), statement(clause)
         rules = [kept if rule == bare else rule for rule in _rule_statements(bare)]
         instruction = normative(bare) or normative(kept) or (index > 0 and plain_imperative(bare))

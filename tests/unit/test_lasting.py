@@ -253,3 +253,14 @@ def test_an_instruction_after_what_it_is_about_is_read(message, statement):
 
     assert statement in rule_statements(message)
     assert rule_statements("For the login page we got a new design.") == []  # what it is about, then no instruction
+
+
+def test_the_instruction_after_a_remark_and_but_is_the_statement():
+    """``LAF-US/IDAHO-VAULT`` (Claude Code): "If things go well, you two can collaborate, but STOP and ask LOGAN
+    before doing anything drastic." teaches what follows the "but"; a rule that is whole keeps its two halves."""
+    from skillopt_sleep.grammar.statements import rule_statements
+
+    message = "If things go well, you two can collaborate, but STOP and ask LOGAN before doing anything drastic."
+    assert rule_statements(message) == ["STOP and ask LOGAN before doing anything drastic"]
+    assert rule_statements("Never use npm, but use pnpm.") == ["Never use npm, but use pnpm"]
+    assert rule_statements("Keep it short, but always add a summary.") == ["Keep it short, but always add a summary"]
