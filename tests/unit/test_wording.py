@@ -242,7 +242,8 @@ def test_the_optimizers_rewrite_is_one_metered_call_whose_prompt_quotes_the_requ
 
 
 def run(train, backend, documents=None, **overrides):
-    settings = StepSettings(**{"edit_budget": 3, "gate_samples": 1, "gate_mode": "off", **overrides})
+    settings = StepSettings(**{"edit_budget": 3, "gate_samples": 1, "gate_mode": "off", "wording_max_calls": 12,
+                               **overrides})
     replayer = Replayer(CallMeter(backend), workers=1, cache=ReplayCache())
     return run_step(StepInput(train=train, documents=documents or memory()), settings=settings, replayer=replayer)
 
@@ -280,7 +281,7 @@ def test_the_meter_budget_leaves_room_for_the_gate():
     replayer = Replayer(CallMeter(backend, Budget(max_calls=14)), workers=1, cache=ReplayCache())
     val = [task(9, split="val")]
     result = run_step(StepInput(train=[task(0), task(1)], val=val, documents=memory()),
-                      settings=StepSettings(edit_budget=3, gate_samples=1), replayer=replayer)
+                      settings=StepSettings(edit_budget=3, gate_samples=1, wording_max_calls=12), replayer=replayer)
     # 14 calls: 2 rollouts, 1 reflect; 2 kept for the gate's first val replays: 9 left, 6 for 3 wordings x 2 tasks
     # (the longest, JOINED, passes)
     assert result.wording["budget"] == 9 and result.wording["calls"] == 6
@@ -292,7 +293,7 @@ def pnpm_night(tmp_path: Path):
     project.mkdir()
     (project / "CLAUDE.md").write_text("# Web app\n\nHand-written notes.\n", encoding="utf-8")
     write_claude_sessions(tmp_path / "claude", project, PNPM_CONVERSATIONS, fixed_answer="Sorry, I will use pnpm.")
-    config = SleepConfig(backend="mock", lookback_hours=0, claude_home=tmp_path / "claude")
+    config = SleepConfig(backend="mock", lookback_hours=0, claude_home=tmp_path / "claude", wording_max_calls=12)
     return run_night(config, project=project, state_root=tmp_path / "state").diagnostics
 
 
