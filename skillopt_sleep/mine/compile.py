@@ -60,11 +60,8 @@ class StatedRule(Protocol):
     checks: list[Check]
     phrasings: list[str]
 
-#: Longest example (characters) a compiled line shows: a whole import or command line fits (world 3 on
-#: Qwen2.5-Coder-1.5B, ``benchmarks/rule_lines.py``: vitest probes 0/4 -> 2/4 with ``(e.g. `import { describe, it,
-#: expect } from 'vitest'`)``, force-with-lease 2/4 -> 3/4 with ``(e.g. `git push --force-with-lease origin ...`)``;
-#: both were cut at 40).
-EXAMPLE_CHARS = 60
+#: Longest example (characters) a compiled line shows.
+EXAMPLE_CHARS = 40
 #: Most words after the literal a command example keeps (``pnpm add axios``).
 EXAMPLE_WORDS = 2
 

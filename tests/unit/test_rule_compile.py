@@ -129,11 +129,6 @@ def test_a_contains_example_is_the_accepted_command_trimmed_to_the_literal_and_t
     # inside a code block: the line that holds it
     httpx = rule("use httpx instead of requests", "```python\nimport httpx\nresponse = httpx.get(url)\n```")
     assert compile_rule(httpx, httpx.accepted_answers) == "Use `httpx`, never `requests` (e.g. `import httpx`)."
-    # world 3: a whole import line fits (the model then imports vitest: 0/4 -> 2/4 of its probes on Qwen)
-    vitest = rule("Tests use vitest, never jest",
-                  "```ts\nimport { describe, it, expect } from 'vitest'\nimport { slugify } from '../src/slug'\n```")
-    assert compile_rule(vitest, vitest.accepted_answers) == (
-        "Use `vitest`, never `jest` (e.g. `import { describe, it, expect } from 'vitest'`).")
 
 
 def test_a_format_example_is_the_first_match_in_an_accepted_answer():
