@@ -110,6 +110,13 @@ def strip_team_mark(line: str) -> str:
     return _TEAM_MARK.sub("", line or "")
 
 
+def without_marks(document: str) -> str:
+    """``document`` without what this tool writes around the rules: the block's begin and end markers, its headings
+    and team attributions (``skillopt-sleep``, ``t-3f2a...`` are ours, never words the document's authors wrote)."""
+    marks = {BLOCK_BEGIN, BLOCK_END, BLOCK_HEADING, TEAM_HEADING}
+    return "\n".join(strip_team_mark(line) for line in (document or "").splitlines() if line.strip() not in marks)
+
+
 def managed_block(document: str) -> str:
     """Return the content inside the managed block (tidied, lines joined by ``\\n``), or ``""`` when the
     document has no block or a malformed one."""
