@@ -89,13 +89,15 @@ class StepConfig(BaseModel):
         "`npm` (e.g. `pnpm add`).\"), when the rule reader reads that line back as the same checks and it passes "
         "every screen; else in your words. ``user``: always in your words. Your words stay the rule's provenance in "
         "``rules`` and the report."))
-    wording_max_calls: int = Field(12, ge=0, description=(
+    wording_max_calls: int = Field(0, ge=0, description=(
         "Wording chosen by evidence (``rule_wording = compiled``): most target calls a night spends choosing how "
         "each rule you stated is worded. The candidates (the compiled line with and without its example, your words, "
         "your words plus the compiled line; each read back as the same checks) are replayed on the rule's own train "
         "tasks and the one that passes most is written (ties: the shortest). A rule still corrected after its line "
         "was adopted is re-worded the same way when another wording passes more of its tasks. Spent on the rules you "
-        "stated most first; replays are cached. 0 = off: the compiled line, else your words."))
+        "stated most first; replays are cached. 0 (the default) = off: the compiled line, else your words. Off "
+        "because on the three learning worlds the choice wrote no better lines than compiling alone, at up to 12 "
+        "more calls a night (docs/benchmarks.md)."))
     wording_rewrite: bool = Field(True, description=(
         "With the wording choice on: when no candidate line passes every own task of a rule, ask the optimizer once "
         "for another line (within ``wording_max_calls``: the call and its replays, after every rule's own lines were "

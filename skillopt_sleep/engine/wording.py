@@ -32,10 +32,11 @@ config ``wording_rewrite``): after every rule's own lines were replayed, with wh
 rewrite never starves a rule stated less), kept only when it reads back as the rule, passes the screens and passes
 more tasks than every other line.
 
-Budget: at most ``budget`` calls a night (config ``wording_max_calls``), spent on the rules the user stated most first
-(``StatedRule.stated_total``). A rule is replayed only when every candidate fits on at least one task in what is left
-(the upper bound: one call per task and candidate, two for a task with a rubric); a rule left without budget keeps
-its line. Archived tasks are not replayed for the choice: the archive's tasks are the gate's held-out ones.
+Budget: at most ``budget`` calls a night (config ``wording_max_calls``, off by default: on the learning worlds the
+choice wrote no better lines than compiling alone, at up to 12 more calls a night), spent on the rules the user stated
+most first (``StatedRule.stated_total``). A rule is replayed only when every candidate fits on at least one task in
+what is left (the upper bound: one call per task and candidate, two for a task with a rubric); a rule left without
+budget keeps its line. Archived tasks are not replayed for the choice: the archive's tasks are the gate's held-out ones.
 """
 
 from __future__ import annotations

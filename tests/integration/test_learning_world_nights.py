@@ -122,9 +122,8 @@ def test_compiled_rules_keep_the_users_words_as_their_provenance_and_the_rule_ch
                 for diagnostics, _tasks, _memory in nights for edit in diagnostics.edits
                 if edit.rationale.startswith("stated by the user")}
     # the polite httpx correction and the team convention, compiled from their validated checks, each edit citing the
-    # words the user typed; the wording is chosen by replay (engine/wording.py): the httpx line without its example
-    # (`import httpx`, from the answer the user accepted) passes its own task too, and is shorter
-    assert ("- Use `httpx`, never `requests`.", '"use httpx instead of requests"') in proposed
+    # words the user typed; the example (`import httpx`) is from the answer the user accepted
+    assert ("- Use `httpx`, never `requests` (e.g. `import httpx`).", '"use httpx instead of requests"') in proposed
     assert ("- Use `black`, never `autopep8`.", '"we format with black, not autopep8"') in proposed
     # night 3's "we moved from black to ruff" is written as the form its checks demand and still holds on night 4
     for _diagnostics, _tasks, memory in nights[2:]:
