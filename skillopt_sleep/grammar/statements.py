@@ -25,8 +25,15 @@ from __future__ import annotations
 import re
 
 from skillopt_sleep.checks import negative_word_regex
-from skillopt_sleep.grammar.clauses import clause_lines, clean_quotes, split_clauses, statement, strip_frame
-from skillopt_sleep.grammar.formats import ISO_DATE_NO_MONTHS_REGEX, ISO_DATE_REGEX, format_checks
+from skillopt_sleep.grammar.clauses import (
+    clause_lines,
+    clean_quotes,
+    is_question,
+    split_clauses,
+    statement,
+    strip_frame,
+)
+from skillopt_sleep.grammar.formats import ISO_DATE_NO_MONTHS_REGEX, ISO_DATE_REGEX, format_checks, format_rule_hit
 from skillopt_sleep.grammar.forms import (
     _PART_SPLIT,
     USE_VERBS,
@@ -95,14 +102,16 @@ def _instruction_after_but(clause: str) -> str:
     ask LOGAN before doing anything drastic"): what follows the last ", but" when the clause is no rule or
     instruction as a whole and that part is one; else ``clause``."""
     head, _, tail = clause.rpartition(", but ") if ", but " in clause else ("", "", "")
-    if not head or parse_rule(strip_frame(clause)) is not None or _instruction(head):
+    if not head or parse_rule(strip_frame(clause)) is not None or instruction(head):
         return clause
-    return tail if _instruction(tail) else clause
+    return tail if instruction(tail) else clause
 
 
-def _instruction(text: str) -> bool:
+def instruction(text: str) -> bool:
+    """``text`` (frame words are stripped here) states an instruction about how to work: a rule form
+    (``forms.parse_rule``), a ``forms.normative`` statement or a format rule; never a question."""
     bare = strip_frame(text)
-    return parse_rule(bare) is not None or normative(bare)
+    return not is_question(bare) and bool(parse_rule(bare) or normative(bare) or format_rule_hit(bare))
 
 
 def _statements(text: str, *, broad: bool) -> list[str]:

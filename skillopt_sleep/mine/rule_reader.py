@@ -6,10 +6,11 @@ the smallest job it does well: translate. ``foreign_sentences`` lists the senten
 (``TaskRecord.authored``: pastes and the agent's words are already out) whose language (``checks.language_of``) is not
 English, those that come back in other tasks first (recurrence is the strongest signal); ``make_rule_reader(meter)``
 translates a batch in one structured call (role ``miner``, the sentences quoted as data); ``read_foreign_rules`` adds
-every sentence whose English is an instruction about how to work (``grammar.forms.normative``, a rule form, a format
-rule) to its task as a ``RuleStatement`` in the user's own words, with the English as its ``gloss``. Whether it lasts is
-decided like any other statement (``lasting.decide_scopes`` reads the gloss). A translation never becomes the user's
-words, a check or a document line: it only lets the reader see what the words say.
+every sentence whose English is an instruction about how to work (``grammar.statements.instruction``: a rule form,
+a normative statement, a format rule) to its task as a ``RuleStatement`` in the user's own words, with the English as
+its ``gloss``. Whether it lasts is decided like any other statement (``lasting.decide_scopes`` reads the gloss). A
+translation never becomes the user's words, a check or a document line: it only lets the reader see what the words
+say.
 
 At most ``calls`` calls a night (config ``rule_reader_calls``); a failed call is recorded and its sentences stay
 unread; a budget stop or a fatal backend error ends the reading for the night.
@@ -25,9 +26,8 @@ from skillopt_sleep.backends.base import ChatMessage, ChatRequest
 from skillopt_sleep.backends.jsonextract import extract_json
 from skillopt_sleep.checks import language_of
 from skillopt_sleep.errors import BackendError, BudgetExhausted
-from skillopt_sleep.grammar.clauses import is_question, split_clauses, strip_frame
-from skillopt_sleep.grammar.formats import format_rule_hit
-from skillopt_sleep.grammar.forms import normative, parse_rule
+from skillopt_sleep.grammar.clauses import split_clauses, strip_frame
+from skillopt_sleep.grammar.statements import instruction
 from skillopt_sleep.mine.lasting import similar
 from skillopt_sleep.models import RuleStatement, TaskRecord
 from skillopt_sleep.prompts import quote_data
@@ -117,12 +117,6 @@ def make_rule_reader(meter) -> Reader:
     return reader
 
 
-def _instruction(gloss: str) -> bool:
-    """The English of a sentence states an instruction about how to work (not a question, not a report)."""
-    text = strip_frame(gloss)
-    return not is_question(text) and bool(normative(text) or parse_rule(text) or format_rule_hit(text))
-
-
 def read_foreign_rules(tasks: list[TaskRecord], reader: Reader, *, calls: int) -> ReaderReport:
     """Translate the foreign sentences of ``tasks`` (``foreign_sentences``, ``READER_BATCH`` a call, at most ``calls``
     calls) and add those that state an instruction to their task's rules (module docstring), in place."""
@@ -142,7 +136,7 @@ def read_foreign_rules(tasks: list[TaskRecord], reader: Reader, *, calls: int) -
             report.errors.append(f"{type(exc).__name__}: {exc}")
             continue
         for (task, sentence, language), gloss in zip(batch, glosses):
-            if gloss is None or not _instruction(gloss) or any(rule.text == sentence for rule in task.rules):
+            if gloss is None or not instruction(gloss) or any(rule.text == sentence for rule in task.rules):
                 continue
             task.rules.append(RuleStatement(text=sentence, origin="rule_reader", gloss=gloss, language=language))
             report.rules += 1
