@@ -121,8 +121,8 @@ def _statements(text: str, *, broad: bool) -> list[str]:
         clause = _instruction_after_but(clause)
         bare, kept = strip_frame(clause), statement(clause)
         rules = [kept if rule == bare else rule for rule in _rule_statements(bare)]
-        instruction = normative(bare) or normative(kept) or (index > 0 and plain_imperative(bare))
-        for rule in rules or ([kept] if broad and instruction else []):
+        instructs = normative(bare) or normative(kept) or (index > 0 and plain_imperative(bare))
+        for rule in rules or ([kept] if broad and instructs else []):
             key = rule.casefold()
             if key not in seen and len(found) < MAX_RULES_PER_MESSAGE:
                 seen.add(key)
