@@ -3,14 +3,17 @@
 The deterministic reader (``grammar.statements``, ``lasting``) knows how English states a house rule; four of the five
 languages seen in the real histories of ``benchmarks/real_rules.py`` are not English. What is left for the model is
 the smallest job it does well: translate. ``foreign_sentences`` lists the sentences of what the user typed
-(``TaskRecord.authored``: pastes and the agent's words are already out) whose language (``checks.language_of``) is not
-English, those that come back in other tasks first (recurrence is the strongest signal); ``make_rule_reader(meter)``
-translates a batch in one structured call (role ``miner``, the sentences quoted as data); ``read_foreign_rules`` adds
-every sentence whose English is an instruction about how to work (``grammar.statements.instruction``: a rule form,
-a normative statement, a format rule) to its task as a ``RuleStatement`` in the user's own words, with the English as
-its ``gloss``. Whether it lasts is decided like any other statement (``lasting.decide_scopes`` reads the gloss). A
-translation never becomes the user's words, a check or a document line: it only lets the reader see what the words
-say.
+(``TaskRecord.authored``: pastes and the agent's words are already out) whose language is surely not English
+(``checks.foreign_language``: a sentence with letters outside ASCII, or an ASCII one py3langid places firmly in
+another language), those that come back in other tasks first (recurrence is the strongest signal);
+``make_rule_reader(meter)`` translates a batch in one structured call (role ``miner``, the sentences quoted as data);
+``read_foreign_rules`` adds every sentence whose English is an instruction about how to work
+(``grammar.statements.instruction``: a rule form, a normative statement, a format rule) to its task as a
+``RuleStatement`` in the user's own words, with the English as its ``gloss``; a sentence the deterministic reader
+already took as a statement ("no uses axios, usa siempre fetch" reads like "no X") gets the gloss only. Whether a
+statement lasts is decided like any other (``lasting.decide_scopes`` reads the gloss), and statements of one rule in
+other words cluster through their glosses. A translation never becomes the user's words, a check or a document line:
+it only lets the reader see what the words say.
 
 At most ``calls`` calls a night (config ``rule_reader_calls``); a failed call is recorded and its sentences stay
 unread; a budget stop or a fatal backend error ends the reading for the night.
@@ -24,7 +27,7 @@ from typing import Any
 
 from skillopt_sleep.backends.base import ChatMessage, ChatRequest
 from skillopt_sleep.backends.jsonextract import extract_json
-from skillopt_sleep.checks import language_of
+from skillopt_sleep.checks import foreign_language
 from skillopt_sleep.errors import BackendError, BudgetExhausted
 from skillopt_sleep.grammar.clauses import split_clauses, strip_frame
 from skillopt_sleep.grammar.statements import instruction
@@ -64,8 +67,8 @@ def foreign_sentences(tasks: list[TaskRecord]) -> list[tuple[TaskRecord, str, st
                 sentence = strip_frame(clause)
                 if len(sentence) < READER_MIN_CHARS or sentence in seen or sentence.endswith(("?", "？")):
                     continue  # a question asks, it does not instruct
-                language = language_of(sentence) if not sentence.isascii() else None
-                if language is None or language == "en":
+                language = foreign_language(sentence)
+                if language is None:
                     continue
                 seen.add(sentence)
                 found.append((task, sentence[:READER_SENTENCE_CHARS], language))
@@ -136,7 +139,11 @@ def read_foreign_rules(tasks: list[TaskRecord], reader: Reader, *, calls: int) -
             report.errors.append(f"{type(exc).__name__}: {exc}")
             continue
         for (task, sentence, language), gloss in zip(batch, glosses):
-            if gloss is None or not instruction(gloss) or any(rule.text == sentence for rule in task.rules):
+            read = next((rule for rule in task.rules if rule.text == sentence), None)
+            if gloss is not None and read is not None and read.gloss is None:
+                read.gloss, read.language = gloss, language  # read already; its English decides whether it lasts
+                continue
+            if gloss is None or read is not None or not instruction(gloss):
                 continue
             task.rules.append(RuleStatement(text=sentence, origin="rule_reader", gloss=gloss, language=language))
             report.rules += 1

@@ -3,8 +3,9 @@
 A *rule* is a standing instruction the user stated in their own messages (``TaskRecord.rules`` holds the
 phrasings). Its identity is what it demands: the keys (``validation.check_key``) of the checks validated for it in
 the sessions. Phrasings whose validated checks overlap are one rule ("use pnpm, not npm" and "we're a pnpm shop"
-both demand "has pnpm"), and so are phrasings that say the same instruction (``lasting.similar``); a rule with no
-validated check is identified by its words (``text_key``).
+both demand "has pnpm"), and so are phrasings that say the same instruction (``lasting.similar``, on the words or,
+for a phrasing in another language, on its English ``gloss``); a rule with no validated check is identified by its
+words (``text_key``).
 
 * ``stated_rules(tasks)``: tonight's rules from the tasks that may teach (train tasks, and tasks that are not
   replayable: their corrections still count; never a val or test task, which would leak the held-out evidence),
@@ -146,8 +147,9 @@ def stated_rules(tasks: list[TaskRecord]) -> list[StatedRule]:
             phrasing = statement.text
             keys = _phrasing_keys(task, phrasing)
             checks = [check for check in task.judge.checks if check.rule == phrasing]
+            readings = [phrasing, statement.gloss] if statement.gloss else [phrasing]  # in English too
             matches = [index for index, group in enumerate(groups) if group["keys"] & keys
-                       or any(similar(phrasing, known) for known in group["phrasings"])]
+                       or any(similar(reading, known) for reading in readings for known in group["readings"])]
             if matches:
                 target = groups[matches[0]]
                 for index in sorted(matches[1:], reverse=True):  # the phrasing joins rules: merge them
@@ -155,16 +157,18 @@ def stated_rules(tasks: list[TaskRecord]) -> list[StatedRule]:
                     for name in ("keys", "tasks", "sessions"):
                         target[name] |= other[name]
                     target["phrasings"].extend(other["phrasings"])
+                    target["readings"].extend(other["readings"])
                     target["accepted"].update(other["accepted"])
                     target["statements"].extend(other["statements"])
                     target["checks"].extend(other["checks"])
                     target["stated"] += other["stated"]
             else:
-                target = {"keys": set(), "tasks": set(), "sessions": set(), "phrasings": [], "checks": [],
-                          "statements": [], "stated": 0, "order": len(groups), "accepted": {}}
+                target = {"keys": set(), "tasks": set(), "sessions": set(), "phrasings": [], "readings": [],
+                          "checks": [], "statements": [], "stated": 0, "order": len(groups), "accepted": {}}
                 groups.append(target)
             target["keys"] |= keys
             target["phrasings"].append(phrasing)
+            target["readings"].extend(readings)
             target["statements"].append(statement)
             target["checks"].extend(check for check in checks
                                     if all(check_key(check) != check_key(known) for known in target["checks"]))

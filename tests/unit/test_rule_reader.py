@@ -7,7 +7,10 @@ from __future__ import annotations
 import json
 from datetime import datetime, timedelta, timezone
 
+import pytest
+
 from skillopt_sleep.backends.base import Budget, CallMeter, ChatResult, Usage
+from skillopt_sleep.checks import foreign_language
 from skillopt_sleep.errors import BackendError, BudgetExhausted
 from skillopt_sleep.mine import mine_tasks
 from skillopt_sleep.mine.rule_reader import (
@@ -18,7 +21,7 @@ from skillopt_sleep.mine.rule_reader import (
     read_foreign_rules,
 )
 from skillopt_sleep.mine.rulebook import stated_rules
-from skillopt_sleep.models import Session, TaskRecord, Turn
+from skillopt_sleep.models import RuleStatement, Session, TaskRecord, Turn
 
 GLOSSES = {
     "Responde siempre en español": "Always respond in Spanish.",
@@ -160,3 +163,53 @@ def test_a_question_is_never_sent_nor_added_however_its_english_reads():
     report = read_foreign_rules(glossed, lambda sentences: ["The folder belongs to the whole project in this repo."],
                                 calls=1)
     assert report.calls == 1 and report.rules == 0 and not glossed[0].rules  # a lasting word is not an instruction
+
+
+# Sentences typed in ASCII in the real histories of benchmarks/real_rules.py (Spanish, French, Catalan; a world-3
+# correction), and English ones from its English projects that py3langid gives English a low probability.
+@pytest.mark.parametrize(("sentence", "language"), [
+    ("podes analizar por que el usuario admin no puede aprobar las solicitudes", "es"),
+    ("okay supprime les appels aux inputs utilisateurs, et replace le par l'input", "fr"),
+    ("Executa npm start per comprovar que es connecta a la base de dades", "ca"),
+    ("usa fetch, nunca axios por favor", "gl"),  # Spanish, placed by its neighbour: still not English
+])
+def test_an_ascii_sentence_in_another_language_is_foreign(sentence, language):
+    assert foreign_language(sentence) == language
+
+
+@pytest.mark.parametrize("sentence", [
+    "Use GEMINI_API_KEY and SERPAPI_KEY", "use pnpm not npm", "no npm, pnpm", "Different status values",
+    "max-w-7xl mx-auto px-4 md:px-8 py-8", "PEnt - Personal Entscheidungen are bools/Checkboxes",
+    "DevTools listening on ws://127.0.0.1:53485/devtools/browser/cd3df516", "Fix the login bug please",
+])
+def test_english_code_and_names_in_ascii_are_not_foreign(sentence):
+    assert foreign_language(sentence) is None
+
+
+def test_an_ascii_spanish_rule_is_read_and_one_already_read_gets_only_its_gloss():
+    glosses = {"usa fetch, nunca axios por favor": "Use fetch, never axios please",
+               "no uses axios, usa siempre fetch": "Don't use axios, always use fetch"}
+    tasks = [task(1, "usa fetch, nunca axios por favor"), task(2, "no uses axios, usa siempre fetch")]
+    tasks[1].rules.append(RuleStatement(text="no uses axios, usa siempre fetch", origin="correction"))
+    assert {sentence for _, sentence, _ in foreign_sentences(tasks)} == set(glosses)
+    report = read_foreign_rules(tasks, lambda sentences: [glosses[sentence] for sentence in sentences], calls=1)
+    assert report.rules == 1
+    [added] = tasks[0].rules
+    assert (added.text, added.gloss, added.origin) == ("usa fetch, nunca axios por favor",
+                                                       "Use fetch, never axios please", "rule_reader")
+    [read] = tasks[1].rules  # not added twice: the deterministic reading stays, with the English beside it
+    assert (read.origin, read.gloss, read.language) == ("correction", "Don't use axios, always use fetch", "es")
+
+
+def test_statements_in_other_words_are_one_rule_through_their_glosses():
+    tasks = [task(1, "aquí no usamos axios, solo fetch nativo"), task(2, "usa fetch, nunca axios por favor")]
+    tasks[0].rules.append(RuleStatement(text="aquí no usamos axios, solo fetch nativo", origin="rule_reader",
+                                        gloss="Here we don't use axios, only native fetch", language="es"))
+    tasks[1].rules.append(RuleStatement(text="usa fetch, nunca axios por favor", origin="rule_reader",
+                                        gloss="Use fetch, never use axios please", language="es"))
+    [rule] = stated_rules([t.model_copy(update={"split": "train"}) for t in tasks])
+    assert rule.stated == 2 and set(rule.phrasings) == {"aquí no usamos axios, solo fetch nativo",
+                                                        "usa fetch, nunca axios por favor"}
+    apart = [t.model_copy(update={"split": "train", "rules": [r.model_copy(update={"gloss": None}) for r in t.rules]})
+             for t in tasks]
+    assert len(stated_rules(apart)) == 2  # the Spanish words alone do not say it is one rule
