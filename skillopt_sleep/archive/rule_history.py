@@ -37,7 +37,7 @@ from skillopt_sleep.checks import check_key
 from skillopt_sleep.engine.gate import EVIDENCE_CLAUSES
 from skillopt_sleep.engine.step import StepResult
 from skillopt_sleep.grammar.statements import checks_for_rule
-from skillopt_sleep.mine.lasting import recurrence_needed, similar
+from skillopt_sleep.mine.lasting import similar
 from skillopt_sleep.mine.rulebook import (
     StatedRule,
     contradicts,
@@ -81,8 +81,7 @@ def _scope_across_nights(rule: StatedRule, entry: dict[str, Any]) -> dict[str, A
     if entry.get("scope") == "lasting":
         return {"scope": "lasting", "scope_reason": f"lasting since {entry.get('first_night')}: "
                                                     f"{entry.get('scope_reason') or 'stated before'}"}
-    needed = min(recurrence_needed(phrasing) for phrasing in rule.phrasings or [rule.text])
-    if earlier and entry.get("stated", 0) + rule.stated >= needed:  # a plain imperative needs a third statement
+    if earlier and entry.get("stated", 0) + rule.stated >= rule.needed_tasks:  # a plain imperative: a third
         return {"scope": "lasting", "scope_reason": f"stated on {len(earlier) + 1} nights"}
     return {}
 

@@ -105,6 +105,12 @@ class StatedRule(BaseModel):
         """The rule is known by validated checks (not only by its words)."""
         return any(kind != "text" for kind, _ in self.keys)
 
+    @property
+    def needed_tasks(self) -> int:
+        """Different tasks that must state the rule for it to last by recurrence: the fewest any of its phrasings
+        needs (``lasting.recurrence_needed``: a plain imperative needs a third)."""
+        return min(recurrence_needed(phrasing) for phrasing in self.phrasings or [self.text])
+
 
 def rule_id(keys: set[Key]) -> str:
     digest = hashlib.sha256("\n".join(f"{kind}\x00{value}" for kind, value in sorted(keys)).encode()).hexdigest()
@@ -121,13 +127,12 @@ def _phrasing_keys(task: TaskRecord, phrasing: str) -> set[Key]:
     return keys or {text_key(phrasing)}
 
 
-def _scope(statements: list[RuleStatement], tasks: int) -> tuple[RuleScope, str]:
-    """A rule is lasting when one of its statements is, or when it was stated in as many tasks as its phrasings need
-    (``lasting.recurrence_needed``); else a candidate (or one-off, when every statement was)."""
+def _scope(statements: list[RuleStatement], tasks: int, needed: int) -> tuple[RuleScope, str]:
+    """A rule is lasting when one of its statements is, or when it was stated in the ``needed`` tasks its phrasings
+    need (``StatedRule.needed_tasks``); else a candidate (or one-off, when every statement was)."""
     lasting = next((statement for statement in statements if statement.scope == "lasting"), None)
     if lasting is not None:
         return "lasting", lasting.why
-    needed = min(recurrence_needed(statement.text) for statement in statements)
     tied = all(statement.scope == "one_off" for statement in statements)
     if tasks >= needed and not (tied and needed > RECURRENCE_TASKS):  # a kind of task, each naming its object
         return "lasting", f"stated in {tasks} tasks"
@@ -184,13 +189,13 @@ def stated_rules(tasks: list[TaskRecord]) -> list[StatedRule]:
         for phrasing in group["phrasings"]:
             counts[phrasing] = counts.get(phrasing, 0) + 1
         text = max(counts, key=lambda phrasing: (counts[phrasing], -group["phrasings"].index(phrasing)))
-        scope, reason = _scope(group["statements"], len(group["tasks"]))
-        out.append(StatedRule(id=rule_id(group["keys"]), keys=sorted(group["keys"]), text=text,
-                              phrasings=list(dict.fromkeys(group["phrasings"])), checks=group["checks"],
-                              task_ids=sorted(group["tasks"]), session_ids=sorted(group["sessions"]),
-                              stated=group["stated"], stated_total=group["stated"], scope=scope,
-                              scope_reason=reason,
-                              accepted_answers=[group["accepted"][task_id] for task_id in sorted(group["accepted"])]))
+        rule = StatedRule(id=rule_id(group["keys"]), keys=sorted(group["keys"]), text=text,
+                          phrasings=list(dict.fromkeys(group["phrasings"])), checks=group["checks"],
+                          task_ids=sorted(group["tasks"]), session_ids=sorted(group["sessions"]),
+                          stated=group["stated"], stated_total=group["stated"],
+                          accepted_answers=[group["accepted"][task_id] for task_id in sorted(group["accepted"])])
+        rule.scope, rule.scope_reason = _scope(group["statements"], len(group["tasks"]), rule.needed_tasks)
+        out.append(rule)
     out.sort(key=lambda rule: (-rule.stated_total, -rule.stated, rule.text))
     return out
 
