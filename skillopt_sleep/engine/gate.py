@@ -39,9 +39,12 @@ side (at most a limit); the step replays each with ``gate_flip_samples``
 samples per side at ``gate_flip_temperature`` and passes them to ``decide`` (``perturbed_baseline``,
 ``perturbed_candidate``). Such a task still vetoes only when the candidate passes it significantly less often under
 perturbation: a one-sided Fisher exact test (``flip_p_value``) gives p <= ``flip_alpha``. Otherwise it is a flip
-(``details["flips"]``): its outcome stands (a loss when every candidate sample failed: it counts against
-``margin`` and the sign test, as a win that is a flip counts for them), but it does not veto. Both rules honour it
-(``GateContext.regressed``). A regressed task without perturbed samples on both sides vetoes as before.
+(``details["flips"]``) and does not veto; both rules honour it (``GateContext.regressed``). A flip's lost outcome
+stands (it counts against ``margin`` and the sign test) while the candidate passes fewer perturbed samples than the
+baseline; where it passes as many or more, the perturbation shows no drop at all and the task is a tie
+(``settle_flips``, ``details["flips_tied"]``: world 3's archived podman task, passed 1 of 4 perturbed samples on
+either side, had vetoed a night that won its own task). A regressed task without perturbed samples on both sides
+vetoes as before.
 
 A candidate that is not worse but lacks the evidence (blocked by ``margin`` or ``sign_test`` with
 wins >= losses) gets verdict ``reject`` with ``details["pending"] = True``: the night may keep it and re-test
@@ -330,6 +333,21 @@ def flip_test(task_id: str, baseline: list[ReplayResult], candidate: list[Replay
             "samples": min(len(base), len(cand)), "p_value": p_value, "flip": p_value > alpha}
 
 
+def settle_flips(per_task: list[TaskComparison], perturbed_baseline: list[ReplayResult],
+                 perturbed_candidate: list[ReplayResult], alpha: float) -> tuple[list[TaskComparison], list[str]]:
+    """``per_task`` with every lost task that is a flip (``flip_test``) whose candidate passed at least as many
+    perturbed samples as the baseline made a tie (module docstring, "Flips"), and the ids of those tasks."""
+    settled, tied = [], []
+    for comparison in per_task:
+        test = (flip_test(comparison.task_id, perturbed_baseline, perturbed_candidate, alpha)
+                if comparison.outcome == "loss" and is_regression(comparison) else None)
+        if test is not None and test["flip"] and test["candidate_passes"] >= test["baseline_passes"]:
+            comparison = comparison.model_copy(update={"outcome": "tie"})
+            tied.append(comparison.task_id)
+        settled.append(comparison)
+    return settled, tied
+
+
 # --------------------------------------------------------------------------- rules
 
 
@@ -476,9 +494,11 @@ class PairedRule:
                                                     f"{context.numbers}", details)
         evidence = (f"wins - losses {wins - losses} (margin {self.margin}), sign test p = {p_value:.3f} "
                     f"(alpha {self.alpha:g}), {len(details['protected'])} protected task(s)")
-        flips = [test["task"] for test in context.flip_tests() if test["flip"]]
+        flips = [test for test in context.flip_tests() if test["flip"]]
         if flips:
-            evidence += f", {len(flips)} flip(s) not confirmed under perturbation ({', '.join(flips[:5])})"
+            evidence += f", {len(flips)} flip(s) not confirmed under perturbation (" + ", ".join(
+                f"{test['task']}: {test['candidate_passes']} vs {test['baseline_passes']} of {test['samples']}"
+                for test in flips[:5]) + ")"
         if wins - losses >= self.margin and p_value <= self.alpha:
             return RuleVerdict.accept(f"paired improvement ({evidence})", details)
         clause = "margin" if wins - losses < self.margin else "sign_test"
@@ -591,12 +611,14 @@ def decide(settings: GateSettings, *, baseline: list[ReplayResult], candidate: l
     ``coverage``, ``mean``, ``regression``, ``margin``, ``sign_test``, ``accepted`` or a custom rule's own),
     ``pending`` (rejected for lack of evidence only), ``wins``/``losses``/``ties``, and the rule's keys: for
     paired ``p_value``, ``margin``, ``alpha``, ``protected``, ``regressions``, ``flaky`` and ``llm_ties`` (task
-    id lists), for strict ``regressed_tasks``; with perturbed samples, ``flip_tests`` (every ``flip_test``) and
-    ``flips`` (those that did not veto).
+    id lists), for strict ``regressed_tasks``; with perturbed samples, ``flip_tests`` (every ``flip_test``),
+    ``flips`` (those that did not veto) and ``flips_tied`` (the lost tasks ``settle_flips`` made ties).
     """
     mode, metric, mixed_weight = settings.mode, settings.metric, settings.mixed_weight
     gate_rule = settings.gate_rule
     per_task = gate_rule.compare(baseline, candidate, metric, mixed_weight, request_heads)
+    per_task, tied = settle_flips(per_task, list(perturbed_baseline or []), list(perturbed_candidate or []),
+                                  settings.flip_alpha)
     build = _DecisionBuilder(mode, metric, gate_rule.name, summarize(baseline, metric, mixed_weight),
                              summarize(candidate, metric, mixed_weight), per_task, best_gate_score)
     if mode == "off":
@@ -612,6 +634,7 @@ def decide(settings: GateSettings, *, baseline: list[ReplayResult], candidate: l
     if tests:
         build.details["flip_tests"] = tests
         build.details["flips"] = [test for test in tests if test["flip"]]
+        build.details["flips_tied"] = tied
     judged = gate_rule.judge(context)
     return build.accepted(judged, context.numbers) if judged.accepted else build.rejected(judged)
 

@@ -6,7 +6,8 @@ holding both wins two val tasks. ``FlipBackend`` is the mock simulator except on
 answers it scripts: without ``HELPFUL_1`` in the memory they pass at temperature 0, and under perturbation
 (temperature > 0) they pass in the samples whose seed is not 3 mod 4 (3 of seeds 0-3). ``HELPFUL_1``, a line about
 something else, changes that: as a flip (``mode="flip"``) they fail at temperature 0 only, with the same pass rate
-under perturbation; as a true regression (``mode="break"``) they fail at any temperature.
+under perturbation; as a flip that costs a little (``mode="fewer"``) they also pass one perturbed sample fewer (2 of
+4: p = 0.5, not a confirmed regression); as a true regression (``mode="break"``) they fail at any temperature.
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ class FlipBackend(MockBackend):
         touched = HELPFUL_1 in request.messages[0].content
         if touched and (self.mode == "break" or not request.temperature):
             passes = False
+        elif touched and self.mode == "fewer":
+            passes = (request.seed or 0) % 4 < 2
         else:
             passes = not request.temperature or (request.seed or 0) % 4 != 3
         return "Here is my answer: hello" if passes else "Hello there"
@@ -89,19 +92,31 @@ def perturbed_requests(backend: MockBackend) -> list[tuple[float, int | None]]:
 # --------------------------------------------------------------------------- through the step
 
 
-def test_a_flip_that_holds_under_perturbation_does_not_veto():
+def test_a_flip_that_holds_under_perturbation_does_not_veto_and_is_a_tie():
     result, backend = run()
     assert result.accepted and result.gate.details["clause"] == "accepted"
     assert result.gate.details["support"]["outcome"] == "kept all"  # both lines earn their place
-    # the flipped task keeps its temperature-0 outcome: a loss (2 wins - 1 loss = margin 1, p = 0.5)
-    assert (result.gate.details["wins"], result.gate.details["losses"]) == (2, 1)
+    # the candidate passes as many perturbed samples as the baseline (3 of 4): no drop at all, so a tie
+    assert (result.gate.details["wins"], result.gate.details["losses"]) == (2, 0)
+    assert result.gate.details["flips_tied"] == ["t-val-visitor-9"]
+    assert [(c.task_id, c.outcome) for c in result.gate.per_task if "visitor" in c.task_id] == [
+        ("t-val-visitor-9", "tie")]
     assert result.gate.details["regressions"] == []
     assert result.gate.details["flips"] == [{"task": "t-val-visitor-9", "baseline_passes": 3, "candidate_passes": 3,
                                              "samples": 4, "p_value": pytest.approx(55 / 70), "flip": True}]
     assert result.gate.details["flip_tests"] == result.gate.details["flips"]
-    assert "1 flip(s) not confirmed under perturbation (t-val-visitor-9)" in result.gate.reason
+    assert "1 flip(s) not confirmed under perturbation (t-val-visitor-9: 3 vs 3 of 4)" in result.gate.reason
     # 4 samples per side at the configured temperature, seeds 0-3 on each side
     assert sorted(perturbed_requests(backend)) == sorted([(0.7, seed) for seed in range(4)] * 2)
+
+
+def test_a_flip_that_passes_fewer_perturbed_samples_does_not_veto_but_stays_a_loss():
+    result, _ = run("fewer")
+    [test] = result.gate.details["flips"]
+    assert (test["baseline_passes"], test["candidate_passes"], test["p_value"]) == (3, 2, pytest.approx(0.5))
+    # its temperature-0 outcome stands: a loss (2 wins - 1 loss = margin 1, p = 0.5)
+    assert (result.gate.details["wins"], result.gate.details["losses"]) == (2, 1)
+    assert result.gate.details["flips_tied"] == [] and result.accepted
 
 
 def test_without_the_flip_retest_the_same_flip_vetoes_as_before():
@@ -145,7 +160,7 @@ def test_the_flip_retest_is_bounded_per_step():
 def test_the_steps_tests_share_one_flip_allowance():
     # the step's tests (first test, repair's and the support test's re-gating) go through one _Tester
     settings = StepSettings(edit_budget=2, gate_samples=2, workers=1, gate_flip_max_tasks=1)
-    backend = FlipBackend("flip")
+    backend = FlipBackend("fewer")
     tester = _Tester(val=[tool_task("val", 1), visitor_task(9)], texts={"memory": MEMORY}, settings=settings,
                      replayer=Replayer(CallMeter(backend), workers=1, cache=ReplayCache()), views=prompt_views,
                      gate=functools.partial(decide, settings.gate, best_gate_score=None))
@@ -224,6 +239,7 @@ def test_both_rules_let_a_flip_through_and_a_missing_retest_veto(rule):
                      perturbed_baseline=results("flip", [1, 1, 0, 1]),
                      perturbed_candidate=results("flip", [1, 0, 1, 1]))
     assert flipped.verdict == "accept_new_best" and flipped.details["flips"][0]["task"] == "flip"
+    assert flipped.details["flips_tied"] == ["flip"] and flipped.details["losses"] == 0  # 3 vs 3: no drop
     # perturbed samples on one side only: no test, the regression stands
     one_side = decide(gate, baseline=BASELINE, candidate=CANDIDATE, best_gate_score=None,
                       perturbed_baseline=results("flip", [1, 1, 1, 1]), perturbed_candidate=[])
@@ -258,7 +274,7 @@ def run_stated_rule(val: list[TaskRecord]):
     rule = StatedRule(id="r-newtool1", keys=[("has", "newtool1")], text="Use newtool1, not oldtool1",
                       phrasings=["Use newtool1, not oldtool1"], checks=[Check(op="contains", value="newtool1")],
                       task_ids=["t-train-1"], stated=3, stated_total=3, scope="lasting")
-    backend = FlipBackend("flip", scripted={"reflect": [reply()]})
+    backend = FlipBackend("fewer", scripted={"reflect": [reply()]})  # the flip stays a loss
     settings = StepSettings(edit_budget=4, gate_samples=2, propose_user_rules=True, rule_wording="user",
                             wording_max_calls=0, workers=1, gate_repair=False)
     return run_step(StepInput(train=[tool_task("train", 1)], val=val, documents={"memory": MEMORY}, rules=[rule]),
@@ -287,3 +303,20 @@ def test_a_stated_rule_with_a_val_win_and_an_unconfirmed_flip_is_judged_on_its_o
     assert (details["wins"], details["losses"]) == (1, 1)
     assert details["stated_rules"]["won"] == ["t-train-1"] and result.accepted
     assert "1 win(s)" in result.gate.reason and "1 unconfirmed flip(s)" in result.gate.reason
+
+
+def test_a_flip_is_a_tie_only_where_the_candidate_passes_as_many_perturbed_samples():
+    """World 3 on Qwen, night 2 (``ec6ae33``): an archived podman task passed at temperature 0 by the baseline and
+    failed by the candidate passed 1 of 4 perturbed samples on either side; counted a loss, it left a night that won
+    its own task with wins - losses 0. One sample fewer still counts as the loss it was at temperature 0."""
+    base = [*results("win", [0, 0]), *results("flip", [1, 1])]
+    cand = [*results("win", [1, 1]), *results("flip", [0, 0])]
+    same = decide(GATE, baseline=base, candidate=cand, best_gate_score=None,
+                  perturbed_baseline=results("flip", [0, 1, 0, 0]), perturbed_candidate=results("flip", [0, 0, 1, 0]))
+    assert (same.details["wins"], same.details["losses"], same.details["ties"]) == (1, 0, 1)
+    assert same.verdict == "accept_new_best" and same.details["flips_tied"] == ["flip"]
+    fewer = decide(GATE, baseline=base, candidate=cand, best_gate_score=None,
+                   perturbed_baseline=results("flip", [1, 1, 0, 1]), perturbed_candidate=results("flip", [1, 0, 0, 1]))
+    assert (fewer.details["wins"], fewer.details["losses"]) == (1, 1) and fewer.details["flips_tied"] == []
+    assert fewer.verdict == "reject" and fewer.details["clause"] == "margin"
+    assert sorted(comparison.outcome for comparison in fewer.per_task) == ["loss", "win"]
