@@ -21,18 +21,20 @@ unread; a budget stop or a fatal backend error ends the reading for the night.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from skillopt_sleep.backends.base import ChatMessage, ChatRequest
 from skillopt_sleep.backends.jsonextract import extract_json
-from skillopt_sleep.checks import foreign_language
+from skillopt_sleep.checks import check_key, foreign_language, word_regex
 from skillopt_sleep.errors import BackendError, BudgetExhausted
 from skillopt_sleep.grammar.clauses import split_clauses, strip_frame
-from skillopt_sleep.grammar.statements import instruction
+from skillopt_sleep.grammar.statements import checks_for_rule, instruction
 from skillopt_sleep.mine.lasting import similar
-from skillopt_sleep.models import RuleStatement, TaskRecord
+from skillopt_sleep.mine.validation import Evidence, hard_evidence, validate_checks, wants_artefact
+from skillopt_sleep.models import Check, RuleStatement, TaskRecord
 from skillopt_sleep.prompts import quote_data
 
 #: Calls of the rule reader a night, by default (config ``rule_reader_calls``).
@@ -142,9 +144,50 @@ def read_foreign_rules(tasks: list[TaskRecord], reader: Reader, *, calls: int) -
             read = next((rule for rule in task.rules if rule.text == sentence), None)
             if gloss is not None and read is not None and read.gloss is None:
                 read.gloss, read.language = gloss, language  # read already; its English decides whether it lasts
+                add_gloss_checks(task, sentence, gloss)
                 continue
             if gloss is None or read is not None or not instruction(gloss):
                 continue
             task.rules.append(RuleStatement(text=sentence, origin="rule_reader", gloss=gloss, language=language))
+            add_gloss_checks(task, sentence, gloss)
             report.rules += 1
     return report
+
+
+#: Check keys that name something (a literal the answer must hold or avoid); the others (a language, a format, a
+#: limit) name nothing a user could have typed.
+_NAMING_KEYS = ("has", "not", "tool_called")
+
+
+def gloss_checks(task: TaskRecord, sentence: str, gloss: str) -> list[Check]:
+    """The checks the English ``gloss`` of the user's ``sentence`` implies (``grammar.statements.checks_for_rule``),
+    each literal a word the user typed in the sentence itself ("usa fetch, nunca axios" names ``fetch`` and
+    ``axios``: a translation may not bring a name of its own), validated against the task's session
+    (``validation.validate_checks``: the answer the user accepted passes, the ones they objected to fail). Each
+    check's ``rule`` is the user's sentence and its origin ``rule_reader``: the English only says what the words
+    demand."""
+    typed = sentence.casefold()
+    wanted = []
+    for check in checks_for_rule(gloss, origin="rule_reader"):
+        kind, value = check_key(check)
+        if kind in _NAMING_KEYS and re.search(word_regex(value), typed) is None:
+            continue
+        wanted.append(check.model_copy(update={"rule": sentence}))
+    return validate_checks(wanted, _session_evidence(task))[0]
+
+
+def _session_evidence(task: TaskRecord) -> Evidence:
+    """The answers of the task's session a check is validated against (``validation.Evidence``)."""
+    return Evidence(corrected=list(task.evidence.corrected_answers), accepted=task.evidence.accepted_answer,
+                    wants_artefact=wants_artefact(task.request))
+
+
+def add_gloss_checks(task: TaskRecord, sentence: str, gloss: str) -> None:
+    """Add ``gloss_checks`` to the task's judge (a check it already holds is not added twice), in place; a task
+    that gains its first checks may now decide a replay (``TaskRecord.hard_evidence``)."""
+    known = {check_key(check) for check in task.judge.checks}
+    added = [check for check in gloss_checks(task, sentence, gloss) if check_key(check) not in known]
+    if not added:
+        return
+    task.judge.checks.extend(added)
+    task.hard_evidence = task.replayable and hard_evidence(task.judge.checks, _session_evidence(task))

@@ -16,12 +16,13 @@ from skillopt_sleep.mine import mine_tasks
 from skillopt_sleep.mine.rule_reader import (
     READER_BATCH,
     foreign_sentences,
+    gloss_checks,
     make_rule_reader,
     planned_reader_calls,
     read_foreign_rules,
 )
 from skillopt_sleep.mine.rulebook import stated_rules
-from skillopt_sleep.models import RuleStatement, Session, TaskRecord, Turn
+from skillopt_sleep.models import RuleStatement, Session, TaskEvidence, TaskRecord, Turn
 
 GLOSSES = {
     "Responde siempre en español": "Always respond in Spanish.",
@@ -213,3 +214,40 @@ def test_statements_in_other_words_are_one_rule_through_their_glosses():
     apart = [t.model_copy(update={"split": "train", "rules": [r.model_copy(update={"gloss": None}) for r in t.rules]})
              for t in tasks]
     assert len(stated_rules(apart)) == 2  # the Spanish words alone do not say it is one rule
+
+
+AXIOS_ANSWER = "```ts\nimport axios from 'axios'\nconst response = await axios.get(url)\n```"
+FETCH_ANSWER = "```ts\nconst response = await fetch(url)\nreturn response.json()\n```"
+
+
+def corrected_task(sentence: str) -> TaskRecord:
+    """World 3's Spanish correction: the agent wrote axios, the user objected, the agent's fetch answer was kept."""
+    return TaskRecord(id="t-fetch", source="claude", request="escribe una función que descargue el catálogo",
+                      authored=["escribe una función que descargue el catálogo", sentence],
+                      evidence=TaskEvidence(final_answer=AXIOS_ANSWER, corrected_answers=[AXIOS_ANSWER],
+                                            accepted_answer=FETCH_ANSWER, reaction="correction"))
+
+
+def test_a_glossed_rule_takes_the_checks_of_its_english_that_name_what_the_user_typed():
+    task = corrected_task("usa fetch, nunca axios por favor")
+    english = {"usa fetch, nunca axios por favor": "Use fetch, never axios please",
+               "escribe una función que descargue el catálogo": "write a function that downloads the catalog"}
+    report = read_foreign_rules([task], lambda sentences: [english[sentence] for sentence in sentences], calls=1)
+    assert report.rules == 1
+    keys = sorted((check.op, check.value, check.rule, check.origin) for check in task.judge.checks)
+    assert keys == [("contains", "fetch", "usa fetch, nunca axios por favor", "rule_reader"),
+                    ("not_contains", "axios", "usa fetch, nunca axios por favor", "rule_reader")]
+    assert task.hard_evidence == task.replayable
+    [rule] = stated_rules([task.model_copy(update={"split": "train"})])
+    assert rule.key_set == {("has", "fetch"), ("not", "axios")} and rule.text == "usa fetch, nunca axios por favor"
+
+
+def test_a_name_only_the_translation_brings_is_never_a_check():
+    task = corrected_task("usa fetch, nunca axios por favor")
+    checks = gloss_checks(task, "usa fetch, nunca axios por favor", "Use node-fetch, never axios")
+    assert [(check.op, check.value) for check in checks] == [("not_contains", "axios")]
+
+
+def test_a_gloss_check_the_session_does_not_support_is_dropped():
+    task = corrected_task("usa axios siempre")  # the user accepted fetch: "has axios" fails the accepted answer
+    assert gloss_checks(task, "usa axios siempre", "Always use axios") == []
