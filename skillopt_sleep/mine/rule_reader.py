@@ -12,8 +12,10 @@ another language), those that come back in other tasks first (recurrence is the 
 ``RuleStatement`` in the user's own words, with the English as its ``gloss``; a sentence the deterministic reader
 already took as a statement ("no uses axios, usa siempre fetch" reads like "no X") gets the gloss only. Whether a
 statement lasts is decided like any other (``lasting.decide_scopes`` reads the gloss), and statements of one rule in
-other words cluster through their glosses. A translation never becomes the user's words, a check or a document line:
-it only lets the reader see what the words say.
+other words cluster through their glosses. ``gloss_checks``: the checks the English implies, each literal a word the
+user typed in the sentence, validated against the session (so "usa fetch, nunca axios" is known by has ``fetch`` /
+not ``axios`` across nights and compiled like any rule). A translation never becomes the user's words or a document
+line, and a name only the translation brings never becomes a check.
 
 At most ``calls`` calls a night (config ``rule_reader_calls``); a failed call is recorded and its sentences stay
 unread; a budget stop or a fatal backend error ends the reading for the night.
