@@ -35,6 +35,7 @@ from skillopt_sleep.documents.block import (
     managed_block_sha256,
     new_skill_document,
     raw_block,
+    without_marks,
 )
 from skillopt_sleep.errors import SleepError
 from skillopt_sleep.fsio import write_text_atomic
@@ -64,6 +65,19 @@ SKILL_DESCRIPTION = (
 )
 #: Most characters of one document shown to the target model (prompt size stays bounded).
 MAX_DOCUMENT_CHARS = 6000
+#: The lines this tool writes when it creates a document: a new skill document's frontmatter, title and note
+#: (``block.new_skill_document``), a new Cursor rule's frontmatter. Never words the document's authors wrote.
+TOOL_LINES = frozenset(line.strip() for line in
+                       (new_skill_document(SKILL_NAME, SKILL_DESCRIPTION) + MDC_FRONTMATTER).splitlines()
+                       if line.strip())
+
+
+def authors_text(document: str) -> str:
+    """``document`` without what this tool wrote into it: the managed block's marks (``block.without_marks``) and
+    the scaffold of a document it created (``TOOL_LINES``). What is left is what the document's authors wrote, which
+    an edit may name (``mine.provenance.UserText``): world 2 on Qwen (``a149cdc``) wrote "- Use `skillopt-sleep` for
+    all tasks in this project." because the new SKILL.md's own ``name: skillopt-sleep`` counted as theirs."""
+    return "\n".join(line for line in without_marks(document).splitlines() if line.strip() not in TOOL_LINES)
 
 
 @dataclass

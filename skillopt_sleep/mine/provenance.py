@@ -33,7 +33,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from skillopt_sleep.documents.block import managed_block, without_marks
+from skillopt_sleep.documents.block import managed_block
+from skillopt_sleep.documents.targets import authors_text
 from skillopt_sleep.mine.hosts import dotted_kind, dotted_tokens
 from skillopt_sleep.models import EditRecord, TaskRecord
 from skillopt_sleep.redaction.redact import REDACTED_PREFIX, redact
@@ -97,11 +98,12 @@ class UserText:
     def of_tasks(cls, tasks: Iterable[TaskRecord], *, rules: Iterable[str] = (), documents: Iterable[str] = (),
                  earlier: Iterable[str] = ()) -> UserText:
         """From tasks (``TaskRecord.authored``), the rules users stated (their phrasings), the documents the agent
-        already obeys (skill document, memory: an edit that repeats them adds no new source of instructions; the
-        managed block's own markers are not theirs, ``block.without_marks``) and what users typed on earlier nights
+        already obeys (skill document, memory: an edit that repeats them adds no new source of instructions; what this
+        tool wrote into them, the block's marks and a new document's scaffold, is not theirs: ``targets.authors_text``)
+        and what users typed on earlier nights
         (``TaskArchive.authored_texts``)."""
         texts = [text for task in tasks for text in task.authored]
-        return cls([*texts, *rules, *(without_marks(document) for document in documents), *earlier])
+        return cls([*texts, *rules, *(authors_text(document) for document in documents), *earlier])
 
     def plus(self, texts: Iterable[str]) -> UserText:
         """This text and ``texts`` (e.g. a reviewed team rule's own text for that rule's edit); self is unchanged."""

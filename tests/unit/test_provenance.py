@@ -193,3 +193,20 @@ def test_the_managed_blocks_own_marks_are_not_what_the_user_wrote():
     assert provenance_reason("- Run `t-3f2a9c0d1e7b` first.", user_text) is not None
     assert provenance_reason("- Keep notebooks in `notebooks/`.", user_text) is None  # the document's own words
     assert "skillopt-sleep" not in without_marks(memory) and "- Use `ruff format`." in without_marks(memory)
+
+
+def test_the_scaffold_this_tool_wrote_into_a_new_document_is_not_what_the_user_wrote():
+    """World 2 on Qwen at ``a149cdc``: night 2 applied "- Use `skillopt-sleep` for all tasks in this project." again,
+    the token read in the new SKILL.md's own frontmatter and title (``name: skillopt-sleep``, ``# skillopt-sleep``)."""
+    from skillopt_sleep.documents.block import new_skill_document
+    from skillopt_sleep.documents.targets import MDC_FRONTMATTER, SKILL_DESCRIPTION, SKILL_NAME, authors_text
+
+    skill = new_skill_document(SKILL_NAME, SKILL_DESCRIPTION)
+    cursor_rule = MDC_FRONTMATTER + "Deploy with `fly deploy` only.\n"
+    user_text = UserText.of_tasks([], documents=[skill, cursor_rule])
+    assert provenance_reason("- Use `skillopt-sleep` for all tasks in this project.", user_text).startswith(
+        NO_USER_PROVENANCE)
+    assert provenance_reason("- Deploy with `fly deploy`.", user_text) is None  # the authors' own words stay
+    assert "skillopt-sleep" not in authors_text(skill) and "fly deploy" in authors_text(cursor_rule)
+    # a user's own skill document keeps its frontmatter: only the lines this tool writes are dropped
+    assert "name: billing-runbook" in authors_text("---\nname: billing-runbook\n---\n")
