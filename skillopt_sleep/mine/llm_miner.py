@@ -15,11 +15,11 @@ from pydantic import ValidationError
 
 from skillopt_sleep.backends.base import ChatMessage, ChatRequest
 from skillopt_sleep.backends.jsonextract import extract_json
-from skillopt_sleep.checks import CHECK_OPS, INT_OPS, check_key, validate_check
+from skillopt_sleep.checks import CHECK_OPS, INT_OPS, validate_check
 from skillopt_sleep.errors import BackendError, BudgetExhausted
 from skillopt_sleep.mine.candidates import head_block, head_line
 from skillopt_sleep.mine.result import MineResult
-from skillopt_sleep.mine.validation import Evidence, hard_evidence, validate_checks, wants_artefact
+from skillopt_sleep.mine.validation import add_checks, task_evidence, validate_checks
 from skillopt_sleep.models import Check, TaskRecord
 from skillopt_sleep.prompts import quote_data, render_prompt
 
@@ -119,12 +119,6 @@ def make_llm_miner(meter) -> Callable[[TaskRecord], dict[str, Any]]:
 MAX_MINER_CHECKS = 6
 
 
-def task_evidence(task: TaskRecord) -> Evidence:
-    """The session evidence of a mined task, for validating checks proposed after mining (the LLM miner)."""
-    return Evidence(corrected=list(task.evidence.corrected_answers), accepted=task.evidence.accepted_answer,
-                    wants_artefact=wants_artefact(task.request))
-
-
 def wants_miner(task: TaskRecord) -> bool:
     """The LLM miner is asked only about replayable tasks the user objected to whose own words gave no validated
     check: that is where a check is missing, and where the session holds an answer to validate it against."""
@@ -161,14 +155,10 @@ def _apply_miner(task: TaskRecord, reply: Any) -> tuple[int, str | None]:
             rejected += 1
         else:
             proposed.append(check)
-    evidence = task_evidence(task)
-    kept, unsupported = validate_checks(proposed, evidence)
+    kept, unsupported = validate_checks(proposed, task_evidence(task))
     task.rejected_checks.extend(unsupported)
     rejected += len(unsupported)
-    for check in kept:
-        if all(check_key(check) != check_key(known) for known in task.judge.checks):
-            task.judge.checks.append(check)
-    task.hard_evidence = task.replayable and hard_evidence(task.judge.checks, evidence)
+    add_checks(task, kept)  # the task held no check (``wants_miner``), so hard_evidence stays False without one
     if task.judge.checks:
         task.judge.rubric = None
         return rejected, _outcome(reply)

@@ -100,8 +100,7 @@ class UserText:
         """From tasks (``TaskRecord.authored``), the rules users stated (their phrasings), the documents the agent
         already obeys (skill document, memory: an edit that repeats them adds no new source of instructions; what this
         tool wrote into them, the block's marks and a new document's scaffold, is not theirs: ``targets.authors_text``)
-        and what users typed on earlier nights
-        (``TaskArchive.authored_texts``)."""
+        and what users typed on earlier nights (``TaskArchive.authored_texts``)."""
         texts = [text for task in tasks for text in task.authored]
         return cls([*texts, *rules, *(authors_text(document) for document in documents), *earlier])
 

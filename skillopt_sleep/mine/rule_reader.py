@@ -35,7 +35,7 @@ from skillopt_sleep.errors import BackendError, BudgetExhausted
 from skillopt_sleep.grammar.clauses import split_clauses, strip_frame
 from skillopt_sleep.grammar.statements import checks_for_rule, instruction
 from skillopt_sleep.mine.lasting import similar
-from skillopt_sleep.mine.validation import Evidence, hard_evidence, validate_checks, wants_artefact
+from skillopt_sleep.mine.validation import add_checks, task_evidence, validate_checks
 from skillopt_sleep.models import Check, RuleStatement, TaskRecord
 from skillopt_sleep.prompts import quote_data
 
@@ -146,12 +146,12 @@ def read_foreign_rules(tasks: list[TaskRecord], reader: Reader, *, calls: int) -
             read = next((rule for rule in task.rules if rule.text == sentence), None)
             if gloss is not None and read is not None and read.gloss is None:
                 read.gloss, read.language = gloss, language  # read already; its English decides whether it lasts
-                add_gloss_checks(task, sentence, gloss)
+                add_checks(task, gloss_checks(task, sentence, gloss))
                 continue
             if gloss is None or read is not None or not instruction(gloss):
                 continue
             task.rules.append(RuleStatement(text=sentence, origin="rule_reader", gloss=gloss, language=language))
-            add_gloss_checks(task, sentence, gloss)
+            add_checks(task, gloss_checks(task, sentence, gloss))
             report.rules += 1
     return report
 
@@ -175,21 +175,4 @@ def gloss_checks(task: TaskRecord, sentence: str, gloss: str) -> list[Check]:
         if kind in _NAMING_KEYS and re.search(word_regex(value), typed) is None:
             continue
         wanted.append(check.model_copy(update={"rule": sentence}))
-    return validate_checks(wanted, _session_evidence(task))[0]
-
-
-def _session_evidence(task: TaskRecord) -> Evidence:
-    """The answers of the task's session a check is validated against (``validation.Evidence``)."""
-    return Evidence(corrected=list(task.evidence.corrected_answers), accepted=task.evidence.accepted_answer,
-                    wants_artefact=wants_artefact(task.request))
-
-
-def add_gloss_checks(task: TaskRecord, sentence: str, gloss: str) -> None:
-    """Add ``gloss_checks`` to the task's judge (a check it already holds is not added twice), in place; a task
-    that gains its first checks may now decide a replay (``TaskRecord.hard_evidence``)."""
-    known = {check_key(check) for check in task.judge.checks}
-    added = [check for check in gloss_checks(task, sentence, gloss) if check_key(check) not in known]
-    if not added:
-        return
-    task.judge.checks.extend(added)
-    task.hard_evidence = task.replayable and hard_evidence(task.judge.checks, _session_evidence(task))
+    return validate_checks(wanted, task_evidence(task))[0]

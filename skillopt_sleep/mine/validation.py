@@ -41,7 +41,7 @@ from skillopt_sleep.checks import (
 )
 from skillopt_sleep.grammar.literals import GENERIC_WORDS, name_use_regex
 from skillopt_sleep.grammar.typed import typed_text
-from skillopt_sleep.models import Check
+from skillopt_sleep.models import Check, TaskRecord
 
 #: Replies that do nothing; a judge of a request for an artefact must fail them.
 VACUOUS_REPLIES = ("OK.", "Done.", "Sure, I can help with that.")
@@ -217,6 +217,26 @@ def hard_evidence(checks: list[Check], evidence: Evidence) -> bool:
     if not evidence.wants_artefact:
         return True
     return all(any(check_passes(check, reply, None) is False for check in checks) for reply in VACUOUS_REPLIES)
+
+
+def task_evidence(task: TaskRecord) -> Evidence:
+    """The session evidence of a mined task, for validating checks proposed after mining (the LLM miner, the rule
+    reader's glosses)."""
+    return Evidence(corrected=list(task.evidence.corrected_answers), accepted=task.evidence.accepted_answer,
+                    wants_artefact=wants_artefact(task.request))
+
+
+def add_checks(task: TaskRecord, checks: list[Check]) -> list[Check]:
+    """Add the validated ``checks`` whose key (``check_key``) the task's judge does not hold yet, in place, and
+    recompute ``task.hard_evidence`` when one was added; returns the checks added."""
+    added: list[Check] = []
+    for check in checks:
+        if all(check_key(check) != check_key(known) for known in [*task.judge.checks, *added]):
+            added.append(check)
+    if added:
+        task.judge.checks.extend(added)
+        task.hard_evidence = task.replayable and hard_evidence(task.judge.checks, task_evidence(task))
+    return added
 
 
 # --------------------------------------------------------------------------- checks from the evidence
