@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+from collections.abc import Sequence
 from typing import get_args
 
 from skillopt_sleep.models import Check, CheckOp
@@ -292,6 +293,39 @@ def word_regex(literal: str) -> str:
 def negative_word_regex(literal: str) -> str:
     """A regex that matches a text in which ``literal`` never occurs as a whole word (``word_regex``)."""
     return r"\A(?![\s\S]*" + word_regex(literal) + ")"
+
+
+def check_of_key(key: tuple[str, str], *, origin: str = "rule", rule: str | None = None) -> Check | None:
+    """A check that demands ``key`` (``check_key(check_of_key(key)) == key``): ``has`` -> ``contains``, ``not`` -> a
+    whole-word negative regex (``negative_word_regex``), ``language``/``regex``/... -> that op, an int op's value
+    as an int; None for a rule's ``text`` key or an op this module does not know. For a rule whose checks are known
+    only by their keys (an archived rule, whose keys a gloss gave)."""
+    kind, value = key
+    if kind == "has":
+        return Check(op="contains", value=value, origin=origin, rule=rule)
+    if kind == "not":
+        return Check(op="regex", value=negative_word_regex(value), origin=origin, rule=rule)
+    if kind not in get_args(CheckOp):
+        return None
+    check = Check(op=kind, value=int(value) if kind in INT_OPS and value.isdigit() else (
+        None if kind == "json_valid" else value), origin=origin, rule=rule)  # type: ignore[arg-type]
+    return check if validate_check(check) is None and check_key(check) == key else None
+
+
+def any_word_regex(literals: Sequence[str]) -> str:
+    r"""A regex that a text using any of ``literals`` as a whole word matches (``word_regex`` of each, in order):
+    "use const or let" is ``(?<!\w)const(?!\w)|(?<!\w)let(?!\w)``. literals: two or more."""
+    return "|".join(word_regex(literal) for literal in literals)
+
+
+def any_words_of_regex(pattern: str) -> list[str] | None:
+    r"""The literals an ``any_word_regex`` was made from (``(?<!\w)const(?!\w)|(?<!\w)let(?!\w)`` -> ``["const",
+    "let"]``), or None for any other pattern (one literal, a negative regex, a format)."""
+    parts = [re.sub(r"\(\?<!(?:\\w|\[\\w-\])\)|\(\?!(?:\\w|\[\\w-\])\)", "", part) for part in pattern.split("|")]
+    literals = [re.sub(r"\\(.)", r"\1", part) for part in parts]
+    if len(literals) < 2 or any(not literal for literal in literals):
+        return None
+    return literals if any_word_regex(literals) == pattern else None
 
 
 _NEGATIVE = re.compile(r"^\\A\(\?!\[\\s\\S\]\*(?:\(\?<!(?:\\w|\[\\w-\])\))?(?P<body>.+?)"

@@ -104,6 +104,29 @@ def literal_of(phrase: str) -> str | None:
     return None
 
 
+_ALTERNATIVE = re.compile(r"\s*,?\s+or\s+", re.IGNORECASE)
+#: Most alternatives one phrase may name ("const or let"; "pnpm, yarn or bun").
+MAX_ALTERNATIVES = 3
+
+
+def literal_alternatives(phrase: str) -> list[str] | None:
+    """The literals of a phrase that names two or three alternatives to use ("const or let", "`pnpm` or `yarn`"),
+    each one a literal (``literal_of``) and none holding another, in order; None for any other phrase (one literal,
+    "a list or a table" naming a style)."""
+    parts = _ALTERNATIVE.split(phrase.strip())
+    if len(parts) == 2 and "," in parts[0]:
+        parts = [*parts[0].split(","), parts[1]]  # "pnpm, yarn or bun"
+    if not 2 <= len(parts) <= MAX_ALTERNATIVES:
+        return None
+    literals = [literal_of(part) for part in parts]
+    if any(literal is None for literal in literals):
+        return None
+    folded = [str(literal).casefold() for literal in literals]
+    if any(one != other and one in other for one in folded for other in folded) or len(set(folded)) < len(folded):
+        return None
+    return [str(literal) for literal in literals]
+
+
 #: Last parts that make a dotted literal a file or host name (``settings.json``, ``Next.js``, ``example.com``), not a
 #: module's symbol. ``log`` is here (``error.log``), so ``console.log`` stays a literal too: a name not recognised
 #: keeps its literal ``contains`` check.

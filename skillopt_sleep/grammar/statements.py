@@ -17,14 +17,16 @@ A *rule* is a standing instruction about how work is done ("use pnpm, not npm", 
   ("var"), becomes a whole-word negative regex (``checks.negative_word_regex``) so that "pnpm install" passes.
   A dotted code name has both halves (``literals.dotted_name``): to use one is to name its module or call its symbol
   (``pathlib.Path`` -> regex ``literals.name_use_regex``, which ``from pathlib import Path`` passes), and to avoid
-  one is never to write it as a whole word (``negative_word_regex("os.path")``).
+  one is never to write it as a whole word (``negative_word_regex("os.path")``). Alternatives to use ("const or
+  let", ``literals.literal_alternatives``) give one check that either is used (``checks.any_word_regex``), never a
+  ``contains`` of the first.
 """
 
 from __future__ import annotations
 
 import re
 
-from skillopt_sleep.checks import negative_word_regex
+from skillopt_sleep.checks import any_word_regex, negative_word_regex
 from skillopt_sleep.grammar.clauses import (
     clause_lines,
     clean_quotes,
@@ -43,7 +45,14 @@ from skillopt_sleep.grammar.forms import (
     plain_imperative,
     rule_parts,
 )
-from skillopt_sleep.grammar.literals import MAX_LITERAL_CHARS, dotted_name, literal_of, name_use_regex, quoted_part
+from skillopt_sleep.grammar.literals import (
+    MAX_LITERAL_CHARS,
+    dotted_name,
+    literal_alternatives,
+    literal_of,
+    name_use_regex,
+    quoted_part,
+)
 from skillopt_sleep.grammar.typed import typed_text
 from skillopt_sleep.models import Check
 
@@ -223,7 +232,10 @@ def checks_of(text: str, rule: str, origin: str, *, beside: bool = False) -> lis
         return []
     checks = format_checks(text, rule, origin)
     formatted = bool(checks)
-    preferred = literal_of(parsed.preferred) if parsed.preferred else None
+    alternatives = literal_alternatives(parsed.preferred) if parsed.preferred else None
+    preferred = literal_of(parsed.preferred) if parsed.preferred and not alternatives else None
+    if parsed.form in ("prefer", "use") and alternatives and not formatted:  # "use const or let": either one
+        checks.append(Check(op="regex", value=any_word_regex(alternatives), origin=origin, rule=rule))
     if parsed.form in ("prefer", "use") and preferred and not formatted:
         checks.append(_use_check(preferred, rule, origin))
     if parsed.form == "prefer" and parsed.forbidden:

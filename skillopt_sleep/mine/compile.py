@@ -9,6 +9,7 @@ sentence per kind of check, no shouting, one line:
 |---|---|
 | ``contains X``, ``not_contains Y`` (or its ``negative_word_regex``) | ``Use `X`, never `Y`.`` (``Never use `Y`.``) |
 | ``regex`` a dotted name X is used (``grammar.literals.name_use_regex``: ``pathlib.Path``) | as ``contains X`` |
+| ``regex`` any of X, Z is used (``checks.any_word_regex``: "const or let") | ``Use `X` or `Z`, never `Y`.`` |
 | ``regex`` ISO date (``grammar.formats.ISO_DATE_REGEX``) | ``Write every date as `YYYY-MM-DD`.`` |
 | ``regex`` ISO date, no month names (``grammar.formats.ISO_DATE_NO_MONTHS_REGEX``) | ``..., with no month names.`` |
 | ``regex`` Conventional Commits | ``Write every commit message as a Conventional Commit, `type(scope): subject`.`` |
@@ -41,7 +42,7 @@ from __future__ import annotations
 import re
 from typing import Protocol
 
-from skillopt_sleep.checks import check_key, check_passes, word_regex
+from skillopt_sleep.checks import any_words_of_regex, check_key, check_passes, word_regex
 from skillopt_sleep.grammar.formats import (
     CONVENTIONAL_COMMIT_REGEX,
     ISO_DATE_NO_MONTHS_REGEX,
@@ -92,30 +93,34 @@ def compile_rule(rule: StatedRule, examples_from: list[str]) -> str | None:
     checks = list(rule.checks)
     if not checks:
         return None
-    wanted = [check for check in checks if _wanted_literal(check) is not None]
+    wanted = [_wanted_literals(check) for check in checks]
+    single = _longest([_as_typed(literals[0], rule) for literals in wanted if literals and len(literals) == 1])
+    either = [[_as_typed(literal, rule) for literal in literals]
+              for literals in wanted if literals and len(literals) > 1]
     banned = [check for check in checks if check_key(check)[0] == "not"]
     sentences: list[str] = []
     example_after: int | None = None  # the sentence the example belongs to
     example: str | None = None
-    if wanted or banned:
-        wanted_literals = _longest([_as_typed(str(_wanted_literal(check)), rule) for check in wanted])
+    if single or either or banned:
         banned_literals = _shortest([_as_typed(check_key(check)[1], rule) for check in banned])
-        if any("`" in literal for literal in wanted_literals + banned_literals):
+        if any("`" in literal for literal in [*single, *banned_literals, *(x for one in either for x in one)]):
             return None
-        if wanted_literals:
-            sentence = "Use " + " and ".join(f"`{literal}`" for literal in wanted_literals)
+        uses = [f"`{literal}`" for literal in single] + [" or ".join(f"`{x}`" for x in one) for one in either]
+        if uses:
+            sentence = "Use " + " and ".join(uses)
             if banned_literals:
                 sentence += ", never " + " or ".join(f"`{literal}`" for literal in banned_literals)
-            example = _literal_example(wanted_literals[0], _passing(examples_from, checks))
-            form = _use_form(wanted_literals[0], example)
-            if form is not None:  # "Use `uv add`, never `pip` (e.g. `uv add polars`)."
-                sentence = sentence.replace(f"`{wanted_literals[0]}`", f"`{form}`", 1)
+            if single:
+                example = _literal_example(single[0], _passing(examples_from, checks))
+                form = _use_form(single[0], example)
+                if form is not None:  # "Use `uv add`, never `pip` (e.g. `uv add polars`)."
+                    sentence = sentence.replace(f"`{single[0]}`", f"`{form}`", 1)
         else:
             sentence = "Never use " + " or ".join(f"`{literal}`" for literal in banned_literals)
         sentences.append(sentence)
         example_after = 0 if example else None
     for check in checks:
-        if check_key(check)[0] == "not" or _wanted_literal(check) is not None:
+        if check_key(check)[0] == "not" or _wanted_literals(check) is not None:
             continue
         sentence = _sentence(check)
         if sentence is None:
@@ -131,11 +136,15 @@ def compile_rule(rule: StatedRule, examples_from: list[str]) -> str | None:
     return " ".join(sentence + "." for sentence in sentences)
 
 
-def _wanted_literal(check: Check) -> str | None:
-    """The literal a check demands be used: ``contains X`` -> X, a ``name_use_regex`` -> its dotted name; else None."""
+def _wanted_literals(check: Check) -> list[str] | None:
+    """The literals a check demands be used, any one of them: ``contains X`` -> [X], a ``name_use_regex`` -> [its
+    dotted name], an ``any_word_regex`` -> its literals ("const or let"); else None."""
     if check_key(check)[0] == "has":
-        return str(check.value)
-    return name_of_use_regex(check.value) if check.op == "regex" and isinstance(check.value, str) else None
+        return [str(check.value)]
+    if check.op != "regex" or not isinstance(check.value, str):
+        return None
+    name = name_of_use_regex(check.value)
+    return [name] if name is not None else any_words_of_regex(check.value)
 
 
 def _longest(literals: list[str]) -> list[str]:

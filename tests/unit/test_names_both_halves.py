@@ -10,9 +10,16 @@ from __future__ import annotations
 import pytest
 
 from benchmarks import world
-from skillopt_sleep.checks import check_key, check_passes, negative_word_regex
+from skillopt_sleep.checks import (
+    any_word_regex,
+    any_words_of_regex,
+    check_key,
+    check_passes,
+    negative_word_regex,
+    word_regex,
+)
 from skillopt_sleep.grammar.formats import ISO_DATE_NO_MONTHS_REGEX, ISO_DATE_REGEX
-from skillopt_sleep.grammar.literals import dotted_name, name_of_use_regex, name_use_regex
+from skillopt_sleep.grammar.literals import dotted_name, literal_alternatives, name_of_use_regex, name_use_regex
 from skillopt_sleep.grammar.statements import checks_for_rule, rule_statements
 from skillopt_sleep.mine.compile import compile_rule
 from skillopt_sleep.mine.rulebook import admissible, stated_rules, written_line
@@ -202,3 +209,54 @@ def test_the_new_check_shapes_compile_to_an_admissible_line(phrasing, line):
     assert compile_rule(rule, rule.accepted_answers) is not None
     assert written_line(rule) == line
     assert admissible(line, rule)
+
+
+# --------------------------------------------------------------------------- alternatives: "use const or let"
+
+CONST_RIGHT = "```js\nconst total = items.reduce((sum, x) => sum + x, 0)\n```"
+LET_RIGHT = "```js\nlet count = 0\nfor (const word of words) count++\n```"
+VAR_WRONG = "```js\nvar total = 0\nfor (var i = 0; i < items.length; i++) total += items[i]\n```"
+
+
+@pytest.mark.parametrize(("phrasing", "literals"), [
+    ("const or let", ["const", "let"]),
+    ("`const` or `let`", ["const", "let"]),
+    ("pnpm, yarn or bun", ["pnpm", "yarn", "bun"]),
+    ("const or let for variables", ["const", "let"]),
+    ("a list or a table", None),  # styles, not literals
+    ("tabs or spaces", None),
+    ("npm or npm", None),  # one literal twice
+    ("ruff or ruff format", None),  # one holds the other
+])
+def test_a_phrase_naming_alternatives_gives_each_literal(phrasing, literals):
+    assert literal_alternatives(phrasing) == literals
+
+
+def test_use_const_or_let_never_var_demands_either_one_not_the_first():
+    """``benchmarks/world3.py``'s instruction block: "Use const or let, never var". Before, the positive half was lost
+    (no literal in "const or let") and the rule compiled to "Never use `var`.", which Qwen2.5-Coder-1.5B followed on
+    fewer probes than no rule at all. A ``contains const`` would fail the accepted answer that uses ``let`` only."""
+    [either, never] = checks_for_rule("Use const or let, never var")
+    assert either.op == "regex" and any_words_of_regex(str(either.value)) == ["const", "let"]
+    assert check_key(never) == ("not", "var")
+    assert [passes(str(either.value), answer) for answer in (CONST_RIGHT, LET_RIGHT, VAR_WRONG)] == [True, True, False]
+    assert passes(str(either.value), "constant = 1  # a letter") is False  # whole words only
+    assert ops(checks_for_rule("Use `const` or `let`, never `var`.")) == ops([either, never])
+
+
+def test_an_alternatives_regex_reads_back_and_nothing_else_does():
+    for literals in (["const", "let"], ["pnpm", "yarn", "bun"], ["--force-with-lease", "--no-verify"]):
+        assert any_words_of_regex(any_word_regex(literals)) == literals
+    for pattern in (word_regex("const"), negative_word_regex("var"), r"\bpathlib\b|\bPath\(", ISO_DATE_REGEX, "a|b"):
+        assert any_words_of_regex(pattern) is None, pattern
+
+
+def test_alternatives_validate_on_the_session_and_compile_to_a_line_that_reads_back():
+    evidence = Evidence(corrected=[VAR_WRONG], accepted=LET_RIGHT)
+    kept, _rejected = validate_checks(checks_for_rule("Use const or let, never var"), evidence)
+    assert {check_key(check)[0] for check in kept} == {"regex", "not"}
+    rule = stated("Use const or let, never var", LET_RIGHT)
+    line = written_line(rule)
+    assert line == "- Use `const` or `let`, never `var`."
+    assert admissible(line, rule)
+    assert not admissible("- Use `const`, never `var`.", rule)  # half the alternatives is another rule
