@@ -33,7 +33,7 @@ from typing import Any
 
 from skillopt_sleep.archive.pending import is_pending
 from skillopt_sleep.archive.tasks import TaskArchive
-from skillopt_sleep.checks import check_key
+from skillopt_sleep.checks import check_key, check_of_key
 from skillopt_sleep.engine.gate import EVIDENCE_CLAUSES
 from skillopt_sleep.engine.step import StepResult
 from skillopt_sleep.grammar.statements import checks_for_rule
@@ -141,11 +141,17 @@ def _carried(entry: dict[str, Any]) -> StatedRule:
 def _implied_checks(keys: set[tuple[str, str]], phrasings: list[str], checks: list[Check]) -> list[Check]:
     """``checks``, then the checks the ``phrasings`` imply (``checks_for_rule``) that demand one of ``keys`` and no
     check holds yet: a rule known across nights by more keys than tonight's checks demand ("we're a uv shop" tonight,
-    "we don't use pip in this project, add it with uv" on an earlier night) is compiled and worded by all of them."""
+    "we don't use pip in this project, add it with uv" on an earlier night) is compiled and worded by all of them.
+    A key no phrasing implies (one a gloss of a phrasing in another language gave: "no uses axios, usa siempre
+    fetch" is known by ``not axios``) gets the check that demands it (``checks.check_of_key``)."""
     out = list(checks)
     for check in (check for phrasing in phrasings for check in checks_for_rule(phrasing)):
         if check_key(check) in keys and all(check_key(known) != check_key(check) for known in out):
             out.append(check)
+    held = {check_key(check) for check in out}
+    rule = phrasings[0] if phrasings else None
+    out += [check for key in sorted(keys - held)
+            if (check := check_of_key(key, origin="house_rule", rule=rule)) is not None]
     return out
 
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
+import pytest
+
 from skillopt_sleep.archive.rule_history import record_night, with_history
 from skillopt_sleep.archive.tasks import TaskArchive
-from skillopt_sleep.checks import check_key
+from skillopt_sleep.checks import check_key, check_of_key
 from skillopt_sleep.engine.step import StepResult
 from skillopt_sleep.engine.val_pool import select_val, touches
 from skillopt_sleep.mine.rulebook import rule_line, stated_rules, user_rule_edits, written_line
@@ -211,6 +213,23 @@ def test_a_lasting_rule_no_night_has_gated_yet_is_carried_to_the_next_night_unti
     assert with_history([], archive) == []  # the gate decided it: it waits to be stated again
 
 
+def test_a_carried_rule_in_another_language_is_compiled_from_its_archived_keys(tmp_path):
+    """``benchmarks/world3.py``'s Spanish rule "no uses axios, usa siempre fetch": its checks came from the gloss (the
+    deterministic reader reads no check in the Spanish words). Carried to the next night, it used to be written in
+    the user's words ("- no uses axios, usa siempre fetch."): the archive re-derived its checks from the phrasings
+    only. Its archived keys now give its checks, so it is compiled like any checked rule."""
+    archive = TaskArchive(tmp_path / "archive.sqlite3")
+    spanish = "no uses axios, usa siempre fetch"
+    glossed = checked("t-1", spanish, "fetch", "axios")
+    [rule] = [rule.model_copy(update={"scope": "lasting"}) for rule in stated_rules([glossed])]
+    assert rule.key_set == {("has", "fetch"), ("not", "axios")}
+    night(archive, [rule], "n1", edits=[])  # over the edit budget: never proposed
+    [carried] = with_history([], archive)
+    assert carried.text == spanish and carried.key_set == rule.key_set
+    assert {check_key(check) for check in carried.checks} == rule.key_set
+    assert written_line(carried) == "- Use `fetch`, never `axios`."
+
+
 def checked(task_id: str, rule: str, has: str, forbids: str, *, day: int = 0) -> TaskRecord:
     return task(task_id, rule, has, day=day).model_copy(update={"judge": Judge(checks=[
         Check(op="contains", value=has, rule=rule), Check(op="not_contains", value=forbids, rule=rule)])})
@@ -263,3 +282,16 @@ def test_a_rule_known_by_more_keys_than_tonights_checks_is_compiled_from_all_of_
     assert tonight.key_set >= {("has", "uv"), ("not", "pip")}
     assert {check_key(check) for check in tonight.checks} == {("has", "uv"), ("not", "pip")}
     assert written_line(tonight) == "- Use `uv`, never `pip`."
+
+
+@pytest.mark.parametrize("key", [("has", "fetch"), ("not", "axios"), ("not", "--force"), ("language", "de"),
+                                 ("max_words", "120"), ("section_present", "Summary"), ("tool_called", "Bash"),
+                                 ("regex", r"(?<!\w)const(?!\w)|(?<!\w)let(?!\w)")])
+def test_a_key_gives_back_a_check_that_demands_it(key):
+    check = check_of_key(key, rule="the user's words")
+    assert check is not None and check_key(check) == key and check.rule == "the user's words"
+
+
+@pytest.mark.parametrize("key", [("text", "use pnpm"), ("regex", "("), ("max_words", "many"), ("shouts", "x")])
+def test_a_text_key_or_a_broken_one_gives_no_check(key):
+    assert check_of_key(key) is None
