@@ -14,7 +14,9 @@ llama.cpp server serves one request at a time: concurrent calls only queue and t
 
 After each night the held-out probes (never in a transcript) are answered with the live skill document + memory as
 the system prompt (``engine.replay.system_prompt``, as replay does) and scored by the world's deterministic
-checkers (the rule in force after that night). Night 0 is the baseline with the initial documents. The **ceiling**
+checkers (the rule in force after that night). On the night the rules in force change (world 2's formatter), the
+previous night's documents are scored under the new rules too (``before``), so that an accepted night is compared with
+what it replaced under the same rules. Night 0 is the baseline with the initial documents. The **ceiling**
 (``--ceiling``) scores the same probes with the world's rules written as well as we can into the memory
 (``world.perfect_rules``): a 1.5B model does not follow every rule even when told, and that is the limit to approach.
 
@@ -196,6 +198,9 @@ def run_variant(name: str, *, base_url: str, model: Path, nights: int, probes: l
             scored = {**rows[-1]["probe_full"], "reused": True}
         else:
             scored = score_documents(base_url, *current, probes, night=night)
+        before = None
+        if rules_in_force_changed and current != previous:  # did tonight's candidate lower compliance under the
+            before = score_documents(base_url, *previous, probes, night=night)  # rules in force tonight?
         previous = current
         gate = diagnostics.gate
         row = {"night": night, "status": diagnostics.status, "summary": diagnostics.summary,
@@ -215,6 +220,9 @@ def run_variant(name: str, *, base_url: str, model: Path, nights: int, probes: l
                "failure": diagnostics.failure, "errors": diagnostics.errors[:5],
                "rules": _rules_table(scratch / "skillopt" / "state"), "memory": current[1], "skill": current[0],
                **_probe_row(scored)}
+        if before is not None:
+            row["before"] = {"compliance": before["compliance"], "by_rule": before["by_rule"],
+                             "answers": before["answers"]}
         rows.append(row)
         print(f"[{world.NAME}/{name}] night {night}: {row['status']} ({row['gate']}), {row['calls']} calls, "
               f"{wall:.0f}s, compliance {row['compliance']:.2f}", file=sys.stderr, flush=True)
@@ -297,6 +305,8 @@ def render(results: list[dict]) -> str:
                 rules = " ".join(f"{key[:4]} {value.split('/')[0]}" for key, value in row["by_rule"].items())
                 mark = "" if row["night"] == 0 or result["side"] == "ceiling" else f" ({row.get('status')})"
                 cells[row["night"]] = f"{row['compliance']:.0%} [{rules}]{mark}"
+                if row.get("before"):  # the rules in force changed tonight: last night's documents under them
+                    cells[row["night"]] += f" (night {row['night'] - 1}'s documents: {row['before']['compliance']:.0%})"
             out.append(f"| {result['side']} / {result['variant']} | " + " | ".join(cells) + " |")
         out += ["", "| side / variant | night | status (gate) | tasks train/val/test | calls | tokens | wall s |",
                 "|---|---:|---|---|---:|---:|---:|"]
