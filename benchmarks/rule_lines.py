@@ -3,7 +3,10 @@ candidate line in the memory's managed block (beside the same other lines), at t
 
 Each ``--line LABEL=LINE`` is written into the world's initial memory after the ``--other`` lines (the rest of the
 rules, as a night wrote them), and the rule's probes are scored with the checker of the rules in force after
-``--night``. The answers' heads are printed, so a reader sees what the model did.
+``--night``. The answers' heads are printed, so a reader sees what the model did. Where the line stands matters to a
+small model (world 2's uv probes with the night-3 memory: 4 of 4 with the uv line first, 1 of 4 with it fourth of
+five, as the night wrote it), so give every line the night wrote before it as ``--other``, in order; a line that
+followed it can be given as part of ``--line`` after a newline.
 
 Usage (a llama.cpp server on 127.0.0.1):
 
@@ -57,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---:|")
     for item in args.line:
         label, _, line = item.partition("=")
-        scored = learning.score_documents(args.base_url, "", memory_with(world, [line, *args.other]), probes,
+        scored = learning.score_documents(args.base_url, "", memory_with(world, [*args.other, line]), probes,
                                           night=args.night)
         results[label] = {"line": line, "passed": scored["by_rule"][args.rule],
                           "answers": [answer["answer"][:120] for answer in scored["answers"]]}
