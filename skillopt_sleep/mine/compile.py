@@ -23,6 +23,12 @@ the rule is not compiled (None) and is written in the user's words. Literals kee
 literal to use that another one holds is said by that one (``ruff format`` says ``ruff``), and a literal to avoid
 that holds another one by that one (never ``os`` says never ``os.path``).
 
+A literal to avoid that every answer the user corrected used as the same command is named by that command: ``Use
+`uv add`, never `pip install```, where the corrected answers ran ``pip install numpy`` and ``pip install jinja2``
+(the issue's form; Qwen2.5-Coder-1.5B on world 2's uv probes with the night-3 memory: 1 of 4 with ``never `pip```, 2
+of 4 with ``never `pip install```); when they used it as different commands (``docker build``, ``docker ps``) the
+literal alone is named.
+
 A literal to use that its example uses as a command is named by that command: ``Use `uv add`, never `pip` (e.g. `uv
 add polars`).`` where the example starts with the literal and the next word and shows more (the exact command in
 backticks is what a small model follows: world 2's uv probes on Qwen2.5-Coder-1.5B, 2 of 4 with ``Use `uv```, 4 of
@@ -60,6 +66,7 @@ class StatedRule(Protocol):
 
     checks: list[Check]
     phrasings: list[str]
+    corrected_answers: list[str]
 
 #: Longest example (characters) a compiled line shows.
 EXAMPLE_CHARS = 40
@@ -102,7 +109,8 @@ def compile_rule(rule: StatedRule, examples_from: list[str]) -> str | None:
     example_after: int | None = None  # the sentence the example belongs to
     example: str | None = None
     if single or either or banned:
-        banned_literals = _shortest([_as_typed(check_key(check)[1], rule) for check in banned])
+        banned_literals = [_avoided_form(literal, rule.corrected_answers) or literal for literal in
+                           _shortest([_as_typed(check_key(check)[1], rule) for check in banned])]
         if any("`" in literal for literal in [*single, *banned_literals, *(x for one in either for x in one)]):
             return None
         uses = [f"`{literal}`" for literal in single] + [" or ".join(f"`{x}`" for x in one) for one in either]
@@ -242,6 +250,29 @@ def _use_form(literal: str, example: str | None) -> str | None:
     if following is None or following.end() >= len(example.rstrip()):
         return None
     return example[:following.end()]
+
+
+def _avoided_form(literal: str, answers: list[str]) -> str | None:
+    """The command a literal to avoid was used as in the answers the user corrected: the literal and the next word,
+    when every fragment of those answers that starts with the literal goes on with that same word (``pip install``
+    of ``pip install numpy`` and ``pip install jinja2``); None when they differ (``docker build``, ``docker ps``),
+    when one uses it bare, or when none starts with it."""
+    pattern = re.compile(word_regex(literal), re.IGNORECASE)
+    forms: dict[str, str] = {}
+    for answer in answers:
+        for fragment in _fragments(answer):
+            match = pattern.match(fragment)
+            if match is None:
+                continue
+            following = _NEXT_WORD.match(fragment, match.end())
+            if following is None:
+                return None
+            form = fragment[:following.end()]
+            forms.setdefault(form.casefold(), form)
+    if len(forms) != 1:
+        return None
+    form = next(iter(forms.values()))
+    return form if len(form) <= EXAMPLE_CHARS and "`" not in form else None
 
 
 def _regex_example(pattern: str, answers: list[str]) -> str | None:

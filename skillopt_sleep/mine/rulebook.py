@@ -95,6 +95,9 @@ class StatedRule(BaseModel):
     accepted_answers: list[str] = Field(default_factory=list)
     """The answers the user accepted in its tasks (``TaskEvidence.accepted_answer``), in the order of ``task_ids``:
     where a compiled line takes its example from (``compile.compile_rule``)."""
+    corrected_answers: list[str] = Field(default_factory=list)
+    """The answers the user corrected in its tasks (``TaskEvidence.corrected_answers``), in the order of
+    ``task_ids``: where a compiled line takes the command a literal to avoid was used as (``compile.compile_rule``)."""
 
     @property
     def key_set(self) -> set[Key]:
@@ -164,12 +167,14 @@ def stated_rules(tasks: list[TaskRecord]) -> list[StatedRule]:
                     target["phrasings"].extend(other["phrasings"])
                     target["readings"].extend(other["readings"])
                     target["accepted"].update(other["accepted"])
+                    target["corrected"].update(other["corrected"])
                     target["statements"].extend(other["statements"])
                     target["checks"].extend(other["checks"])
                     target["stated"] += other["stated"]
             else:
                 target = {"keys": set(), "tasks": set(), "sessions": set(), "phrasings": [], "readings": [],
-                          "checks": [], "statements": [], "stated": 0, "order": len(groups), "accepted": {}}
+                          "checks": [], "statements": [], "stated": 0, "order": len(groups), "accepted": {},
+                          "corrected": {}}
                 groups.append(target)
             target["keys"] |= keys
             target["phrasings"].append(phrasing)
@@ -181,6 +186,8 @@ def stated_rules(tasks: list[TaskRecord]) -> list[StatedRule]:
                 target["stated"] += task.recurrence
             if task.evidence.accepted_answer:
                 target["accepted"][task.id] = task.evidence.accepted_answer
+            if task.evidence.corrected_answers:
+                target["corrected"][task.id] = task.evidence.corrected_answers
             target["tasks"].add(task.id)
             target["sessions"] |= set(task.session_ids)
     out: list[StatedRule] = []
@@ -193,7 +200,9 @@ def stated_rules(tasks: list[TaskRecord]) -> list[StatedRule]:
                           phrasings=list(dict.fromkeys(group["phrasings"])), checks=group["checks"],
                           task_ids=sorted(group["tasks"]), session_ids=sorted(group["sessions"]),
                           stated=group["stated"], stated_total=group["stated"],
-                          accepted_answers=[group["accepted"][task_id] for task_id in sorted(group["accepted"])])
+                          accepted_answers=[group["accepted"][task_id] for task_id in sorted(group["accepted"])],
+                          corrected_answers=[answer for task_id in sorted(group["corrected"])
+                                             for answer in group["corrected"][task_id]])
         rule.scope, rule.scope_reason = _scope(group["statements"], len(group["tasks"]), rule.needed_tasks)
         out.append(rule)
     out.sort(key=lambda rule: (-rule.stated_total, -rule.stated, rule.text))
@@ -285,12 +294,13 @@ def admissible(line: str, rule: StatedRule) -> bool:
 
 
 def _command_of(key: Key, demanded: set[Key]) -> Key | None:
-    """The ``demanded`` ``has`` key that ``key`` names as a command (``has "uv add"`` of ``has "uv"``: the literal, a
-    space and one more word, as ``compile`` writes ``Use `uv add```), or None."""
+    """The ``demanded`` key of the same kind (``has`` or ``not``) that ``key`` names as a command (``has "uv add"`` of
+    ``has "uv"``, ``not "pip install"`` of ``not "pip"``: the literal, a space and one more word, as ``compile`` writes
+    ``Use `uv add```, ``never `pip install```), or None."""
     kind, value = key
-    if kind != "has":
+    if kind not in ("has", "not"):
         return None
-    return next((other for other in demanded if other[0] == "has" and value.startswith(other[1] + " ")
+    return next((other for other in demanded if other[0] == kind and value.startswith(other[1] + " ")
                  and len(value[len(other[1]) + 1:].split()) == 1), None)
 
 

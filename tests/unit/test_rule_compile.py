@@ -10,7 +10,7 @@ import pytest
 from benchmarks import world
 from skillopt_sleep.backends.base import CallMeter
 from skillopt_sleep.backends.mock import MockBackend
-from skillopt_sleep.checks import negative_word_regex
+from skillopt_sleep.checks import check_key, negative_word_regex
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.engine.edits import apply_edits
 from skillopt_sleep.engine.reflect import screen_edits
@@ -34,13 +34,15 @@ from skillopt_sleep.mine.rulebook import (
 from skillopt_sleep.models import Check, EditRecord, Judge, TaskEvidence, TaskRecord
 
 
-def task(number: int, phrasing: str, *, accepted: str | None = None, checks: list[Check] | None = None) -> TaskRecord:
+def task(number: int, phrasing: str, *, accepted: str | None = None, checks: list[Check] | None = None,
+         corrected: tuple[str, ...] = ()) -> TaskRecord:
     """A train task whose user stated ``phrasing``, with the checks the rule reader gives it (or ``checks``) validated
-    for it, and the answer the user accepted."""
+    for it, the answers the user corrected and the answer they accepted."""
     found = checks if checks is not None else checks_for_rule(phrasing)
     return TaskRecord(id=f"t-{number}", source="claude", request=f"request {number}", rules=[phrasing],
                       judge=Judge(checks=[check.model_copy(update={"rule": phrasing}) for check in found]),
-                      split="train", evidence=TaskEvidence(accepted_answer=accepted))
+                      split="train", evidence=TaskEvidence(accepted_answer=accepted,
+                                                           corrected_answers=list(corrected)))
 
 
 def rule(phrasing: str, *accepted: str, checks: list[Check] | None = None):
@@ -171,6 +173,43 @@ def test_a_literal_named_by_its_command_is_the_same_rule_and_nothing_more():
     assert not admissible("- Use `uvx add`, never `pip`.", uv)
     assert keys_overlap({("has", "uv add")}, {("has", "uv")}) and not keys_overlap({("has", "uvx")}, {("has", "uv")})
     assert stating_line(uv, {"memory": "- Use `uv add` for packages."}) == "- Use `uv add` for packages."
+
+
+def corrected_rule(phrasing: str, accepted: str, *corrected: str):
+    [stated] = stated_rules([task(number, phrasing, accepted=accepted, corrected=(answer,))
+                             for number, answer in enumerate(corrected)])
+    return stated
+
+
+def test_a_literal_to_avoid_is_named_by_the_command_every_corrected_answer_used():
+    """The issue's form, ``Use `pnpm add`, never `npm install```: the answers the user corrected ran ``pip install``
+    every time (world 2's uv sessions), so the line forbids that command; it reads back as the same rule. On world 2's
+    uv probes with the night-3 memory, Qwen2.5-Coder-1.5B followed ``never `pip``` in 1 of 4, ``never `pip
+    install``` in 2 of 4 (``benchmarks/rule_lines.py``)."""
+    uv = corrected_rule("we don't use pip in this project, add it with uv", "Run `uv add scikit-learn`.",
+                        "Run `pip install numpy`.", "```sh\npip install jinja2\n```")
+    line = written_line(uv)
+    assert line == "- Use `uv add`, never `pip install` (e.g. `uv add scikit-learn`)."
+    assert admissible(line, uv)
+    assert keys_overlap({("not", "pip install")}, {("not", "pip")})
+    assert not keys_overlap({("not", "pipx install")}, {("not", "pip")})
+    assert not admissible("- Use `uv add`, never `pip install numpy`.", uv)  # a package: more than the rule
+
+
+@pytest.mark.parametrize(("phrasing", "accepted", "corrected", "banned"), [
+    ("podman, not docker", "Run `podman ps`.", ("Run `docker build -t api .`", "Then `docker ps` shows it."),
+     "docker"),  # two different commands: the literal alone
+    ("we don't use pip in this project, add it with uv", "Run `uv add numpy`.",
+     ("Run `pip install numpy`.", "```sh\npip\n```"), "pip"),  # once bare
+    ("use httpx, not requests", "```python\nimport httpx\n```", ("```python\nimport requests\n```",),
+     "requests"),  # never as a command
+])
+def test_a_literal_to_avoid_used_as_different_commands_or_never_as_one_is_named_alone(phrasing, accepted, corrected,
+                                                                                     banned):
+    stated = corrected_rule(phrasing, accepted, *corrected)
+    assert ("not", banned) in stated.key_set
+    line = written_line(stated)
+    assert f"never `{banned}`" in line and admissible(line, stated), line
 
 
 def test_a_line_whose_re_read_loses_a_key_is_not_written():
