@@ -217,9 +217,9 @@ def _fragments(answer: str) -> list[str]:
 
 def _literal_example(literal: str, answers: list[str]) -> str | None:
     """The first fragment of ``answers`` that holds ``literal`` as a whole word, trimmed: when the fragment starts
-    with it (a command), the literal and at most ``EXAMPLE_WORDS`` following words, not a flag (``pnpm add`` of
-    ``pnpm add -D eslint``); else the whole fragment. Fragments that start with it come first. None when no
-    fragment shows more than the literal within ``EXAMPLE_CHARS``."""
+    with it and a word follows (a command), the literal and at most ``EXAMPLE_WORDS`` following words, not a flag
+    (``pnpm add`` of ``pnpm add -D eslint``); else the whole fragment (``logger = logging.getLogger(__name__)``).
+    Commands come first. None when no fragment shows more than the literal within ``EXAMPLE_CHARS``."""
     pattern = re.compile(word_regex(literal), re.IGNORECASE)
     leading: list[str] = []
     inside: list[str] = []
@@ -228,12 +228,12 @@ def _literal_example(literal: str, answers: list[str]) -> str | None:
             match = pattern.search(fragment)
             if match is None:
                 continue
-            if match.start() == 0:
+            if match.start() == 0 and _NEXT_WORD.match(fragment, match.end()):
                 end, words = match.end(), 0
                 while words < EXAMPLE_WORDS and (following := _NEXT_WORD.match(fragment, end)):
                     end, words = following.end(), words + 1
                 leading.append(fragment[:end])
-            else:
+            else:  # the literal inside code, or opening code that is no command (``logger = logging.getLogger()``)
                 inside.append(fragment)
     for example in leading + inside:
         if example.casefold() != literal.casefold() and len(example) <= EXAMPLE_CHARS and "`" not in example:

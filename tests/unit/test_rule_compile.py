@@ -10,7 +10,7 @@ import pytest
 from benchmarks import world
 from skillopt_sleep.backends.base import CallMeter
 from skillopt_sleep.backends.mock import MockBackend
-from skillopt_sleep.checks import check_key, negative_word_regex
+from skillopt_sleep.checks import negative_word_regex
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.engine.edits import apply_edits
 from skillopt_sleep.engine.reflect import screen_edits
@@ -131,6 +131,12 @@ def test_a_contains_example_is_the_accepted_command_trimmed_to_the_literal_and_t
     # inside a code block: the line that holds it
     httpx = rule("use httpx instead of requests", "```python\nimport httpx\nresponse = httpx.get(url)\n```")
     assert compile_rule(httpx, httpx.accepted_answers) == "Use `httpx`, never `requests` (e.g. `import httpx`)."
+    # code that opens with the literal but is no command: the whole line (world 2's logger; on its night-3 memory
+    # Qwen2.5-Coder-1.5B followed the line with this example in 3 of 4 logging probes, 2 of 4 without it)
+    logger = rule("logger, not print", "```python\nimport logging\n\nlogger = logging.getLogger(__name__)\n\n"
+                                       "logger.info('start')\n```")
+    assert compile_rule(logger, logger.accepted_answers) == (
+        "Use `logger`, never `print` (e.g. `logger = logging.getLogger(__name__)`).")
 
 
 def test_a_format_example_is_the_first_match_in_an_accepted_answer():

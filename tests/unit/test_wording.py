@@ -135,7 +135,8 @@ def test_the_budget_caps_the_calls_and_goes_to_the_most_stated_rule_first():
     assert [choice.rule for choice in report.rules] == [PNPM, LOGGER]
     assert report.rules[0].task_ids == ["t-pnpm-0", "t-pnpm-1"] and report.rules[0].line == JOINED
     assert report.rules[1].outcome.startswith("kept: no budget left") and report.rules[1].calls == 0
-    assert [edit.content for edit in edits] == ["- Use `logger`, never `print`.", JOINED]  # the rules' order kept
+    # the rules' order kept
+    assert [edit.content for edit in edits] == ["- Use `logger`, never `print` (e.g. `logger.info(x)`).", JOINED]
 
 
 def test_a_budget_of_zero_replays_nothing_and_keeps_the_compiled_line():
