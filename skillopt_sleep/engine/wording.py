@@ -120,8 +120,8 @@ def wordings(rule: StatedRule, *, screen: Screen | None = None) -> list[Candidat
     if not rule.checked:
         return []
     made: list[tuple[WordingLabel, str]] = []
-    compiled = compile_rule(rule, rule.accepted_answers)
-    plain = compile_rule(rule, [])
+    compiled = compile_rule(rule, rule.accepted_answers, rule.corrected_answers)
+    plain = compile_rule(rule, [], rule.corrected_answers)
     if compiled is not None:
         made.append(("compiled", rule_line(compiled)))
     if plain is not None:

@@ -66,7 +66,6 @@ class StatedRule(Protocol):
 
     checks: list[Check]
     phrasings: list[str]
-    corrected_answers: list[str]
 
 #: Longest example (characters) a compiled line shows.
 EXAMPLE_CHARS = 40
@@ -90,12 +89,14 @@ _TOOL_PREFIX = re.compile(r"^\[[^\]\n]{1,40}\]\s*")
 _NEXT_WORD = re.compile(r"\s+[A-Za-z][\w-]*(?=\s|$)")
 
 
-def compile_rule(rule: StatedRule, examples_from: list[str]) -> str | None:
+def compile_rule(rule: StatedRule, examples_from: list[str], avoided_from: list[str] | None = None) -> str | None:
     """The rule as one imperative line body (no bullet): ``Use `pnpm`, never `npm` (e.g. `pnpm add`).``, or None when
     a check of the rule has no imperative (module docstring) or the rule has no check.
 
     rule: a ``rulebook.StatedRule`` (its ``checks`` and ``phrasings`` are read); examples_from: answers the user
-    accepted (``StatedRule.accepted_answers``; [] for no example). Never raises.
+    accepted (``StatedRule.accepted_answers``; [] for no example); avoided_from: answers the user corrected
+    (``StatedRule.corrected_answers``), where a literal to avoid takes its command form (None or [] for none). Never
+    raises.
     """
     checks = list(rule.checks)
     if not checks:
@@ -109,7 +110,7 @@ def compile_rule(rule: StatedRule, examples_from: list[str]) -> str | None:
     example_after: int | None = None  # the sentence the example belongs to
     example: str | None = None
     if single or either or banned:
-        banned_literals = [_avoided_form(literal, rule.corrected_answers) or literal for literal in
+        banned_literals = [_avoided_form(literal, avoided_from or []) or literal for literal in
                            _shortest([_as_typed(check_key(check)[1], rule) for check in banned])]
         if any("`" in literal for literal in [*single, *banned_literals, *(x for one in either for x in one)]):
             return None

@@ -306,12 +306,14 @@ def _command_of(key: Key, demanded: set[Key]) -> Key | None:
 
 def written_line(rule: StatedRule, *, wording: RuleWording = "compiled", screen: Screen | None = None) -> str:
     """The document line a rule is written as: with ``wording = "compiled"``, the compiled imperative
-    (``compile.compile_rule``) with its example from the accepted answers, else without it, the first that is
+    (``compile.compile_rule``) with its example from the accepted answers and its forbidden command from the corrected
+    ones, else without the forbidden command, else without the example, else without either, the first that is
     ``admissible`` and that ``screen`` (the screens every edit passes; a reason refuses) lets through; otherwise, and
     with ``wording = "user"``, the user's most frequent phrasing (``rule_line(rule.text)``)."""
     if wording == "compiled":
-        for examples in (rule.accepted_answers, []):
-            body = compile_rule(rule, examples)
+        accepted, corrected = rule.accepted_answers, rule.corrected_answers
+        for examples, avoided in ((accepted, corrected), (accepted, []), ([], corrected), ([], [])):
+            body = compile_rule(rule, examples, avoided)
             if body is None:
                 break
             line = rule_line(body)

@@ -202,6 +202,16 @@ def test_a_literal_to_avoid_is_named_by_the_command_every_corrected_answer_used(
     assert not admissible("- Use `uv add`, never `pip install numpy`.", uv)  # a package: more than the rule
 
 
+def test_a_forbidden_command_the_screens_refuse_is_dropped_before_the_users_words_are_written():
+    uv = corrected_rule("we don't use pip in this project, add it with uv", "Run `uv add scikit-learn`.",
+                        "Run `pip install numpy`.")
+
+    def refuses_install(line: str) -> str | None:
+        return "no_user_provenance: `install`" if "pip install" in line else None
+
+    assert written_line(uv, screen=refuses_install) == "- Use `uv add`, never `pip` (e.g. `uv add scikit-learn`)."
+
+
 @pytest.mark.parametrize(("phrasing", "accepted", "corrected", "banned"), [
     ("podman, not docker", "Run `podman ps`.", ("Run `docker build -t api .`", "Then `docker ps` shows it."),
      "docker"),  # two different commands: the literal alone
