@@ -23,11 +23,11 @@ the rule is not compiled (None) and is written in the user's words. Literals kee
 literal to use that another one holds is said by that one (``ruff format`` says ``ruff``), and a literal to avoid
 that holds another one by that one (never ``os`` says never ``os.path``).
 
-A literal to avoid that every answer the user corrected used as the same command is named by that command: ``Use
-`uv add`, never `pip install```, where the corrected answers ran ``pip install numpy`` and ``pip install jinja2``
-(the issue's form; Qwen2.5-Coder-1.5B on world 2's uv probes with the night-3 memory: 1 of 4 with ``never `pip```, 2
-of 4 with ``never `pip install```); when they used it as different commands (``docker build``, ``docker ps``) the
-literal alone is named.
+A literal to avoid that every answer the user corrected used as the same command, in at least two of them, is named
+by that command: ``Use `uv add`, never `pip install```, where the corrected answers ran ``pip install numpy`` and
+``pip install jinja2`` (the issue's form; Qwen2.5-Coder-1.5B on world 2's uv probes with the night-3 memory: 1 of 4
+with ``never `pip```, 2 of 4 with ``never `pip install```); when they used it as different commands (``docker
+build``, ``docker ps``), or one answer alone shows it, the literal alone is named.
 
 A literal to use that its example uses as a command is named by that command: ``Use `uv add`, never `pip` (e.g. `uv
 add polars`).`` where the example starts with the literal and the next word and shows more (the exact command in
@@ -71,6 +71,8 @@ class StatedRule(Protocol):
 EXAMPLE_CHARS = 40
 #: Most words after the literal a command example keeps (``pnpm add axios``).
 EXAMPLE_WORDS = 2
+#: Different corrected answers that must use a literal to avoid as one command for the line to name that command.
+AVOIDED_ANSWERS = 2
 
 #: The sentence of each format regex the rule reader produces (``grammar.formats.format_checks``).
 _FORMAT_SENTENCES = {
@@ -255,12 +257,15 @@ def _use_form(literal: str, example: str | None) -> str | None:
 
 def _avoided_form(literal: str, answers: list[str]) -> str | None:
     """The command a literal to avoid was used as in the answers the user corrected: the literal and the next word,
-    when every fragment of those answers that starts with the literal goes on with that same word (``pip install``
-    of ``pip install numpy`` and ``pip install jinja2``); None when they differ (``docker build``, ``docker ps``),
-    when one uses it bare, or when none starts with it."""
+    when every fragment of those answers that starts with the literal goes on with that same word, in at least
+    ``AVOIDED_ANSWERS`` different answers (``pip install`` of ``pip install numpy`` and ``pip install jinja2``); None
+    when they differ (``docker build``, ``docker ps``), when one uses it bare, or when fewer answers show it (one
+    ``npm run dev`` does not make "never npm" a rule about ``npm run``)."""
     pattern = re.compile(word_regex(literal), re.IGNORECASE)
     forms: dict[str, str] = {}
+    showing = 0
     for answer in answers:
+        shown = False
         for fragment in _fragments(answer):
             match = pattern.match(fragment)
             if match is None:
@@ -270,7 +275,9 @@ def _avoided_form(literal: str, answers: list[str]) -> str | None:
                 return None
             form = fragment[:following.end()]
             forms.setdefault(form.casefold(), form)
-    if len(forms) != 1:
+            shown = True
+        showing += shown
+    if len(forms) != 1 or showing < AVOIDED_ANSWERS:
         return None
     form = next(iter(forms.values()))
     return form if len(form) <= EXAMPLE_CHARS and "`" not in form else None

@@ -219,6 +219,8 @@ def test_a_forbidden_command_the_screens_refuse_is_dropped_before_the_users_word
      ("Run `pip install numpy`.", "```sh\npip\n```"), "pip"),  # once bare
     ("use httpx, not requests", "```python\nimport httpx\n```", ("```python\nimport requests\n```",),
      "requests"),  # never as a command
+    ("we use pnpm in this repo, never npm", "Run `pnpm dev`.", ("Run `npm run dev`.",),
+     "npm"),  # one corrected answer: an anecdote, not the form of the rule
 ])
 def test_a_literal_to_avoid_used_as_different_commands_or_never_as_one_is_named_alone(phrasing, accepted, corrected,
                                                                                      banned):
