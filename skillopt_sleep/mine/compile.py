@@ -45,6 +45,7 @@ is ``rulebook.written_line``'s to decide; this module only builds text.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Protocol
 
@@ -210,12 +211,27 @@ def _passing(answers: list[str], checks: list[Check]) -> list[str]:
 
 def _fragments(answer: str) -> list[str]:
     """The code of an answer, one piece per item: inline code spans, lines of fenced blocks, and tool inputs (the
-    lines after ``ACTIONS_HEADER``, without their ``[Tool]`` prefix)."""
+    lines after ``ACTIONS_HEADER``, without their ``[Tool]`` prefix; of a JSON input with a ``command``, as Claude
+    Code's Bash tool writes it, the command's lines)."""
     text, _, actions = answer.partition(ACTIONS_HEADER)
     pieces = [line for block in _FENCED.findall(text) for line in block.splitlines()]
     pieces += _CODE_SPAN.findall(_FENCED.sub(" ", text))
-    pieces += [_TOOL_PREFIX.sub("", line) for line in actions.splitlines()]
+    for line in actions.splitlines():
+        tool_input = _TOOL_PREFIX.sub("", line)
+        pieces += _command_lines(tool_input) or [tool_input]
     return [piece.strip() for piece in pieces if piece.strip()]
+
+
+def _command_lines(tool_input: str) -> list[str]:
+    """The lines of the ``command`` of a JSON tool input (``{"command": "pip install numpy", ...}``), else []."""
+    if not tool_input.lstrip().startswith("{"):
+        return []
+    try:
+        parsed = json.loads(tool_input)
+    except ValueError:
+        return []
+    command = parsed.get("command") if isinstance(parsed, dict) else None
+    return command.splitlines() if isinstance(command, str) else []
 
 
 def _literal_example(literal: str, answers: list[str]) -> str | None:

@@ -202,6 +202,15 @@ def test_a_literal_to_avoid_is_named_by_the_command_every_corrected_answer_used(
     assert not admissible("- Use `uv add`, never `pip install numpy`.", uv)  # a package: more than the rule
 
 
+def test_a_claude_code_bash_input_is_read_as_its_command():
+    """Claude Code's Bash tool input is JSON (``{"command": ..., "description": ...}``), as world 2's refused tool
+    calls are harvested: its command is the code, for the example and for the forbidden command alike."""
+    bash = '[actions]\n[Bash] {{"command":"{command}","description":"run it"}}'
+    uv = corrected_rule("we don't use pip in this project, add it with uv", bash.format(command="uv add polars"),
+                        bash.format(command="pip install pyarrow"), bash.format(command="pip install numpy"))
+    assert written_line(uv) == "- Use `uv add`, never `pip install` (e.g. `uv add polars`)."
+
+
 def test_a_forbidden_command_the_screens_refuse_is_dropped_before_the_users_words_are_written():
     uv = corrected_rule("we don't use pip in this project, add it with uv", "Run `uv add scikit-learn`.",
                         "Run `pip install numpy`.")
