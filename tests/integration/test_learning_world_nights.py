@@ -128,7 +128,7 @@ def test_compiled_rules_keep_the_users_words_as_their_provenance_and_the_rule_ch
     # night 3's "we moved from black to ruff" is written as the form its checks demand and still holds on night 4
     for _diagnostics, _tasks, memory in nights[2:]:
         block = managed_block(memory)
-        assert "- Use `ruff format`, never `black`." in block.splitlines()
+        assert "- Use `ruff format`, never `black` (e.g. `ruff format .`)." in block.splitlines()
         assert not any(("has", "black") in keys for _line, keys in document_rules(block))
 
 
@@ -164,7 +164,7 @@ def test_the_rule_change_replaces_the_adopted_rule_the_night_it_is_stated_and_ho
                             [EditRecord(target="memory", op="append", content=old_line)], "memory")
     nights = run_world(tmp_path, nights=[3, 4], memory=memory)
     (night3, tasks3, memory3), (_night4, _tasks4, memory4) = nights
-    ruff = "- Use `ruff format`, never `black`."
+    ruff = "- Use `ruff format`, never `black` (e.g. `ruff format .`)."  # the command the user accepted
     [change] = [edit for edit in night3.edits if edit.op == "replace"]
     assert (change.status, change.anchor, change.content) == ("applied", old_line, ruff)
     # its own tasks are the new rule's: night 3's formatter sessions, never the old rule's

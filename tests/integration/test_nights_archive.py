@@ -308,7 +308,7 @@ def test_a_pending_candidate_that_wins_on_fresh_val_tasks_is_promoted_next_night
     assert pending["retest"]["wins"] == 2 and pending["retest"]["losses"] == 0
     assert second.diagnostics.status == "accepted"
     proposed = (second.night_dir / "proposed" / "CLAUDE.md").read_text()
-    assert "- use `pnpm`, never `npm`" in proposed.lower()
+    assert "- use `pnpm`, never `npm install`" in proposed.lower()  # the command both corrected answers ran
     state = load_state(world.paths)
     assert state.pending is None and state.current_documents["memory"]
 
