@@ -5,7 +5,7 @@ A small model follows one wording of a rule and ignores another (issue 26: on wo
 proposes (``mine.rulebook.user_rule_edits``), ``choose_wordings`` makes the candidate lines (``wordings``):
 
 * ``compiled``: the compiled imperative with its example (``mine/compile.py``, ``Use `pnpm`, never `npm` (e.g.
-  `pnpm add`).``);
+  `pnpm add`).``), as the step writes it (``rulebook.compiled_body``: a form the screens refuse is dropped);
 * ``compiled_plain``: the same without the example;
 * ``user``: the user's most frequent phrasing (the rule's provenance);
 * ``user+compiled``: the user's words, then the compiled form (``we use pnpm in this repo, never npm: use `pnpm`,
@@ -51,11 +51,11 @@ from skillopt_sleep.documents.targets import prompt_views
 from skillopt_sleep.engine.edits import apply_edits
 from skillopt_sleep.engine.replay import Replayer, replay_tasks
 from skillopt_sleep.engine.rewrite import Rewriter
-from skillopt_sleep.mine.compile import compile_rule
 from skillopt_sleep.mine.rulebook import (
     Screen,
     StatedRule,
     admissible,
+    compiled_body,
     line_keys,
     rule_edit,
     rule_line,
@@ -120,8 +120,8 @@ def wordings(rule: StatedRule, *, screen: Screen | None = None) -> list[Candidat
     if not rule.checked:
         return []
     made: list[tuple[WordingLabel, str]] = []
-    compiled = compile_rule(rule, rule.accepted_answers, rule.corrected_answers)
-    plain = compile_rule(rule, [], rule.corrected_answers)
+    compiled = compiled_body(rule, screen=screen)
+    plain = compiled_body(rule, examples=False, screen=screen)
     if compiled is not None:
         made.append(("compiled", rule_line(compiled)))
     if plain is not None:

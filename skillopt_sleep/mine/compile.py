@@ -131,8 +131,8 @@ def compile_rule(rule: StatedRule, examples_from: list[str], avoided_from: list[
             sentence = "Never use " + " or ".join(f"`{literal}`" for literal in banned_literals)
         sentences.append(sentence)
         example_after = 0 if example else None
-    for check in checks:
-        if check_key(check)[0] == "not" or _wanted_literals(check) is not None:
+    for check, literals in zip(checks, wanted):
+        if check_key(check)[0] == "not" or literals is not None:
             continue
         sentence = _sentence(check)
         if sentence is None:
@@ -247,10 +247,8 @@ def _literal_example(literal: str, answers: list[str]) -> str | None:
             match = pattern.search(fragment)
             if match is None:
                 continue
-            if match.start() == 0 and _NEXT_WORD.match(fragment, match.end()):
-                end, words = match.end(), 0
-                while words < EXAMPLE_WORDS and (following := _NEXT_WORD.match(fragment, end)):
-                    end, words = following.end(), words + 1
+            end = _words_after(fragment, match.end(), EXAMPLE_WORDS)
+            if match.start() == 0 and end > match.end():
                 leading.append(fragment[:end])
             else:  # the literal inside code, or opening code that is no command (``logger = logging.getLogger()``)
                 inside.append(fragment)
@@ -265,10 +263,8 @@ def _use_form(literal: str, example: str | None) -> str | None:
     starts with them and shows more (``uv add`` of ``uv add polars``); else None."""
     if example is None or not example.casefold().startswith(literal.casefold()):
         return None
-    following = _NEXT_WORD.match(example, len(literal))
-    if following is None or following.end() >= len(example.rstrip()):
-        return None
-    return example[:following.end()]
+    end = _words_after(example, len(literal), 1)
+    return example[:end] if len(literal) < end < len(example.rstrip()) else None
 
 
 def _avoided_form(literal: str, answers: list[str]) -> str | None:
@@ -286,10 +282,10 @@ def _avoided_form(literal: str, answers: list[str]) -> str | None:
             match = pattern.match(fragment)
             if match is None:
                 continue
-            following = _NEXT_WORD.match(fragment, match.end())
-            if following is None:
+            end = _words_after(fragment, match.end(), 1)
+            if end == match.end():
                 return None
-            form = fragment[:following.end()]
+            form = fragment[:end]
             forms.setdefault(form.casefold(), form)
             shown = True
         showing += shown
@@ -297,6 +293,18 @@ def _avoided_form(literal: str, answers: list[str]) -> str | None:
         return None
     form = next(iter(forms.values()))
     return form if len(form) <= EXAMPLE_CHARS and "`" not in form else None
+
+
+def _words_after(text: str, start: int, most: int) -> int:
+    """Where the words that follow ``start`` in ``text`` end: at most ``most`` of them, each a space and then a word
+    that starts with a letter (no flag, no path: ``add`` of `` add -D``); ``start`` when none follows."""
+    end = start
+    for _ in range(most):
+        following = _NEXT_WORD.match(text, end)
+        if following is None:
+            break
+        end = following.end()
+    return end
 
 
 def _regex_example(pattern: str, answers: list[str]) -> str | None:

@@ -304,22 +304,29 @@ def _command_of(key: Key, demanded: set[Key]) -> Key | None:
                  and len(value[len(other[1]) + 1:].split()) == 1), None)
 
 
+def compiled_body(rule: StatedRule, *, examples: bool = True, screen: Screen | None = None) -> str | None:
+    """The rule's compiled imperative (``compile.compile_rule``, no bullet) as the night writes it: with its example
+    from the accepted answers and its forbidden command from the corrected ones, else without the forbidden command,
+    else without the example, else without either (with ``examples = False``, only the last two), the first whose
+    line (``rule_line``) is ``admissible`` and that ``screen`` (the screens every edit passes; a reason refuses) lets
+    through; None when none is, or the rule has no imperative."""
+    accepted, corrected = rule.accepted_answers, rule.corrected_answers
+    ladder = ((accepted, corrected), (accepted, []), ([], corrected), ([], []))
+    for example_answers, avoided in (ladder if examples else ladder[2:]):
+        body = compile_rule(rule, example_answers, avoided)
+        if body is None:
+            return None
+        line = rule_line(body)
+        if admissible(line, rule) and (screen is None or screen(line) is None):
+            return body
+    return None
+
+
 def written_line(rule: StatedRule, *, wording: RuleWording = "compiled", screen: Screen | None = None) -> str:
-    """The document line a rule is written as: with ``wording = "compiled"``, the compiled imperative
-    (``compile.compile_rule``) with its example from the accepted answers and its forbidden command from the corrected
-    ones, else without the forbidden command, else without the example, else without either, the first that is
-    ``admissible`` and that ``screen`` (the screens every edit passes; a reason refuses) lets through; otherwise, and
-    with ``wording = "user"``, the user's most frequent phrasing (``rule_line(rule.text)``)."""
-    if wording == "compiled":
-        accepted, corrected = rule.accepted_answers, rule.corrected_answers
-        for examples, avoided in ((accepted, corrected), (accepted, []), ([], corrected), ([], [])):
-            body = compile_rule(rule, examples, avoided)
-            if body is None:
-                break
-            line = rule_line(body)
-            if admissible(line, rule) and (screen is None or screen(line) is None):
-                return line
-    return rule_line(rule.text)
+    """The document line a rule is written as: with ``wording = "compiled"``, its ``compiled_body`` as a line;
+    otherwise, and when it has none, the user's most frequent phrasing (``rule_line(rule.text)``)."""
+    body = compiled_body(rule, screen=screen) if wording == "compiled" else None
+    return rule_line(body if body is not None else rule.text)
 
 
 def rule_rationale(rule: StatedRule) -> str:

@@ -23,7 +23,7 @@ from skillopt_sleep.engine.step import StepInput, StepSettings, run_step
 from skillopt_sleep.engine.wording import choose_wordings, wordings
 from skillopt_sleep.errors import BackendError
 from skillopt_sleep.grammar.statements import checks_for_rule
-from skillopt_sleep.mine.rulebook import admissible, stated_rules, user_rule_edits
+from skillopt_sleep.mine.rulebook import admissible, stated_rules, user_rule_edits, written_line
 from skillopt_sleep.models import Judge, TaskEvidence, TaskRecord
 from skillopt_sleep.night import run_night
 
@@ -86,9 +86,15 @@ def test_the_candidates_are_the_compiled_line_with_and_without_example_the_words
     assert [(c.label, c.line) for c in candidates] == [("compiled", COMPILED), ("compiled_plain", PLAIN),
                                                        ("user", WORDS), ("user+compiled", JOINED)]
     assert all(admissible(c.line, rule) for c in candidates if c.label != "user")
-    # a screen that refuses a line leaves it out
-    assert [c.label for c in wordings(rule, screen=lambda line: "no" if "e.g." in line else None)] == [
-        "compiled_plain", "user", "user+compiled"]
+    # a screen that refuses the example: the compiled candidate is the line the step writes, without it
+    refuse_example = lambda line: "no" if "e.g." in line else None  # noqa: E731
+    assert [(c.label, c.line) for c in wordings(rule, screen=refuse_example)] == [
+        ("compiled", PLAIN), ("user", WORDS), ("user+compiled", JOINED)]
+    assert written_line(rule, screen=refuse_example) == PLAIN
+    # a screen that refuses every compiled line leaves the user's words only
+    refuse_compiled = lambda line: "no" if "`" in line else None  # noqa: E731
+    assert [c.label for c in wordings(rule, screen=refuse_compiled)] == ["user"]
+    assert written_line(rule, screen=refuse_compiled) == WORDS
 
 
 @pytest.mark.parametrize("followed", [WORDS, JOINED, COMPILED])
@@ -261,11 +267,13 @@ def test_the_step_writes_the_chosen_wording_and_records_the_choice():
     result = run([task(n) for n in range(2)], Follows(WORDS))
     rule_edits = [edit for edit in result.edits if edit.rationale.startswith("stated by the user")]
     assert [(edit.content, edit.status) for edit in rule_edits] == [(WORDS, "applied")]
-    # no user typed `axios`: the provenance screen leaves the line with the example out; PLAIN fails, WORDS passes
+    # no user typed `axios`: the provenance screen refuses the example, so the compiled candidate is the line without
+    # it, as the step writes it; PLAIN fails, WORDS passes
     assert result.wording["budget"] == 12 and result.wording["calls"] == 4
     [choice] = result.wording["rules"]
     assert choice["line"] == WORDS and choice["outcome"] == "chose user"
-    assert [c["label"] for c in choice["candidates"]] == ["compiled_plain", "user", "user+compiled"]
+    assert [(c["label"], c["line"]) for c in choice["candidates"]] == [
+        ("compiled", PLAIN), ("user", WORDS), ("user+compiled", JOINED)]
     assert result.calls_by_stage["aggregate"] == 4  # the wording replays count in the aggregate stage
 
 
