@@ -31,7 +31,7 @@ CheckOp = Literal[
     "tool_called",
     "language",
 ]
-EditOp = Literal["append", "insert_after", "replace", "delete"]
+EditOp = Literal["append", "prepend", "insert_after", "replace", "delete"]
 #: Older spellings of edit ops, accepted on input (optimizer replies, old diagnostics.json) and normalized.
 EDIT_OP_ALIASES = {"add": "append"}
 EditTarget = Literal["skill", "memory"]

@@ -32,9 +32,12 @@ def _normalized(text: str | None) -> str:
 
 def rejected_edit_key(edit: EditRecord) -> str:
     """What makes two edits the same for the ledger: target, op and the content (whitespace collapsed, case
-    folded, final punctuation dropped); a ``delete`` has no content, so its anchor stands in for it."""
+    folded, final punctuation dropped); a ``delete`` has no content, so its anchor stands in for it. A ``prepend``
+    is keyed as an ``append``: both add the line to the block, only its place differs (an edit rejected before the
+    night wrote new rules first stays rejected)."""
     body = edit.anchor if edit.op == "delete" else edit.content
-    return f"{edit.target}|{edit.op}|{_normalized(body)}"
+    op = "append" if edit.op == "prepend" else edit.op
+    return f"{edit.target}|{op}|{_normalized(body)}"
 
 
 def already_rejected_reason(night_id: str) -> str:

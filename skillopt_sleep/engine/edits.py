@@ -8,6 +8,10 @@ byte for byte. Inside it, edits address lines exactly:
   rejected as ``duplicate`` when the content's lines already stand together in the block. The team rules' part
   (``block.TEAM_HEADING``) stays last: a team rule's line (``block.team_line``) is appended to it (the heading is
   added first when there is none), any other content lands just above it.
+- ``prepend``: insert the content at the top of the block, under its heading (``BLOCK_HEADING`` and the blank line
+  after it), and after what earlier ``prepend`` edits of the same application put there (so several stand in the
+  order they were given); rejected as ``duplicate`` like ``append``. The night writes a user's new rules this way,
+  newest first (``mine/rulebook.py``).
 - ``insert_after``: insert the content after the anchor line(s).
 - ``replace``: replace the anchor line(s) with the content.
 - ``delete``: remove the anchor line(s).
@@ -77,8 +81,16 @@ def _append(lines: list[str], content: list[str]) -> list[str]:
     return [*head, *separator, *content, *team]
 
 
-def _apply_one(lines: list[str], edit: EditRecord) -> tuple[list[str], str, str]:
-    """Apply one edit to the block lines; return (new lines, status, reason)."""
+def _top(lines: list[str]) -> int:
+    """Where the block's content starts: after ``BLOCK_HEADING`` and the blank line that follows it, else 0."""
+    if lines[:1] != [BLOCK_HEADING]:
+        return 0
+    return 2 if lines[1:2] == [""] else 1
+
+
+def _apply_one(lines: list[str], edit: EditRecord, prepended: int = 0) -> tuple[list[str], str, str]:
+    """Apply one edit to the block lines; return (new lines, status, reason). prepended: how many lines earlier
+    ``prepend`` edits of the same application put at the top (a ``prepend`` goes after them)."""
     content = _content_lines(edit.content)
     if edit.op != "delete":
         if not content:
@@ -89,6 +101,11 @@ def _apply_one(lines: list[str], edit: EditRecord) -> tuple[list[str], str, str]
         if _find_run(lines, content):
             return lines, "rejected", "duplicate: the content is already in the managed block"
         return _append(lines, content), "applied", ""
+    if edit.op == "prepend":
+        if _find_run(lines, content):
+            return lines, "rejected", "duplicate: the content is already in the managed block"
+        at = _top(lines) + prepended
+        return [*lines[:at], *content, *lines[at:]], "applied", ""
     if edit.anchor is None or not edit.anchor.strip():
         return lines, "rejected", f"{edit.op} needs an anchor line"
     where = _locate(lines, edit.anchor)
@@ -132,9 +149,13 @@ def apply_edits(document: str, edits: list[EditRecord], target: str) -> tuple[st
 
     original = tidy(block.lines) if block else []
     lines = list(original)
+    prepended = 0
     for index in mine:
-        lines, status, reason = _apply_one(lines, edits[index])
+        before = len(lines)
+        lines, status, reason = _apply_one(lines, edits[index], prepended)
         result[index] = edits[index].model_copy(update={"status": status, "reason": reason})
+        if edits[index].op == "prepend" and status == "applied":
+            prepended += len(lines) - before
         lines = tidy(lines)
 
     if lines == original:

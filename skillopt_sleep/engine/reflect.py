@@ -499,7 +499,7 @@ def screen_edits(edits: list[EditRecord], tasks: list[TaskRecord], *, edit_budge
             _reject(edit, reason)
         elif not allowed[edit.target]:
             _reject(edit, f"the {edit.target} document may not evolve (evolve_{edit.target} = false)")
-        elif edit.op != "append" and not (edit.anchor or "").strip():
+        elif edit.op not in ("append", "prepend") and not (edit.anchor or "").strip():
             _reject(edit, f"op {edit.op} needs an anchor (an exact line of the managed block)")
         elif edit.op != "delete" and not edit.content.strip():
             _reject(edit, f"op {edit.op} needs content")

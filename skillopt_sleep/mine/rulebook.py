@@ -13,11 +13,15 @@ words (``text_key``).
 * ``document_rules(text)``: the lines of a document and what each demands (``rules.checks_for_rule`` of the line).
 * ``user_rule_edits(rules, documents, target, wording, screen)``: one edit per *lasting* rule not yet in any document
   (a candidate waits to be stated again, a one-off never is one: ``mine/lasting.py``; of two rules that contradict
-  each other only the first is proposed, so a candidate never holds both): ``append`` the rule as one
+  each other only the first is proposed, so a candidate never holds both): ``prepend`` the rule as one
   bullet, or ``replace`` the managed-block line it contradicts (a newer rule "we moved from yarn to pnpm" replaces
   "- always use yarn."). Rules come most-stated first (across nights, ``StatedRule.stated_total``), so recurrence
-  orders the edit budget. The bullet (``written_line``) is the rule compiled from its checks ("Use `pnpm`, never
-  `npm` (e.g. `pnpm add`).", ``mine/compile.py``) when that line is ``admissible`` (the rule reader reads it back as
+  orders the edit budget. A night's new rules stand at the top of the block, in that order, above the rules of
+  earlier nights: the model has not followed a new rule yet (it was just taught), and a small model follows the
+  first lines of its instructions most (world 2's night-2 candidate: its uv probes 1 of 4 with the uv line fifth, 4
+  of 4 with it first; no world's compliance lowered by the order, ``docs/benchmarks.md``). The bullet
+  (``written_line``) is the rule compiled from its checks ("Use `pnpm`, never `npm` (e.g. `pnpm add`).",
+  ``mine/compile.py``) when that line is ``admissible`` (the rule reader reads it back as
   the same checks) and passes the screens; else, and with ``wording = "user"``, the user's most frequent phrasing.
   The user's words stay the rule's provenance: its text, the edit's rationale (``rule_rationale``), and every
   later night recognises either line as the rule (``stating_line``, ``rule_edit``: they compare what lines demand).
@@ -367,7 +371,7 @@ def user_rule_edits(rules: list[StatedRule], documents: dict[str, str], *, targe
             edits.append(EditRecord(target=kind, op="replace", anchor=line.strip(), content=content,
                                     rationale=f"{rationale}; replaces the rule it contradicts", evidence=evidence))
         else:
-            edits.append(EditRecord(target=target, op="append", content=content, rationale=rationale,
+            edits.append(EditRecord(target=target, op="prepend", content=content, rationale=rationale,
                                     evidence=evidence))
     return edits
 

@@ -95,7 +95,7 @@ def edit_diff(edit: EditRecord) -> str:
     """A small unified-style diff of one edit inside the managed block (``-`` anchor lines, ``+`` content)."""
     anchor = (edit.anchor or "").splitlines()
     content = edit.content.splitlines()
-    if edit.op == "append":
+    if edit.op in ("append", "prepend"):
         lines = [f"+{line}" for line in content]
     elif edit.op == "insert_after":
         lines = [f" {line}" for line in anchor] + [f"+{line}" for line in content]

@@ -35,7 +35,7 @@ class EditView(_View):
     target: str
     """The document it edits: ``skill`` or ``memory``."""
     op: str
-    """``append``, ``insert_after``, ``replace`` or ``delete``."""
+    """``append``, ``prepend``, ``insert_after``, ``replace`` or ``delete``."""
     status: str
     """What became of it, in the report's words (``report.EDIT_STATUS_WORDS``): ``in the candidate``, ``did not
     apply``, ``rejected`` (another status as it is)."""

@@ -44,6 +44,8 @@ def test_rejected_edit_keys_ignore_case_spacing_and_final_punctuation_but_not_ta
     assert rejected_edit_key(edit("Use pnpm,  not npm.")) == rejected_edit_key(edit("use PNPM, not npm"))
     assert rejected_edit_key(edit("Use pnpm")) != rejected_edit_key(edit("Use pnpm", target="skill"))
     assert rejected_edit_key(edit("Use pnpm")) != rejected_edit_key(edit("Use pnpm", op="replace", anchor="x"))
+    # a prepend adds the line as an append does (only its place differs): rejected once, rejected in either op
+    assert rejected_edit_key(edit("Use pnpm", op="prepend")) == rejected_edit_key(edit("Use pnpm"))
     # a delete has no content: its anchor tells two deletes apart
     assert (rejected_edit_key(edit("", op="delete", anchor="- old rule A"))
             != rejected_edit_key(edit("", op="delete", anchor="- old rule B")))

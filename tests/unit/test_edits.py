@@ -9,9 +9,11 @@ from skillopt_sleep.documents.block import (
     BLOCK_BEGIN,
     BLOCK_END,
     BLOCK_HEADING,
+    TEAM_HEADING,
     ensure_block,
     managed_block,
     new_skill_document,
+    team_line,
 )
 from skillopt_sleep.engine.edits import apply_edits
 from skillopt_sleep.models import EditRecord
@@ -222,3 +224,29 @@ def test_new_skill_document_has_yaml_frontmatter_and_an_empty_block():
 def test_new_skill_document_rejects_invalid_names(name):
     with pytest.raises(ValueError, match="invalid skill name"):
         new_skill_document(name, "desc")
+
+
+def test_prepend_puts_new_lines_under_the_heading_in_the_order_given_above_the_older_ones():
+    doc = document(BLOCK_HEADING, "", "- older rule one", "- older rule two")
+    new, records = apply_edits(doc, [edit("prepend", "- newest, most stated"), edit("append", "- an appended line"),
+                                     edit("prepend", "- newest, stated less")], "skill")
+    assert [record.status for record in records] == ["applied"] * 3
+    assert managed_block(new).splitlines() == [BLOCK_HEADING, "", "- newest, most stated", "- newest, stated less",
+                                               "- older rule one", "- older rule two", "- an appended line"]
+    assert outside(new) == outside(doc)
+
+
+def test_prepend_to_an_empty_block_gets_the_heading_and_a_duplicate_is_rejected():
+    new, [record] = apply_edits(document(), [edit("prepend", "- use pnpm")], "skill")
+    assert record.status == "applied"
+    assert managed_block(new).splitlines() == [BLOCK_HEADING, "", "- use pnpm"]
+    again, [duplicate] = apply_edits(new, [edit("prepend", "- use pnpm")], "skill")
+    assert (again, duplicate.status) == (new, "rejected") and duplicate.reason.startswith("duplicate")
+
+
+def test_prepend_keeps_the_team_rules_part_last():
+    team = team_line("- Use uv.", "t-0123456789ab")
+    doc = document(BLOCK_HEADING, "", "- older rule", "", TEAM_HEADING, team)
+    new, _ = apply_edits(doc, [edit("prepend", "- new rule")], "skill")
+    assert managed_block(new).splitlines() == [BLOCK_HEADING, "", "- new rule", "- older rule", "", TEAM_HEADING,
+                                               team]

@@ -66,7 +66,7 @@ def test_recurrence_counts_every_statement():
 def test_a_rule_is_proposed_once_as_one_bullet_and_not_again_once_a_document_says_it_in_other_words(wording, line):
     rules = stated_rules([task(1, "use pnpm, not npm", checks={"use pnpm, not npm": PNPM})])
     [edit] = user_rule_edits(rules, {"memory": "# Notes\n"}, target="memory", wording=wording)
-    assert (edit.op, edit.content, edit.evidence) == ("append", line, ["t-1"])
+    assert (edit.op, edit.content, edit.evidence) == ("prepend", line, ["t-1"])
     assert edit.rationale == 'stated by the user 1 time(s); you said: "use pnpm, not npm"'
     for written in ("- We always install with pnpm, never npm.\n", "Use PNPM, not npm\n"):
         assert user_rule_edits(rules, {"memory": "# Notes\n", "skill": written}, target="memory",
@@ -95,7 +95,7 @@ def test_a_contradiction_outside_the_managed_block_is_not_touched():
         "use ruff, not black": [Check(op="contains", value="ruff"), Check(op="not_contains", value="black")]})])
     assert contradicted_line(rules[0], "") is None
     [edit] = user_rule_edits(rules, {"memory": "# Notes\n\nFormat with black.\n"}, target="memory")
-    assert edit.op == "append"
+    assert edit.op == "prepend"
 
 
 def test_rules_come_most_stated_first_across_nights():
@@ -104,6 +104,16 @@ def test_rules_come_most_stated_first_across_nights():
     earlier = [rules[1].model_copy(update={"stated_total": 9}), rules[0]]  # the archive knows pnpm was stated more
     assert [edit.content for edit in user_rule_edits(sorted(earlier, key=lambda r: -r.stated_total), {"memory": ""},
                                                      target="memory")] == ["- use pnpm.", "- use ruff."]
+
+
+def test_a_nights_new_rules_stand_first_most_stated_first_above_the_earlier_nights_rules():
+    memory = "# Notes\n"
+    for night_tasks in ([task(1, "use pnpm")], [task(2, "use ruff"), task(3, "use ruff"), task(4, "use tabs")]):
+        rules = stated_rules(night_tasks)
+        memory, applied = apply_edits(memory, user_rule_edits(rules, {"memory": memory}, target="memory"), "memory")
+        assert {edit.status for edit in applied} == {"applied"}
+    assert [line for line in memory.splitlines() if line.startswith("- ")] == [
+        "- use ruff.", "- use tabs.", "- use pnpm."]
 
 
 def test_an_optimizer_edit_that_restates_a_user_rule_or_a_written_line_yields():

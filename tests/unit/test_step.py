@@ -295,7 +295,7 @@ def test_run_night_learns_the_users_correction_through_the_step(tmp_path):
     # the mock optimizer proposes the same rule: it yields to the user's words, proposed by the step itself
     assert [(e.target, e.op, e.content, e.status) for e in diagnostics.edits] == [
         ("memory", "append", "- we use pnpm in this repo, never npm", "rejected"),
-        ("memory", "append", "- Use `pnpm`, never `npm`.", "applied")]
+        ("memory", "prepend", "- Use `pnpm`, never `npm`.", "applied")]
     assert diagnostics.edits[0].reason.startswith("restates the user's rule")
     assert diagnostics.tasks["train"] == 5 and diagnostics.cost["optimizer"].calls == 1
     assert (diagnostics.baseline.hard, diagnostics.candidate.hard) == (0.0, 1.0)
@@ -391,7 +391,7 @@ def test_an_appended_rule_that_wins_none_of_its_own_tasks_still_waits():
     """The same tie without a line to replace is no rule change: the rule waits for evidence."""
     result = rule_change("newtool0", old_line="- Deploy after review.")
     [edit] = [edit for edit in result.edits if edit.status == "applied"]
-    assert edit.op == "append"
+    assert edit.op == "prepend"
     outcome = result.gate.details["stated_rules"]["outcome"]
     assert not result.accepted and outcome == "pending: won none of its own tasks"
 
