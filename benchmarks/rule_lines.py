@@ -16,9 +16,9 @@ Usage (a llama.cpp server on 127.0.0.1):
         --other '- Use `logger`, never `print`.' \\
         --line 'compiled=- Use `uv`, never `pip` (e.g. `uv add scikit-learn`).' \\
         --line 'command=- Use `uv add`, never `pip` (e.g. `uv add scikit-learn`).'
-    python benchmarks/rule_lines.py --world 2 --night 3 --base-url http://127.0.0.1:18432/v1 \
-        --line $'written=- Use `logger`, never `print`.\n- Use `uv add`, never `pip`.' \
-        --line $'newest=- Use `uv add`, never `pip`.\n- Use `logger`, never `print`.'
+    python benchmarks/rule_lines.py --world 2 --night 3 --base-url http://127.0.0.1:18432/v1 \\
+        --line $'written=- Use `logger`, never `print`.\\n- Use `uv add`, never `pip`.' \\
+        --line $'newest=- Use `uv add`, never `pip`.\\n- Use `logger`, never `print`.'
 """
 
 from __future__ import annotations
