@@ -97,13 +97,11 @@ def _apply_one(lines: list[str], edit: EditRecord, prepended: int = 0) -> tuple[
             return lines, "rejected", f"empty content for {edit.op}"
         if any(BLOCK_BEGIN in line or BLOCK_END in line for line in content):
             return lines, "rejected", "content contains a managed-block marker"
-    if edit.op == "append":
+    if edit.op in ("append", "prepend"):
         if _find_run(lines, content):
             return lines, "rejected", "duplicate: the content is already in the managed block"
-        return _append(lines, content), "applied", ""
-    if edit.op == "prepend":
-        if _find_run(lines, content):
-            return lines, "rejected", "duplicate: the content is already in the managed block"
+        if edit.op == "append":
+            return _append(lines, content), "applied", ""
         at = _top(lines) + prepended
         return [*lines[:at], *content, *lines[at:]], "applied", ""
     if edit.anchor is None or not edit.anchor.strip():
