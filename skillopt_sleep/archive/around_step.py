@@ -34,7 +34,7 @@ from skillopt_sleep.archive.pending import PendingOutcome, is_pending, keep_pend
 from skillopt_sleep.archive.rejected_edits import RejectedEditScreen, record_rejected, rejected_keys, stated_rule_keys
 from skillopt_sleep.archive.rule_history import record_night, with_history
 from skillopt_sleep.archive.slow_update import SlowUpdate, record_night_documents, run_slow_update
-from skillopt_sleep.archive.tasks import TaskArchive
+from skillopt_sleep.archive.tasks import Recalled, TaskArchive
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.engine.gate import EVIDENCE_CLAUSES
 from skillopt_sleep.engine.replay import Replayer
@@ -153,6 +153,7 @@ class AcrossNights:
                                 reason=f"pending candidate of night {self.pending.pending.night_id} dropped "
                                        f"after its re-test: {self.pending.gate.reason}")
         sections: list[str] = []
+        recalled: list[Recalled] = []
         if self.archive is not None:
             self.slow = run_slow_update(self.state, replayer, every=config.slow_update_every,
                                         max_tasks=config.slow_update_max_tasks, archive=self.archive,
@@ -170,7 +171,8 @@ class AcrossNights:
             # the users' own rules are re-tested until rejected on STATED_RULE_REJECTIONS nights
             self.stated_screen = RejectedEditScreen(meter, stated_rule_keys(self.archive))
         step_input = StepInput(train=step_train, documents=step_documents, val=val, context=build_context(*sections),
-                               rules=self.rules, archived_val=archived_val, val_origins=origins,
+                               recalled=[item.archived.task for item in recalled], rules=self.rules,
+                               archived_val=archived_val, val_origins=origins,
                                edit_filter=self.stated_screen.filter if self.stated_screen else None)
         return Prepared(step_input, replayer.with_meter(self.screen) if self.screen is not None else replayer)
 

@@ -28,7 +28,7 @@ past tasks, rejected edits) to the prompt.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -528,14 +528,16 @@ def screen_edits(edits: list[EditRecord], tasks: list[TaskRecord], *, edit_budge
 
 def reflect(*, tasks: list[TaskRecord], results: list[ReplayResult], documents: Mapping[str, str],
             scope: EditScope, meter: CallMeter, contrastive: bool = False, context: str = "",
-            max_passing: int = MAX_PASSING_TASKS) -> ReflectOutcome:
+            recalled: Sequence[TaskRecord] = (), max_passing: int = MAX_PASSING_TASKS) -> ReflectOutcome:
     """Ask the optimizer for at most ``scope.edit_budget`` edits from the train replays; see the module docstring.
 
     tasks: the train tasks (tasks of another split are ignored: held-out tasks never reach reflection);
     results: their replays (errored results are skipped: they are not scores); documents: ``{"skill": text,
     "memory": text}`` (a missing kind is shown empty); scope: what the edits may do (``EditScope``); contrastive: K
     samples per task at temperature > 0 were replayed and pass-vs-fail pairs are shown; context: extra evidence
-    text for the prompt (see ``build_prompt``); max_passing: most passing tasks shown. Makes one optimizer call,
+    text for the prompt (see ``build_prompt``); recalled: the past tasks ``context`` shows (an edit that restates
+    one is rejected like one that restates a train task: the optimizer copied a recalled request and its "[asked 1x
+    ...]" note into the memory, world 2's night 4); max_passing: most passing tasks shown. Makes one optimizer call,
     two when the first reply is not valid JSON matching the schema. Raises ``BackendError`` / ``BudgetExhausted``
     from the meter (the night stops).
     """
@@ -554,7 +556,8 @@ def reflect(*, tasks: list[TaskRecord], results: list[ReplayResult], documents: 
         return ReflectOutcome(raw_head=raw_head,
                               error="optimizer reply was not valid JSON matching the edits schema (retried once)")
     edits, invalid = parsed
-    accepted, rejected = screen_edits(edits, train, edit_budget=edit_budget, evolve_skill=scope.evolve_skill,
+    accepted, rejected = screen_edits(edits, [*train, *recalled], edit_budget=edit_budget,
+                                      evolve_skill=scope.evolve_skill,
                                       evolve_memory=scope.evolve_memory, screen=scope.screen)
     return ReflectOutcome(edits=accepted, rejected=rejected, raw_head=raw_head, invalid_items=invalid)
 

@@ -159,6 +159,10 @@ class StepInput:
     """Tonight's held-out tasks for the gate: never reflected on."""
     context: str = ""
     """Extra evidence text for every reflect prompt (recalled past tasks, the rejected-edit ledger)."""
+    recalled: list[TaskRecord] = field(default_factory=list)
+    """The past train tasks ``context`` shows (the archive's recall): evidence like ``train``, so an optimizer edit
+    that restates one of their requests is rejected as one that restates a train task is
+    (``reflect.restatement_reason``); never replayed."""
     rules: list[StatedRule] | None = None
     """The users' stated rules to propose (``mine.rulebook.stated_rules``); None: those of ``train``."""
     archived_val: list[TaskRecord] = field(default_factory=list)
@@ -268,9 +272,11 @@ def _not_selected(edit: EditRecord, budget: int) -> EditRecord:
 
 
 def _reflect_stage(train: list[TaskRecord], *, documents: dict[str, str], settings: StepSettings, scope: EditScope,
-                   meter: CallMeter, context: str, result: StepResult) -> tuple[list[PatchList], list[EditRecord]]:
+                   meter: CallMeter, context: str, recalled: list[TaskRecord],
+                   result: StepResult) -> tuple[list[PatchList], list[EditRecord]]:
     """The train tasks' replays (``result.train_results``) in minibatches (``minibatch.plan_minibatches``), one
-    reflect call per minibatch; returns (patch lists in minibatch order, edits rejected by screening)."""
+    reflect call per minibatch (``recalled``: the past tasks ``context`` shows); returns (patch lists in minibatch
+    order, edits rejected by screening)."""
     batches = plan_minibatches(train, result.train_results, minibatch_size=settings.minibatch_size,
                                failure_only=settings.failure_only)
     result.minibatches = len(batches)
@@ -281,7 +287,7 @@ def _reflect_stage(train: list[TaskRecord], *, documents: dict[str, str], settin
 
     def one(batch: Minibatch):
         return reflect(tasks=batch.tasks, results=batch.results, documents=documents, scope=scope, meter=meter,
-                       contrastive=settings.rollouts_k > 1, context=context,
+                       contrastive=settings.rollouts_k > 1, context=context, recalled=recalled,
                        max_passing=settings.minibatch_size if several else MAX_PASSING_TASKS)
 
     outcomes = map_parallel(one, batches, settings.workers)
@@ -300,7 +306,8 @@ def _reflect_stage(train: list[TaskRecord], *, documents: dict[str, str], settin
 def _aggregate_stage(patches: list[PatchList], *, documents: dict[str, str], train: list[TaskRecord],
                      settings: StepSettings, scope: EditScope, meter: CallMeter,
                      result: StepResult) -> tuple[list[EditRecord], list[EditRecord]]:
-    """Dedupe, then merge hierarchically when there is something to merge; returns (merged, rejected)."""
+    """Dedupe, then merge hierarchically when there is something to merge; returns (merged, rejected). ``train``:
+    every task the reflect prompts showed (the merged edits are screened against them again)."""
     lists = sorted((patch for patch in patches if patch.edits), key=lambda patch: patch.kind != "failure")
     pooled = dedupe_edits([edit for patch in lists for edit in patch.edits])
     if len(lists) <= 1 or len(pooled) <= 1:
@@ -718,12 +725,13 @@ def run_step(inputs: StepInput, *, settings: StepSettings, replayer: Replayer,
                                                                  "nothing to propose"})
         else:
             patches, rejected = _reflect_stage(train, documents=texts, settings=settings, scope=scope, meter=meter,
-                                               context=inputs.context, result=result)
+                                               context=inputs.context, recalled=inputs.recalled, result=result)
     result.raw_patches = [patch.edits for patch in patches]
 
     # 3. aggregate: the optimizer's edits, then the users' own rules first (one edit per rule, never restated)
     with clock.stage("aggregate"):
-        merged, merge_rejected = _aggregate_stage(patches, documents=texts, train=train, settings=settings,
+        merged, merge_rejected = _aggregate_stage(patches, documents=texts, train=[*train, *inputs.recalled],
+                                                  settings=settings,
                                                   scope=scope, meter=meter, result=result)
         proposed_rules, merged = _user_rules_stage(
             merged, stated=stated, texts=texts, settings=settings, scope=scope, edit_filter=inputs.edit_filter,

@@ -189,6 +189,18 @@ def test_recall_shows_similar_past_train_tasks_and_never_a_val_task(world):
             assert held_out not in prompt
 
 
+def test_an_edit_copying_a_recalled_request_is_rejected_as_a_restatement(world):
+    world.night(npm(*NPM_TRAIN, NPM_VAL[0]))
+    past = NPM_TRAIN[3]  # "remove the unused left-pad package from this repo", recalled by tonight's request
+    copied = f"{past.capitalize()} [asked 1x over 1 night(s); last score hard 0.00, soft 0.00]"
+    second = world.night(npm("remove the unused express package from this repo", NPM_VAL[1]),
+                         propose_user_rules=False, backend=MockBackend(scripted={"reflect": [edits_reply(copied)]}))
+    assert task_id_for(past) in second.diagnostics.memory["recalled"]
+    [edit] = [edit for edit in second.diagnostics.edits if "left-pad" in (edit.content or "")]
+    assert edit.status == "rejected" and edit.reason.startswith(f"restates task {task_id_for(past)}")
+    assert "left-pad" not in (world.project / "CLAUDE.md").read_text()
+
+
 def test_recall_k_zero_adds_no_recalled_tasks(world):
     world.night(npm(*NPM_TRAIN[:3], NPM_VAL[0]))
     second = world.night(npm("add express to this repo"), recall_k=0)

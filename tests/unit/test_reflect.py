@@ -146,6 +146,28 @@ def test_an_edit_copying_a_long_run_of_the_request_is_rejected_as_a_restatement(
     assert edit.status == "rejected" and "consecutive words" in edit.reason and "t-1" in edit.reason
 
 
+def test_an_edit_copying_a_recalled_past_request_and_its_note_is_rejected_like_a_train_restatement():
+    # world 2, night 4: the optimizer wrote a request the recall context showed, with the context's own note, into
+    # the memory ("- Use `uv add scikit-learn` for the churn model please [asked 1x over 1 night(s); ...]")
+    tonight = make_task("t-1", "add a cli flag for the export path", rules=["we're a uv shop"])
+    past = make_task("t-0", "uv add scikit-learn for the churn model please")
+    copied = ("Use `uv add scikit-learn` for the churn model please [asked 1x over 1 night(s); last score hard "
+              "0.00, soft 0.00]")
+    general = "Add every dependency with `uv add`, never with pip."
+
+    def run(recalled):
+        backend = MockBackend(scripted={"optimizer": [edit_reply(copied, general)]})
+        return reflect(tasks=[tonight], results=[result("t-1", 0, "pip install")], documents={},
+                       scope=EditScope(edit_budget=3), meter=CallMeter(backend),
+                       context="Similar past train tasks:\n- " + past.request, recalled=recalled)
+
+    shown = run([past])
+    assert [edit.content for edit in shown.edits] == ["- " + general]
+    [rejected] = shown.rejected
+    assert rejected.content.startswith("- Use `uv add scikit-learn`") and "restates task t-0" in rejected.reason
+    assert len(run([]).edits) == 2  # the train task alone does not hold it: the recalled task is what it copies
+
+
 def test_an_edit_copying_most_content_words_of_the_final_answer_is_rejected():
     task = make_task("t-1", "why is the build failing", final_answer=(
         "The build fails because webpack cannot resolve lodash-es; pinning typescript 5.4 and clearing "
