@@ -32,7 +32,7 @@ from skillopt_sleep.archive.dream import DreamOutcome, dream_variants
 from skillopt_sleep.archive.lineage import trained_keys
 from skillopt_sleep.archive.pending import PendingOutcome, is_pending, keep_pending, retest_pending
 from skillopt_sleep.archive.rejected_edits import RejectedEditScreen, record_rejected, rejected_keys, stated_rule_keys
-from skillopt_sleep.archive.rule_history import record_night, with_history
+from skillopt_sleep.archive.rule_history import held_rules, record_night, with_history
 from skillopt_sleep.archive.slow_update import SlowUpdate, record_night_documents, run_slow_update
 from skillopt_sleep.archive.tasks import Recalled, TaskArchive
 from skillopt_sleep.config import SleepConfig
@@ -55,10 +55,12 @@ class Prepared:
 
     step_input: StepInput
     """train: tonight's train tasks + dream variants + forgotten tasks; documents: the baseline, or a promoted
-    pending candidate; val: tonight's; context: for every reflect prompt; rules: tonight's stated rules with their
-    history (``rule_history.with_history``); archived_val / val_origins: val tasks of earlier nights (hard evidence)
-    the gate may replay beside tonight's (``val_pool``); edit_filter: drops edits the rejected-edit ledger holds from
-    the proposals the step makes itself (the users' rules). ``user_text`` and ``best_gate_score`` are the night's."""
+    pending candidate; val: tonight's; context: for every reflect prompt; recalled: the past train tasks it shows;
+    rules: tonight's stated rules with their history (``rule_history.with_history``); held_rules: the archived rules
+    a document states (``rule_history.held_rules``); archived_val / val_origins: val tasks of earlier nights (hard
+    evidence) the gate may replay beside tonight's (``val_pool``); edit_filter: drops edits the rejected-edit ledger
+    holds from the proposals the step makes itself (the users' rules). ``user_text`` and ``best_gate_score`` are the
+    night's."""
     replayer: Replayer
     """The night's, calling through the ``RejectedEditScreen`` (the optimizer's replies lose ledger edits)."""
 
@@ -172,6 +174,7 @@ class AcrossNights:
             self.stated_screen = RejectedEditScreen(meter, stated_rule_keys(self.archive))
         step_input = StepInput(train=step_train, documents=step_documents, val=val, context=build_context(*sections),
                                recalled=[item.archived.task for item in recalled], rules=self.rules,
+                               held_rules=held_rules(self.archive, step_documents),
                                archived_val=archived_val, val_origins=origins,
                                edit_filter=self.stated_screen.filter if self.stated_screen else None)
         return Prepared(step_input, replayer.with_meter(self.screen) if self.screen is not None else replayer)

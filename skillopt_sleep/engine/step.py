@@ -26,7 +26,8 @@ step works on is one ``StepInput``, what it may do one ``StepSettings``, how it 
    by replaying its own train tasks with each candidate wording (and, with ``wording_rewrite``, one optimizer rewrite
    when none passes them all: ``engine/rewrite.py``), and an adopted rule still corrected is re-worded
    (``engine/wording.py``; these calls count in ``aggregate``); an optimizer
-   edit that restates one of them, or a line a document already holds, yields (``mine.rulebook.restated_rule_reason``).
+   edit that restates one of them, a line a document already holds, or a rule such a line was written from
+   (``held_rules``), yields (``mine.rulebook.restated_rule_reason``).
    Then the team rules the night proposes (``team_rules``, ``team/night.py``), right after the users' own rules,
    screened like every edit (``_team_rules_stage``).
 4. select: when more than L = ``edit_budget`` edits remain, the users' rules come first (most stated first) and
@@ -165,6 +166,9 @@ class StepInput:
     (``reflect.restatement_reason``); never replayed."""
     rules: list[StatedRule] | None = None
     """The users' stated rules to propose (``mine.rulebook.stated_rules``); None: those of ``train``."""
+    held_rules: list[StatedRule] = field(default_factory=list)
+    """The users' rules a document already states (``archive.rule_history.held_rules``): never proposed again; an
+    optimizer edit that restates one in the user's words yields (``mine.rulebook.restated_rule_reason``)."""
     archived_val: list[TaskRecord] = field(default_factory=list)
     """Val tasks of earlier nights the gate may add to ``val`` (``val_pool.select_val``: at most ``gate_max_val`` in
     all)."""
@@ -614,10 +618,11 @@ def _team_rules_stage(team: list[EditRecord], *, user_text: UserText, scope: Edi
 def _user_rules_stage(merged: list[EditRecord], *, stated: list[StatedRule], texts: dict[str, str],
                       settings: StepSettings, scope: EditScope, edit_filter: EditFilter | None,
                       rejected: list[EditRecord], choose: EditFilter | None = None,
-                      ) -> tuple[list[EditRecord], list[EditRecord]]:
+                      held: list[StatedRule] | None = None) -> tuple[list[EditRecord], list[EditRecord]]:
     """The users' own rules, one edit each (``mine.rulebook.user_rule_edits``), worded by ``choose`` (``_wording``),
-    put first; the optimizer's restatements of a stated rule yield to the user's words. Returns (the rules' edits,
-    every edit in order); the edits screened out are added to ``rejected``."""
+    put first; the optimizer's restatements of a stated rule yield to the user's words, and its restatements of a
+    rule a document holds (``held``, ``StepInput.held_rules``) to that line. Returns (the rules' edits, every edit in
+    order); the edits screened out are added to ``rejected``."""
     proposed_rules: list[EditRecord] = []
     if settings.propose_user_rules and scope.targets:
         proposed_rules = user_rule_edits(stated, texts, target=scope.targets[0], wording=settings.rule_wording,
@@ -633,7 +638,7 @@ def _user_rules_stage(merged: list[EditRecord], *, stated: list[StatedRule], tex
     kept_merged: list[EditRecord] = []
     yielding = stated if settings.propose_user_rules else []  # the user's words are proposed instead
     for edit in merged:
-        reason = restated_rule_reason(edit.content, yielding, texts) if edit.op != "delete" else None
+        reason = restated_rule_reason(edit.content, yielding, texts, held or []) if edit.op != "delete" else None
         if reason:
             rejected.append(edit.model_copy(update={"status": "rejected", "reason": reason}))
         else:
@@ -736,7 +741,7 @@ def run_step(inputs: StepInput, *, settings: StepSettings, replayer: Replayer,
         proposed_rules, merged = _user_rules_stage(
             merged, stated=stated, texts=texts, settings=settings, scope=scope, edit_filter=inputs.edit_filter,
             rejected=rejected, choose=_wording(result, inputs, stated=stated, texts=texts, settings=settings,
-                                               scope=scope, replayer=replayer))
+                                               scope=scope, replayer=replayer), held=inputs.held_rules)
     team_edits = _team_rules_stage(inputs.team_rules, user_text=user_text, scope=scope, rejected=rejected)
     merged = [*merged[:len(proposed_rules)], *team_edits, *merged[len(proposed_rules):]]
     result.user_rules, result.team_rules = len(proposed_rules), len(team_edits)

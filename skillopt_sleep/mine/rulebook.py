@@ -25,15 +25,16 @@ words (``text_key``).
   the same checks) and passes the screens; else, and with ``wording = "user"``, the user's most frequent phrasing.
   The user's words stay the rule's provenance: its text, the edit's rationale (``rule_rationale``), and every
   later night recognises either line as the rule (``stating_line``, ``rule_edit``: they compare what lines demand).
-* ``restated_rule_reason(content, rules, documents)``: why an optimizer edit only restates a user-stated rule or a
-  line the documents already hold (the user's words win; a rule is never written twice).
+* ``restated_rule_reason(content, rules, documents, held)``: why an optimizer edit only restates a user-stated rule, a
+  line the documents already hold, or a rule of the user's such a line was written from (the user's words win; a
+  rule is never written twice).
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -385,13 +386,22 @@ def rule_edit(rule: StatedRule, edits: list[EditRecord]) -> EditRecord | None:
     return next((edit for edit in stating if edit.status == "applied"), stating[0] if stating else None)
 
 
-def restated_rule_reason(content: str, rules: list[StatedRule], documents: dict[str, str]) -> str | None:
+def restated_rule_reason(content: str, rules: list[StatedRule], documents: dict[str, str],
+                         held: Sequence[StatedRule] = ()) -> str | None:
     """Why an edit's content only restates a user-stated rule (the user's words are proposed instead) or a rule a
-    document already holds, or None. Compared by what they demand (``line_keys``), not by wording."""
+    document already holds, or None. Compared by what they demand (``line_keys``), not by wording. held: the users'
+    rules a document states (adopted on earlier nights, ``archive.rule_history.held_rules``), known by everything
+    their phrasings demand: the line a document holds is the compiled form, and an edit that says the rule in the
+    user's words ("Always use timezone-aware UTC ...", beside ``Use `datetime.now(timezone.utc)`.``) restates it."""
     keys = line_keys(content)
     demanded = {key for key in keys if key[0] != "text"} | {text_key(content)}  # what it demands, or its very words
     for rule in rules:
         if keys_overlap(_demands(rule), demanded):
             return f"restates the user's rule {rule.text!r}: the user's own words are proposed instead"
     line = _held_by(demanded, documents)
-    return f"already stated in the documents: {line.strip()[:120]!r}" if line is not None else None
+    if line is not None:
+        return f"already stated in the documents: {line.strip()[:120]!r}"
+    for rule in held:
+        if keys_overlap(_demands(rule), demanded) and (line := stating_line(rule, documents)) is not None:
+            return f"already stated in the documents: {line.strip()[:120]!r} (the user's rule {rule.text!r})"
+    return None

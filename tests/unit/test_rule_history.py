@@ -7,12 +7,18 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from skillopt_sleep.archive.rule_history import record_night, with_history
+from skillopt_sleep.archive.rule_history import held_rules, record_night, with_history
 from skillopt_sleep.archive.tasks import TaskArchive
 from skillopt_sleep.checks import check_key, check_of_key
 from skillopt_sleep.engine.step import StepResult
 from skillopt_sleep.engine.val_pool import select_val, touches
-from skillopt_sleep.mine.rulebook import rule_line, stated_rules, user_rule_edits, written_line
+from skillopt_sleep.mine.rulebook import (
+    restated_rule_reason,
+    rule_line,
+    stated_rules,
+    user_rule_edits,
+    written_line,
+)
 from skillopt_sleep.models import (
     Check,
     EditRecord,
@@ -295,3 +301,28 @@ def test_a_key_gives_back_a_check_that_demands_it(key):
 @pytest.mark.parametrize("key", [("text", "use pnpm"), ("regex", "("), ("max_words", "many"), ("shouts", "x")])
 def test_a_text_key_or_a_broken_one_gives_no_check(key):
     assert check_of_key(key) is None
+
+
+def test_a_rule_a_document_holds_is_known_by_its_users_words_and_an_optimizer_restatement_yields(tmp_path):
+    """World 2, night 2: the memory held ``Use `datetime.now(timezone.utc)`.`` (night 1's compiled line of "always use
+    timezone-aware UTC: datetime.now(timezone.utc)"), and the optimizer proposed "Always use timezone-aware UTC when
+    working with dates and times." again; nothing it demands is the line's, so it reached the gate, and the support
+    test spent 17 calls to drop it. Known by the user's words, the adopted rule makes it yield."""
+    archive = TaskArchive(tmp_path / "archive.sqlite3")
+    words = "always use timezone-aware UTC: datetime.now(timezone.utc)"
+    [rule] = stated_rules([task("t-1", words, "datetime.now(timezone.utc)")])
+    line = written_line(rule)
+    assert line == "- Use `datetime.now(timezone.utc)`."
+    memory = {"memory": f"# Notes\n\n{line}\n"}
+    night(archive, [rule], "n1", edits=[applied(words)], verdict="accept_new_best", clause="accepted", adopted=True,
+          documents_after=memory)
+    [held] = held_rules(archive, memory)
+    assert held.text == words
+    optimizer = "- Always use timezone-aware UTC when working with dates and times."
+    assert restated_rule_reason(optimizer, [], memory) is None  # the line alone does not say it
+    reason = restated_rule_reason(optimizer, [], memory, [held])
+    assert reason is not None and line in reason and words in reason
+    assert restated_rule_reason("- Answer in one short paragraph.", [], memory, [held]) is None
+    # a rule no document states any more (the user deleted the line) is not held
+    assert held_rules(archive, {"memory": "# Notes\n"}) == []
+    assert held_rules(None, memory) == []

@@ -21,6 +21,7 @@ from skillopt_sleep.engine.reflect import plan_minibatches
 from skillopt_sleep.engine.replay import ReplayCache, Replayer, replay_tasks
 from skillopt_sleep.engine.step import StepInput, StepSettings, planned_optimizer_calls, run_step
 from skillopt_sleep.errors import BackendError
+from skillopt_sleep.mine.rulebook import stated_rules, written_line
 from skillopt_sleep.models import Check, Judge, TaskRecord
 from skillopt_sleep.night import run_night
 from skillopt_sleep.prompts import TASK_HEADER
@@ -45,12 +46,12 @@ def settings(**overrides) -> StepSettings:
     return StepSettings(**{"edit_budget": 3, "gate_samples": 1, "propose_user_rules": False, **overrides})
 
 
-def step(train, val=(), *, backend=None, documents=None, context="", **overrides):
+def step(train, val=(), *, backend=None, documents=None, context="", held_rules=(), **overrides):
     backend = backend or MockBackend()
     chosen = settings(**overrides)
     replayer = Replayer(CallMeter(backend), workers=chosen.workers, cache=ReplayCache(), seed=chosen.seed)
     result = run_step(StepInput(train=list(train), val=list(val), documents=documents or {"memory": MEMORY},
-                                context=context), settings=chosen, replayer=replayer)
+                                context=context, held_rules=list(held_rules)), settings=chosen, replayer=replayer)
     return result, backend
 
 
@@ -199,6 +200,24 @@ def test_an_optimizer_reply_with_the_old_op_add_is_applied_as_append():
     [applied] = result.edits
     assert (applied.op, applied.status) == ("append", "applied")
     assert "Use newtool0, not oldtool0" in result.candidate["memory"]
+
+
+def test_an_optimizer_edit_restating_a_rule_the_memory_holds_in_the_users_words_yields():
+    words = "always use timezone-aware UTC: datetime.now(timezone.utc)"
+    [held] = stated_rules([TaskRecord(id="t-0", source="claude", request="log the time", rules=[words],
+                                      judge=Judge(checks=[Check(op="contains", value="datetime.now(timezone.utc)",
+                                                                rule=words)]), split="train")])
+    memory = MEMORY + "\n" + written_line(held) + "\n"
+    restated = "Always use timezone-aware UTC when working with dates and times."
+    other = "Keep every log message under eighty characters."
+    backend = MockBackend(scripted={"reflect": [edits_reply(restated, other)]})
+    result, _ = step([rule_task(1)], backend=backend, documents={"memory": memory}, held_rules=[held])
+    reasons = {edit.content: edit.reason for edit in result.edits}
+    assert reasons["- " + restated].startswith("already stated in the documents") and words in reasons["- " + restated]
+    assert [edit.content for edit in result.selected] == ["- " + other]
+    backend = MockBackend(scripted={"reflect": [edits_reply(restated)]})
+    result, _ = step([rule_task(1)], backend=backend, documents={"memory": memory})  # not known as held: kept
+    assert [edit.content for edit in result.selected] == ["- " + restated]
 
 
 def test_a_missing_document_is_not_editable():
