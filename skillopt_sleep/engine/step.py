@@ -27,7 +27,8 @@ step works on is one ``StepInput``, what it may do one ``StepSettings``, how it 
    when none passes them all: ``engine/rewrite.py``), and an adopted rule still corrected is re-worded
    (``engine/wording.py``; these calls count in ``aggregate``); an optimizer
    edit that restates one of them, a line a document already holds, or a rule such a line was written from
-   (``held_rules``), yields (``mine.rulebook.restated_rule_reason``).
+   (``held_rules``), yields (``mine.rulebook.restated_rule_reason``); one that contradicts a rule of the user's is
+   rejected (``contradicted_rule_reason``).
    Then the team rules the night proposes (``team_rules``, ``team/night.py``), right after the users' own rules,
    screened like every edit (``_team_rules_stage``).
 4. select: when more than L = ``edit_budget`` edits remain, the users' rules come first (most stated first) and
@@ -94,7 +95,13 @@ from skillopt_sleep.engine.rewrite import make_rewriter
 from skillopt_sleep.engine.val_pool import select_val
 from skillopt_sleep.engine.wording import choose_wordings
 from skillopt_sleep.mine.provenance import UserText, provenance_reason
-from skillopt_sleep.mine.rulebook import StatedRule, restated_rule_reason, stated_rules, user_rule_edits
+from skillopt_sleep.mine.rulebook import (
+    StatedRule,
+    contradicted_rule_reason,
+    restated_rule_reason,
+    stated_rules,
+    user_rule_edits,
+)
 from skillopt_sleep.models import EditRecord, GateDecision, ReplayResult, TaskRecord
 from skillopt_sleep.parallel import map_parallel
 from skillopt_sleep.redaction.redact import redact_text
@@ -621,8 +628,9 @@ def _user_rules_stage(merged: list[EditRecord], *, stated: list[StatedRule], tex
                       held: list[StatedRule] | None = None) -> tuple[list[EditRecord], list[EditRecord]]:
     """The users' own rules, one edit each (``mine.rulebook.user_rule_edits``), worded by ``choose`` (``_wording``),
     put first; the optimizer's restatements of a stated rule yield to the user's words, and its restatements of a
-    rule a document holds (``held``, ``StepInput.held_rules``) to that line. Returns (the rules' edits, every edit in
-    order); the edits screened out are added to ``rejected``."""
+    rule a document holds (``held``, ``StepInput.held_rules``) to that line; an optimizer edit that contradicts
+    either is rejected (the user's rule wins). Returns (the rules' edits, every edit in order); the edits screened out
+    are added to ``rejected``."""
     proposed_rules: list[EditRecord] = []
     if settings.propose_user_rules and scope.targets:
         proposed_rules = user_rule_edits(stated, texts, target=scope.targets[0], wording=settings.rule_wording,
@@ -637,8 +645,10 @@ def _user_rules_stage(merged: list[EditRecord], *, stated: list[StatedRule], tex
         rejected.extend(rules_rejected)
     kept_merged: list[EditRecord] = []
     yielding = stated if settings.propose_user_rules else []  # the user's words are proposed instead
+    users = [*stated, *(held or [])]
     for edit in merged:
-        reason = restated_rule_reason(edit.content, yielding, texts, held or []) if edit.op != "delete" else None
+        reason = None if edit.op == "delete" else (restated_rule_reason(edit.content, yielding, texts, held or [])
+                                                   or contradicted_rule_reason(edit.content, users))
         if reason:
             rejected.append(edit.model_copy(update={"status": "rejected", "reason": reason}))
         else:

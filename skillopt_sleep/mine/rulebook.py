@@ -27,7 +27,8 @@ words (``text_key``).
   later night recognises either line as the rule (``stating_line``, ``rule_edit``: they compare what lines demand).
 * ``restated_rule_reason(content, rules, documents, held)``: why an optimizer edit only restates a user-stated rule, a
   line the documents already hold, or a rule of the user's such a line was written from (the user's words win; a
-  rule is never written twice).
+  rule is never written twice); ``contradicted_rule_reason(content, rules)``: why one contradicts a rule of the
+  user's (the user's rule wins).
 """
 
 from __future__ import annotations
@@ -384,6 +385,18 @@ def rule_edit(rule: StatedRule, edits: list[EditRecord]) -> EditRecord | None:
     stating = [edit for edit in edits if edit.op != "delete" and edit.content
                and keys_overlap(wanted, line_keys(edit.content))]
     return next((edit for edit in stating if edit.status == "applied"), stating[0] if stating else None)
+
+
+def contradicted_rule_reason(content: str, rules: Sequence[StatedRule]) -> str | None:
+    """Why an edit's content contradicts a lasting rule of the user's (``contradicts``: it demands a literal the rule
+    forbids, or forbids one the rule demands), or None. The user's rule wins: the optimizer proposed ``Use `black`,
+    never `autopep8`.`` (read in a recalled task's words) on the night the user said "we moved from black to ruff"
+    (learning world 2, night 3). rules: tonight's stated rules and the rules a document holds."""
+    keys = {key for key in line_keys(content) if key[0] != "text"}
+    for rule in rules:
+        if rule.scope == "lasting" and contradicts(rule.key_set, keys):
+            return f"contradicts the user's rule {rule.text!r}: the user's rule wins"
+    return None
 
 
 def restated_rule_reason(content: str, rules: list[StatedRule], documents: dict[str, str],

@@ -10,6 +10,7 @@ from skillopt_sleep.checks import negative_word_regex
 from skillopt_sleep.engine.edits import apply_edits
 from skillopt_sleep.mine.rulebook import (
     contradicted_line,
+    contradicted_rule_reason,
     restated_rule_reason,
     rule_line,
     stated_rules,
@@ -122,6 +123,19 @@ def test_an_optimizer_edit_that_restates_a_user_rule_or_a_written_line_yields():
     assert "already stated in the documents" in restated_rule_reason(
         "- Prefer pathlib over os.path.", [], {"memory": "- Use pathlib, never os.path.\n"})
     assert restated_rule_reason("- Answer in one short paragraph.", rules, {"memory": "- use pnpm"}) is None
+
+
+def test_an_optimizer_edit_that_contradicts_a_lasting_user_rule_is_refused():
+    ruff = "we moved from black to ruff: use ruff format, never black"
+    rules = stated_rules([task(1, ruff, checks={ruff: [Check(op="contains", value="ruff format"),
+                                                       Check(op="regex", value=negative_word_regex("black"))]})])
+    assert rules[0].scope == "lasting"
+    reason = contradicted_rule_reason("- Use `black`, never `autopep8`.", rules)
+    assert reason is not None and ruff in reason
+    assert contradicted_rule_reason("- Use `ruff check` before committing.", rules) is None
+    assert contradicted_rule_reason("- Use `black`, never `autopep8`.", []) is None
+    waiting = [rule.model_copy(update={"scope": "candidate"}) for rule in rules]  # not a rule the night writes yet
+    assert contradicted_rule_reason("- Use `black`, never `autopep8`.", waiting) is None
 
 
 def test_rule_line_is_the_one_bullet_format():

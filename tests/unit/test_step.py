@@ -16,6 +16,7 @@ from transcripts import PNPM_CONVERSATIONS, write_claude_sessions
 
 from skillopt_sleep.backends.base import CallMeter
 from skillopt_sleep.backends.mock import MockBackend
+from skillopt_sleep.checks import negative_word_regex
 from skillopt_sleep.config import SleepConfig
 from skillopt_sleep.engine.reflect import plan_minibatches
 from skillopt_sleep.engine.replay import ReplayCache, Replayer, replay_tasks
@@ -218,6 +219,19 @@ def test_an_optimizer_edit_restating_a_rule_the_memory_holds_in_the_users_words_
     backend = MockBackend(scripted={"reflect": [edits_reply(restated)]})
     result, _ = step([rule_task(1)], backend=backend, documents={"memory": memory})  # not known as held: kept
     assert [edit.content for edit in result.selected] == ["- " + restated]
+
+
+def test_an_optimizer_edit_that_contradicts_the_users_rule_is_rejected_and_the_rule_is_written():
+    ruff = "we moved from black to ruff: use ruff format, never black"
+    train = TaskRecord(id="t-fmt", source="claude", request="format the module, autopep8 is gone too", rules=[ruff],
+                       split="train", authored=["format the module, autopep8 is gone too"],
+                       judge=Judge(checks=[Check(op="contains", value="ruff format", rule=ruff),
+                                           Check(op="regex", value=negative_word_regex("black"), rule=ruff)]))
+    backend = MockBackend(scripted={"reflect": [edits_reply("Use `black`, never `autopep8`.")]})
+    result, _ = step([train], backend=backend, propose_user_rules=True)
+    [refused] = [edit for edit in result.edits if "autopep8" in edit.content]
+    assert refused.status == "rejected" and refused.reason.startswith(f"contradicts the user's rule {ruff!r}")
+    assert [edit.content for edit in result.selected] == ["- Use `ruff format`, never `black`."]
 
 
 def test_a_missing_document_is_not_editable():
