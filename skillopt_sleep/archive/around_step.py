@@ -174,7 +174,7 @@ class AcrossNights:
             self.stated_screen = RejectedEditScreen(meter, stated_rule_keys(self.archive))
         step_input = StepInput(train=step_train, documents=step_documents, val=val, context=build_context(*sections),
                                recalled=[item.archived.task for item in recalled], rules=self.rules,
-                               held_rules=held_rules(self.archive, step_documents),
+                               held_rules=held_rules(self.archive, step_documents, self.rules),
                                archived_val=archived_val, val_origins=origins,
                                edit_filter=self.stated_screen.filter if self.stated_screen else None)
         return Prepared(step_input, replayer.with_meter(self.screen) if self.screen is not None else replayer)

@@ -13,8 +13,9 @@ stands, and what it won on held-out tasks.
   once, no lasting scope) that an earlier night stated too becomes ``lasting`` ("stated on N nights"), as does any
   rule an earlier night found lasting; a ``one_off`` stays one (its words tie it to its task, and a task sent again
   on another night restates nothing).
-* ``held_rules(archive, documents)`` (before the step, read only): the archived rules a document line states now,
-  known by all their phrasings, so that an optimizer edit that restates one in the user's words yields.
+* ``held_rules(archive, documents, tonight)`` (before the step, read only): the archived rules a document line states
+  now, known by all their phrasings, so that an optimizer edit that restates one in the user's words yields and one
+  that contradicts one is refused.
 * ``record_night(archive, rules, step, ...)`` (after a completed night): adds tonight's statements (phrasings,
   sessions, the night; a night counts once) and sets each rule's status from what became of its edit:
 
@@ -128,16 +129,20 @@ def superseded(entry: dict[str, Any], newer: list[tuple[set[tuple[str, str]], st
     return any(night > stated and contradicts(_keys(entry), keys) for keys, night in newer)
 
 
-def held_rules(archive: TaskArchive | None, documents: dict[str, str]) -> list[StatedRule]:
+def held_rules(archive: TaskArchive | None, documents: dict[str, str],
+               tonight: list[StatedRule] | None = None) -> list[StatedRule]:
     """The archived rules a line of ``documents`` states now (``rulebook.stating_line``; adopted on an earlier night,
-    or written by hand), each known by all its archived keys and phrasings, for the step's restatement test
-    (``rulebook.restated_rule_reason``): an optimizer edit that says such a rule again in the user's words yields.
-    Retired rules are left out (a newer rule replaced them). documents: kind -> text. [] without an archive."""
+    or written by hand), each known by all its archived keys and phrasings, for the step's restatement and
+    contradiction tests (``rulebook.restated_rule_reason``, ``contradicted_rule_reason``): an optimizer edit that says
+    such a rule again in the user's words yields, one that contradicts it is refused. Left out: retired rules, and
+    rules a lasting rule of ``tonight`` contradicts (the user changed their mind tonight: the old line is about to be
+    replaced). documents: kind -> text. [] without an archive."""
     if archive is None:
         return []
+    newer = [(rule.key_set, "tonight") for rule in tonight or [] if rule.stated and rule.scope == "lasting"]
     out = []
     for entry in archive.rules():
-        if entry.get("status") == "retired":
+        if entry.get("status") == "retired" or superseded(entry, newer):
             continue
         rule = _carried(entry)
         if stating_line(rule, documents) is not None:

@@ -326,3 +326,17 @@ def test_a_rule_a_document_holds_is_known_by_its_users_words_and_an_optimizer_re
     # a rule no document states any more (the user deleted the line) is not held
     assert held_rules(archive, {"memory": "# Notes\n"}) == []
     assert held_rules(None, memory) == []
+
+
+def test_a_held_rule_the_user_contradicts_tonight_is_not_held(tmp_path):
+    """World 2: black adopted, then "we moved from black to ruff" on night 3. Until the night replaces the black line,
+    the black rule is no longer the user's: an optimizer line for ruff is not refused as contradicting it."""
+    archive = TaskArchive(tmp_path / "archive.sqlite3")
+    [black] = stated_rules([task("t-1", "we format with black, not autopep8", "black")])
+    memory = {"memory": f"# Notes\n\n{written_line(black)}\n"}
+    night(archive, [black], "n1", edits=[applied("we format with black, not autopep8")], verdict="accept_new_best",
+          clause="accepted", adopted=True, documents_after=memory)
+    assert [rule.text for rule in held_rules(archive, memory)] == ["we format with black, not autopep8"]
+    ruff = stated_rules([checked("t-2", "we moved from black to ruff", "ruff", "black")])
+    ruff = [rule.model_copy(update={"scope": "lasting"}) for rule in ruff]
+    assert held_rules(archive, memory, ruff) == []
