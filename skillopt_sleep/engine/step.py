@@ -174,8 +174,9 @@ class StepInput:
     rules: list[StatedRule] | None = None
     """The users' stated rules to propose (``mine.rulebook.stated_rules``); None: those of ``train``."""
     held_rules: list[StatedRule] = field(default_factory=list)
-    """The users' rules a document already states (``archive.rule_history.held_rules``): never proposed again; an
-    optimizer edit that restates one in the user's words yields (``mine.rulebook.restated_rule_reason``)."""
+    """The users' rules a document already states (``archive.rule_history.held_rules``): an optimizer edit that
+    restates one in the user's words yields (``mine.rulebook.restated_rule_reason``), one that contradicts one is
+    rejected (``contradicted_rule_reason``)."""
     archived_val: list[TaskRecord] = field(default_factory=list)
     """Val tasks of earlier nights the gate may add to ``val`` (``val_pool.select_val``: at most ``gate_max_val`` in
     all)."""
