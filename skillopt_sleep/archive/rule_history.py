@@ -107,7 +107,7 @@ def with_history(rules: list[StatedRule], archive: TaskArchive | None) -> list[S
                                            "checks": _implied_checks(keys, phrasings, rule.checks),
                                            **_scope_across_nights(rule, entry)}))
     matched = {rule.id for rule in out}
-    newer = [(rule.key_set, "tonight") for rule in out if rule.stated and rule.scope == "lasting"]
+    newer = _stated_tonight(out)
     newer += [(_keys(entry), entry.get("last_night") or "") for entry in archived if entry.get("scope") == "lasting"
               and entry.get("status") != "retired"]
     out += [_carried(entry) for entry in archived if entry["id"] not in matched and entry.get("status") in CARRIED
@@ -119,6 +119,11 @@ def with_history(rules: list[StatedRule], archive: TaskArchive | None) -> list[S
 #: Statuses of an archived lasting rule that a night proposes again though nobody stated it tonight: never proposed
 #: (``stated``: over the edit budget, or blocked) or left pending by the gate.
 CARRIED = ("stated", "pending")
+
+
+def _stated_tonight(rules: list[StatedRule]) -> list[tuple[set[tuple[str, str]], str]]:
+    """``superseded``'s ``newer`` for the lasting rules of ``rules`` stated tonight: (keys, ``"tonight"``)."""
+    return [(rule.key_set, "tonight") for rule in rules if rule.stated and rule.scope == "lasting"]
 
 
 def superseded(entry: dict[str, Any], newer: list[tuple[set[tuple[str, str]], str]]) -> bool:
@@ -139,7 +144,7 @@ def held_rules(archive: TaskArchive | None, documents: dict[str, str],
     replaced). documents: kind -> text. [] without an archive."""
     if archive is None:
         return []
-    newer = [(rule.key_set, "tonight") for rule in tonight or [] if rule.stated and rule.scope == "lasting"]
+    newer = _stated_tonight(tonight or [])
     out = []
     for entry in archive.rules():
         if entry.get("status") == "retired" or superseded(entry, newer):

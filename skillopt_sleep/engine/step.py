@@ -67,7 +67,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -626,7 +626,7 @@ def _team_rules_stage(team: list[EditRecord], *, user_text: UserText, scope: Edi
 def _user_rules_stage(merged: list[EditRecord], *, stated: list[StatedRule], texts: dict[str, str],
                       settings: StepSettings, scope: EditScope, edit_filter: EditFilter | None,
                       rejected: list[EditRecord], choose: EditFilter | None = None,
-                      held: list[StatedRule] | None = None) -> tuple[list[EditRecord], list[EditRecord]]:
+                      held: Sequence[StatedRule] = ()) -> tuple[list[EditRecord], list[EditRecord]]:
     """The users' own rules, one edit each (``mine.rulebook.user_rule_edits``), worded by ``choose`` (``_wording``),
     put first; the optimizer's restatements of a stated rule yield to the user's words, and its restatements of a
     rule a document holds (``held``, ``StepInput.held_rules``) to that line; an optimizer edit that contradicts
@@ -646,9 +646,9 @@ def _user_rules_stage(merged: list[EditRecord], *, stated: list[StatedRule], tex
         rejected.extend(rules_rejected)
     kept_merged: list[EditRecord] = []
     yielding = stated if settings.propose_user_rules else []  # the user's words are proposed instead
-    users = [*stated, *(held or [])]
+    users = [*stated, *held]
     for edit in merged:
-        reason = None if edit.op == "delete" else (restated_rule_reason(edit.content, yielding, texts, held or [])
+        reason = None if edit.op == "delete" else (restated_rule_reason(edit.content, yielding, texts, held)
                                                    or contradicted_rule_reason(edit.content, users))
         if reason:
             rejected.append(edit.model_copy(update={"status": "rejected", "reason": reason}))
